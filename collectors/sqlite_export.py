@@ -1,0 +1,196 @@
+"""Streaming reads of Nsight Systems SQLite exports into Arrow record batches.
+
+Bulk scans go through ADBC's SQLite driver (``adbc-driver-sqlite``), which yields Arrow batches
+without a Python object per row. SQLite is dynamically typed and the driver infers each column's
+type from the first rows, so every scan puts one typed *sentinel* row first (0, 0.0 or X'') and
+drops it: columns that start with NULLs keep their declared type. Text is read as BLOB and
+decoded to UTF-8 in Arrow; a batch holding invalid UTF-8 (seen in real exports) is decoded with
+U+FFFD replacement characters instead of failing.
+
+Metadata (table and column lists, StringIds, ENUM tables, META_DATA) is read with the standard
+library's ``sqlite3`` module.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracekit.errors import InputError, MissingTableError, UnsupportedFormatError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+BATCH_ROWS = 65536
+
+# SQL type each Arrow type is read as (before decoding), and its sentinel literal
+_READ_AS = {
+    "int": ("INTEGER", "0"),
+    "float": ("REAL", "0.0"),
+    "blob": ("BLOB", "X''"),
+}
+
+
+def is_sqlite(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(16) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _uri(path: Path) -> str:
+    q = urllib.parse.urlencode({"mode": "ro", "immutable": "1"})
+    return urllib.parse.urlunsplit(["file", "", str(Path(path).resolve()), q, ""])
+
+
+def decode_utf8(arr: pa.Array) -> pa.Array:
+    """Binary -> string; invalid UTF-8 sequences become U+FFFD instead of raising."""
+    try:
+        return arr.cast(pa.string())
+    except pa.ArrowInvalid:
+        return pa.array(
+            [None if v is None else v.decode("utf-8", "replace") for v in arr.to_pylist()],
+            type=pa.string(),
+        )
+
+
+class Export:
+    """An opened nsys SQLite export.
+
+    Raises :class:`UnsupportedFormatError` when the file is not SQLite, and :class:`InputError`
+    when SQLite cannot read it (truncated or corrupt file).
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if not is_sqlite(self.path):
+            raise UnsupportedFormatError("not an SQLite file", path=self.path)
+        try:
+            self.meta = sqlite3.connect(_uri(self.path), uri=True, isolation_level=None)
+            self.meta.text_factory = lambda b: b.decode("utf-8", "replace")
+            names = [r[0] for r in self.meta.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
+            self.columns: dict[str, list[str]] = {}
+            for n in names:
+                self.columns[n] = [r[1] for r in self.meta.execute(f'PRAGMA table_info("{n}")')]
+            self.meta.execute("PRAGMA quick_check(1)").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"SQLite cannot read this file ({exc}); is it truncated or corrupt?",
+                             path=self.path) from None
+        self._adbc = None
+        self._strings: pa.Table | None = None
+        self._enums: dict[str, dict[int, str]] = {}
+
+    # -- structure ------------------------------------------------------------------------
+    def has(self, table: str, *cols: str) -> bool:
+        c = self.columns.get(table)
+        return c is not None and all(x in c for x in cols)
+
+    def require(self, table: str) -> list[str]:
+        if table not in self.columns:
+            raise MissingTableError(f"export has no {table} table", path=self.path)
+        return self.columns[table]
+
+    def count(self, table: str) -> int:
+        try:
+            return self.meta.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"cannot read table {table}: {exc}", path=self.path) from None
+
+    def rows(self, sql: str, params=()) -> list[tuple]:
+        """Small metadata queries (Python rows)."""
+        try:
+            return self.meta.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"cannot read the export: {exc}", path=self.path) from None
+
+    # -- string IDs and enums -------------------------------------------------------------
+    def strings(self) -> pa.Table:
+        """StringIds as an Arrow table (id int64, value string), sorted by id."""
+        if self._strings is None:
+            self.require("StringIds")
+            ids, values = [], []
+            for i, v in self.rows("SELECT id, value FROM StringIds ORDER BY id"):
+                ids.append(i)
+                values.append(v if isinstance(v, str) else (None if v is None else str(v)))
+            self._strings = pa.table({"id": pa.array(ids, pa.int64()), "value": pa.array(values, pa.string())})
+        return self._strings
+
+    def resolve_strings(self, ids: pa.Array) -> pa.Array:
+        """Map string IDs to text. An ID missing from StringIds becomes '<unknown string N>'
+        (never a dropped row); a null ID stays null."""
+        st = self.strings()
+        idx = pc.index_in(ids, value_set=st.column("id"))
+        out = pc.take(st.column("value"), idx)
+        if isinstance(out, pa.ChunkedArray):
+            out = out.combine_chunks()
+        missing = pc.and_(pc.is_null(idx), pc.is_valid(ids))
+        if pc.any(missing).as_py():
+            labels = pc.binary_join_element_wise("<unknown string ", ids.cast(pa.string()), ">", "")
+            out = pc.if_else(missing, labels, out)
+        return out
+
+    def enum(self, table: str, fallback: dict[int, str] | None = None) -> dict[int, str]:
+        """{value: label} from the export's ENUM table, else ``fallback`` (documented defaults
+        for exports older than the ENUM tables)."""
+        if table not in self._enums:
+            if self.has(table, "id", "label"):
+                self._enums[table] = {int(i): str(lbl) for i, lbl in self.rows(f'SELECT id, label FROM "{table}"')}
+            else:
+                self._enums[table] = dict(fallback or {})
+        return self._enums[table]
+
+    # -- bulk scans -----------------------------------------------------------------------
+    def _adbc_cursor(self):
+        if self._adbc is None:
+            import adbc_driver_sqlite.dbapi as adbc
+
+            self._adbc = adbc.connect(_uri(self.path))
+        return self._adbc.cursor()
+
+    def scan(self, select: list[tuple[str, str, str]], from_sql: str,
+             batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+        """Stream ``SELECT expr AS alias, ... FROM from_sql`` as Arrow batches.
+
+        ``select`` is a list of ``(alias, sql_expression, kind)`` with kind ``int``, ``float``
+        or ``blob``. Values are cast in SQLite to that kind so every batch has the same types;
+        ``blob`` columns come out as Arrow binary (decode with :func:`decode_utf8`).
+        """
+        inner = ", ".join(f"CAST(({expr}) AS {_READ_AS[kind][0]}) AS \"{alias}\"" for alias, expr, kind in select)
+        sentinel = ", ".join(f"{_READ_AS[kind][1]} AS \"{alias}\"" for alias, _e, kind in select)
+        sql = f"SELECT {sentinel} UNION ALL SELECT * FROM (SELECT {inner} FROM {from_sql})"
+        cur = self._adbc_cursor()
+        try:
+            cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(batch_rows)})
+            cur.execute(sql)
+            reader = cur.fetch_record_batch()
+            first = True
+            for batch in reader:
+                if first:
+                    batch = batch.slice(1)
+                    first = False
+                if batch.num_rows:
+                    yield batch
+        except Exception as exc:  # adbc raises its own DatabaseError/OSError types
+            if isinstance(exc, (InputError, GeneratorExit)):
+                raise
+            raise InputError(f"cannot read {from_sql.split()[0]}: {' '.join(str(exc).split())}",
+                             path=self.path) from None
+        finally:
+            cur.close()
+
+    def close(self):
+        if self._adbc is not None:
+            self._adbc.close()
+            self._adbc = None
+        self.meta.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,3 @@
+from tracekit.cli import main
+
+main()

@@ -1,0 +1,39 @@
+"""Convert profiler outputs into a run folder (``tracekit convert``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from tracekit.collectors import detect
+from tracekit.errors import InputError
+from tracekit.progress import NULL_PROGRESS, Progress
+from tracekit.runfolder import RunWriter
+
+
+def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, force: bool = False,
+            progress: Progress = NULL_PROGRESS, extra_manifest: dict | None = None) -> Path:
+    """Convert ``inputs`` (profiler output files) into the run folder ``run_dir``.
+
+    Each input is recognized by its content (:func:`tracekit.collectors.detect`); inputs of the
+    same format go to that format's collector together (e.g. one Kineto trace per rank). Two
+    collectors writing the same table is an :class:`InputError` (raised by the writer). ``extra_manifest`` entries
+    (e.g. the workload description from ``tracekit collect``) are merged into the manifest.
+
+    Returns the run folder's path. Raises :class:`InputError` subclasses for bad input; nothing
+    is left behind on any error.
+    """
+    if not inputs:
+        raise InputError("no input files given")
+    groups: dict[str, tuple[object, list[Path]]] = {}
+    for p in inputs:
+        mod = detect(p)
+        groups.setdefault(mod.NAME, (mod, []))[1].append(Path(p))
+    with RunWriter(run_dir, force=force) as writer:
+        writer.manifest["sources"] = {}
+        for name, (mod, paths) in groups.items():
+            mod.collect(paths, writer, progress)
+        if extra_manifest:
+            writer.manifest.update(extra_manifest)
+    return Path(run_dir)

@@ -1,0 +1,236 @@
+"""Run folders: ``manifest.json`` plus one Parquet file per captured table.
+
+Writing is atomic: :class:`RunWriter` builds the folder under a hidden temporary name beside the
+target and renames it into place only when every table and the manifest are written. On any
+error, KeyboardInterrupt or SIGTERM (the CLI turns SIGTERM into KeyboardInterrupt) the temporary
+folder is removed, so a run folder either appears whole or not at all.
+
+Tables the input did not capture get no file; the manifest lists them under ``not_captured``
+with the reason, so "not captured" never reads as zero rows.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import tracekit
+from tracekit import schema
+from tracekit.errors import InputError, RunFolderError
+
+MANIFEST = "manifest.json"
+PARQUET_COMPRESSION = "zstd"
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
+    """Hex SHA-256 of a file, read in 4 MiB chunks (constant memory)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            buf = f.read(chunk)
+            if not buf:
+                return h.hexdigest()
+            h.update(buf)
+
+
+def describe_input(path: str | os.PathLike, fmt: str) -> dict:
+    """Manifest entry for one input file: name, absolute path, size in bytes, sha256, format."""
+    p = Path(path)
+    return {
+        "name": p.name,
+        "path": str(p.resolve()),
+        "size_bytes": p.stat().st_size,
+        "sha256": sha256_file(p),
+        "format": fmt,
+    }
+
+
+class RunWriter:
+    """Write one run folder atomically.
+
+    Usage::
+
+        with RunWriter(run_dir, force=False) as w:
+            w.write_table("kernels", batches)       # iterable of Arrow tables/batches
+            w.not_captured("osrt_api", "export has no OSRT_API table")
+            w.manifest["source"] = {...}
+        # renamed into place here; removed if the block raised
+
+    Raises :class:`RunFolderError` if ``run_dir`` exists (and is not an empty folder) and
+    ``force`` is false — checked both at start and at the final rename, so of two concurrent
+    writers one wins and the other errors.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, *, force: bool = False):
+        self.run_dir = Path(run_dir).absolute()
+        self.force = force
+        self.manifest: dict = {
+            "layout_version": schema.LAYOUT_VERSION,
+            "tracekit_version": tracekit.__version__,
+            "run_id": self.run_dir.name,
+            "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "inputs": [],
+            "tables": {},
+            "not_captured": {},
+            "warnings": [],
+        }
+        self._tmp: Path | None = None
+
+    # -- context management -------------------------------------------------------------
+    def __enter__(self) -> "RunWriter":
+        self._check_target()
+        parent = self.run_dir.parent
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+            self._tmp = parent / f".{self.run_dir.name}.tmp-{uuid.uuid4().hex[:12]}"
+            self._tmp.mkdir()
+        except OSError as exc:
+            raise RunFolderError(f"cannot create the run folder: {exc.strerror}", path=self.run_dir) from None
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            try:
+                self._commit()
+            finally:
+                self._cleanup()
+        else:
+            self._cleanup()
+        return False
+
+    def _check_target(self):
+        if self.run_dir.exists() and not self.force:
+            if not self.run_dir.is_dir() or any(self.run_dir.iterdir()):
+                raise RunFolderError("already exists (use --force to replace it)", path=self.run_dir)
+
+    def _cleanup(self):
+        if self._tmp is not None and self._tmp.exists():
+            shutil.rmtree(self._tmp, ignore_errors=True)
+        self._tmp = None
+
+    # -- writing --------------------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        """The temporary folder being written (valid inside the ``with`` block)."""
+        if self._tmp is None:
+            raise RunFolderError("RunWriter used outside its with-block")
+        return self._tmp
+
+    def write_table(self, name: str, batches: Iterable[pa.RecordBatch | pa.Table]) -> int:
+        """Conform each batch to the schema of table ``name`` and stream it to Parquet.
+
+        Returns the number of rows written. An empty iterable still writes a file with the
+        table's schema and 0 rows: the table was captured and had no events.
+        """
+        tdef = schema.table(name)
+        if name in self.manifest["tables"]:
+            raise InputError(f"two inputs both provide table {name}; convert them into separate run folders")
+        out = self.path / f"{name}.parquet"
+        writer = None
+        rows = 0
+        try:
+            for batch in batches:
+                batch = tdef.conform(batch)
+                if writer is None:
+                    writer = pq.ParquetWriter(out, batch.schema, compression=PARQUET_COMPRESSION)
+                if isinstance(batch, pa.RecordBatch):
+                    writer.write_batch(batch)
+                else:
+                    writer.write_table(batch)
+                rows += batch.num_rows
+            if writer is None:
+                pq.write_table(tdef.empty(), out, compression=PARQUET_COMPRESSION)
+        finally:
+            if writer is not None:
+                writer.close()
+        self.manifest["tables"][name] = {"rows": rows, "file": out.name}
+        self.manifest["not_captured"].pop(name, None)
+        return rows
+
+    def not_captured(self, name: str, reason: str) -> None:
+        """Record that the input has no data for table ``name`` (no file is written)."""
+        schema.table(name)
+        if name not in self.manifest["tables"]:
+            self.manifest["not_captured"][name] = reason
+
+    def warn(self, message: str) -> None:
+        self.manifest["warnings"].append(message)
+
+    def _commit(self):
+        for name in schema.TABLES:
+            if name not in self.manifest["tables"] and name not in self.manifest["not_captured"]:
+                self.manifest["not_captured"][name] = "no collector produced this table for this input"
+        mpath = self.path / MANIFEST
+        with open(mpath, "w", encoding="utf-8") as f:
+            json.dump(self.manifest, f, indent=2, sort_keys=False, default=str)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        old = None
+        if self.run_dir.exists():
+            if not self.force and (not self.run_dir.is_dir() or any(self.run_dir.iterdir())):
+                raise RunFolderError("was created by another process meanwhile; not replaced", path=self.run_dir)
+            old = self.run_dir.parent / f".{self.run_dir.name}.old-{uuid.uuid4().hex[:12]}"
+            os.rename(self.run_dir, old)
+        try:
+            os.rename(self._tmp, self.run_dir)
+        except OSError as exc:
+            if old is not None:
+                os.rename(old, self.run_dir)
+            raise RunFolderError(f"cannot move the new run folder into place: {exc.strerror}", path=self.run_dir) from None
+        self._tmp = None
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+@dataclass
+class Run:
+    """A run folder opened for reading."""
+
+    path: Path
+    manifest: dict
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest.get("run_id") or self.path.name
+
+    def table_path(self, name: str) -> Path | None:
+        """Path of the table's Parquet file, or None when the run did not capture it."""
+        info = self.manifest.get("tables", {}).get(name)
+        if info is None:
+            return None
+        p = self.path / info.get("file", f"{name}.parquet")
+        return p if p.exists() else None
+
+
+def open_run(path: str | os.PathLike) -> Run:
+    """Open a run folder. Raises :class:`RunFolderError` when it is not one, or of an unknown
+    layout version."""
+    p = Path(path)
+    m = p / MANIFEST
+    if not p.is_dir():
+        raise RunFolderError("not a run folder (no such directory)", path=p)
+    if not m.is_file():
+        raise RunFolderError(f"not a run folder (no {MANIFEST}; create one with `tracekit convert`)", path=p)
+    try:
+        manifest = json.loads(m.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RunFolderError(f"{MANIFEST} is not valid JSON: {exc}", path=p) from None
+    version = manifest.get("layout_version") if isinstance(manifest, dict) else None
+    if version != schema.LAYOUT_VERSION:
+        raise RunFolderError(
+            f"run folder layout version {version!r} is not the one this tracekit reads "
+            f"({schema.LAYOUT_VERSION}); convert the input again",
+            path=p,
+        )
+    return Run(path=p, manifest=manifest)

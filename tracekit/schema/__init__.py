@@ -1,0 +1,34 @@
+"""The one definition of every run-folder table.
+
+``TABLES`` maps table name -> :class:`~tracekit.schema.core.Table`. Collectors conform their
+output to it (:meth:`Table.conform`), the run-folder writer uses its Arrow schemas, the query
+engine creates empty typed views from it, and ``docs/schema.md`` is generated from it
+(``python -m tracekit.schema > docs/schema.md``).
+
+To add a table: define it in the module of its group and add it to that module's ``TABLES``.
+"""
+
+from __future__ import annotations
+
+from tracekit.errors import SchemaError
+from tracekit.schema import system, timeline
+from tracekit.schema.core import UNITS, Column, Table
+
+# One module per group of tables; a new group is imported here and added to _ALL.
+_ALL: tuple[Table, ...] = timeline.TABLES + system.TABLES
+
+TABLES: dict[str, Table] = {t.name: t for t in _ALL}
+
+LAYOUT_VERSION = 1
+"""Version of the run-folder layout (manifest + Parquet). Bumped on incompatible changes."""
+
+
+def table(name: str) -> Table:
+    """Return the table definition called ``name``; :class:`SchemaError` if unknown."""
+    try:
+        return TABLES[name]
+    except KeyError:
+        raise SchemaError(f"unknown table {name!r}; known: {', '.join(TABLES)}") from None
+
+
+__all__ = ["TABLES", "LAYOUT_VERSION", "Table", "Column", "UNITS", "table"]

@@ -1,0 +1,90 @@
+"""System tables: processes, threads, GPUs, CPU scheduling and sampled GPU metrics."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from tracekit.schema.core import Column as C
+from tracekit.schema.core import Table
+
+i32, i64, f64, s, b = pa.int32(), pa.int64(), pa.float64(), pa.string(), pa.bool_()
+
+PROCESSES = Table(
+    "processes",
+    "One row per profiled process.",
+    (
+        C("pid", i64, "id", "OS process ID.", required=True),
+        C("name", s, "text", "Process name or command."),
+        C("rank", i32, "id", "Distributed rank of the process when known (Kineto distributedInfo, "
+          "tracekit collect's manifest), else null."),
+    ),
+    group="system",
+)
+
+THREADS = Table(
+    "threads",
+    "One row per named or traced thread.",
+    (
+        C("pid", i64, "id", "OS process ID.", required=True),
+        C("tid", i64, "id", "OS thread ID.", required=True),
+        C("name", s, "text", "Thread name."),
+        C("priority", i32, "value", "Scheduling priority, when recorded."),
+    ),
+    group="system",
+)
+
+DEVICES = Table(
+    "devices",
+    "One row per GPU as the input describes it. Values are as the export gives them; null when "
+    "it does not record them.",
+    (
+        C("device_id", i32, "id", "CUDA device ordinal (matches kernels.device_id).", required=True),
+        C("name", s, "text", "GPU product name, e.g. 'NVIDIA H100 80GB HBM3'."),
+        C("uuid", s, "id", "GPU UUID, when recorded."),
+        C("pci_bus_id", s, "id", "PCI bus ID, when recorded."),
+        C("compute_capability", s, "text", "Compute capability as 'major.minor'."),
+        C("sm_count", i32, "count", "Number of streaming multiprocessors."),
+        C("global_memory_bytes", i64, "bytes", "Global (device) memory size."),
+        C("l2_cache_bytes", i64, "bytes", "L2 cache size."),
+        C("memory_bandwidth_bytes_per_s", f64, "bytes/s", "Peak global memory bandwidth."),
+        C("core_clock_hz", f64, "Hz", "SM (core) clock rate."),
+        C("memory_clock_hz", f64, "Hz", "Memory clock rate."),
+        C("max_warps_per_sm", i32, "count", "Maximum resident warps per SM."),
+        C("threads_per_warp", i32, "count", "Threads per warp."),
+    ),
+    group="system",
+)
+
+CPU_THREAD_STATE = Table(
+    "cpu_thread_state",
+    "Intervals during which a thread ran on a CPU core, from OS scheduler events (nsys "
+    "SCHED_EVENTS, captured with --cpuctxsw). A thread is off-CPU outside these intervals.",
+    (
+        C("start_ns", i64, "ns", "Thread switched in.", required=True),
+        C("end_ns", i64, "ns", "Thread switched out (or the end of the capture: see is_clipped)."),
+        C("duration_ns", i64, "ns", "end_ns - start_ns."),
+        C("cpu", i32, "id", "Logical CPU core the thread ran on."),
+        C("pid", i64, "id", "OS process ID."),
+        C("tid", i64, "id", "OS thread ID."),
+        C("out_state", s, "enum", "Thread state when switched out (Running = preempted, "
+          "Sleeping, Waiting, ...), decoded from the export."),
+        C("is_clipped", b, "flag", "True when the interval has no recorded switch-out and was "
+          "closed at the thread's last event."),
+    ),
+    group="system",
+)
+
+GPU_METRICS = Table(
+    "gpu_metrics",
+    "Sampled GPU counters (nsys --gpu-metrics-device): one row per sample and metric.",
+    (
+        C("timestamp_ns", i64, "ns", "Sample time.", required=True),
+        C("device_id", i32, "id", "GPU the sample was taken on, when the export maps it."),
+        C("metric_name", s, "text", "Metric name as nsys lists it, e.g. 'NVLink RX Bandwidth [Throughput %]'.",
+          required=True),
+        C("value", f64, "value", "Sample value, in the unit the metric name states."),
+    ),
+    group="system",
+)
+
+TABLES = (PROCESSES, THREADS, DEVICES, CPU_THREAD_STATE, GPU_METRICS)
