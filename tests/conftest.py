@@ -1,0 +1,68 @@
+"""Shared test helpers.
+
+- ``SHARED`` / ``FIXTURES``: the project's real profiler outputs (``../shared/fixtures``).
+- ``nsys_run(name)``: fixture export converted once per test session (cached run folder).
+- ``make_run(tmp_path, tables, manifest=None)``: a run folder built from small in-test tables,
+  for golden tests of queries (hand-written rows, expected values computed by hand).
+- ``requires_nsys``: skip marker when the nsys CLI is not on PATH (CI installs it).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tracekit.runfolder import RunWriter
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+FIXTURES = SHARED / "fixtures"
+NSYS_FIXTURES = sorted((FIXTURES / "nsys").glob("*.sqlite"))
+KINETO_FIXTURES = sorted((FIXTURES / "kineto").glob("*.json.gz"))
+NCU_FIXTURES = sorted((FIXTURES / "ncu").glob("*"))
+
+requires_nsys = pytest.mark.skipif(shutil.which("nsys") is None, reason="nsys CLI not on PATH")
+
+
+@pytest.fixture(scope="session")
+def nsys_run(tmp_path_factory):
+    """Convert a fixture export (by file stem) once per session; returns the run folder path."""
+    from tracekit.convert import convert
+
+    cache: dict[str, Path] = {}
+    base = tmp_path_factory.mktemp("nsys_runs")
+
+    def get(stem: str) -> Path:
+        if stem not in cache:
+            src = FIXTURES / "nsys" / f"{stem}.sqlite"
+            cache[stem] = convert([src], base / stem)
+        return cache[stem]
+
+    return get
+
+
+def make_run(path: Path, tables: dict[str, pa.Table | dict], manifest: dict | None = None) -> Path:
+    """Write a run folder at ``path`` holding ``tables`` ({name: Arrow table or column dict}).
+    Tables not given are recorded as not captured. Columns not given are NULL."""
+    with RunWriter(path, force=True) as w:
+        for name, data in tables.items():
+            t = data if isinstance(data, pa.Table) else pa.table(data)
+            w.write_table(name, [t])
+        for k, v in (manifest or {}).items():
+            w.manifest[k] = v
+        w.manifest.setdefault("sources", {})
+    return path
+
+
+@pytest.fixture
+def run_factory(tmp_path):
+    counter = {"n": 0}
+
+    def factory(tables: dict, manifest: dict | None = None, name: str | None = None) -> Path:
+        counter["n"] += 1
+        return make_run(tmp_path / (name or f"run{counter['n']}"), tables, manifest)
+
+    return factory
