@@ -10,10 +10,22 @@ import signal
 import sys
 
 import click
+import typer
 
 from tracekit.cli import convert, query, schema_cmd  # noqa: F401  (registers commands)
 from tracekit.cli.app import STATE, app
 from tracekit.errors import TracekitError
+
+try:  # typer >= 0.16 vendors its own copy of click: catch both copies' exceptions
+    from typer._click import exceptions as _tclick
+except ImportError:  # pragma: no cover - older typer uses click itself
+    _tclick = click.exceptions
+
+_EXIT = (click.exceptions.Exit, typer.Exit)
+_ABORT = (click.exceptions.Abort, typer.Abort)
+_NO_ARGS = (click.exceptions.NoArgsIsHelpError, _tclick.NoArgsIsHelpError)
+_USAGE = (click.exceptions.UsageError, _tclick.UsageError)
+_CLICK = (click.ClickException, _tclick.ClickException)
 
 
 def _sigterm(signum, frame):
@@ -21,7 +33,7 @@ def _sigterm(signum, frame):
 
 
 def _fail(message: str, code: int) -> int:
-    if STATE["debug"]:
+    if STATE["debug"] and sys.exc_info()[0] is not None:
         import traceback
 
         traceback.print_exc()
@@ -39,16 +51,23 @@ def run(argv: list[str] | None = None) -> int:
         pass
     try:
         rv = app(args=argv, prog_name="tracekit", standalone_mode=False)
+        if rv == 130:  # typer turns KeyboardInterrupt (and so SIGTERM) into a silent Exit(130)
+            return _fail("interrupted", 130)
         return rv if isinstance(rv, int) else 0
     except TracekitError as exc:
         return _fail(" ".join(str(exc).split()), exc.exit_code)
-    except click.exceptions.Exit as exc:
+    except _EXIT as exc:
         return exc.exit_code
-    except click.exceptions.Abort:
+    except _ABORT:
         return _fail("aborted", 130)
-    except click.ClickException as exc:
+    except _NO_ARGS as exc:  # `tracekit` or a group alone: the help text, as a usage error
         exc.show()
         return 2
+    except _USAGE as exc:  # bad command, option or argument: one line naming it
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+        return _fail(" ".join(exc.format_message().split()) + hint, 2)
+    except _CLICK as exc:
+        return _fail(" ".join(exc.format_message().split()), 2)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except BrokenPipeError:
