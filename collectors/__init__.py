@@ -19,7 +19,7 @@ from pathlib import Path
 from tracekit.errors import InputError, UnsupportedFormatError
 
 # module names under tracekit.collectors, in the order sniff() is tried
-REGISTRY = ("nsys",)
+REGISTRY = ("nsys", "ncu")
 
 
 def collector_modules():

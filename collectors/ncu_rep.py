@@ -1,0 +1,122 @@
+"""Reading Nsight Compute reports (``.ncu-rep``) with NVIDIA's ``ncu_report`` module.
+
+``ncu_report`` (PyPI package ``ncu-report``) reads reports of any ncu version without a GPU,
+including reports newer than a locally installed ncu. Each action (profiled launch) of each range
+becomes one launch; every metric of the action one metric row, with its unit as the report
+stores it (``ns``, ``byte``, ``hz``, ``byte/s`` ...).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tracekit.errors import InputError, ToolNotFoundError
+
+MAGIC = b"NVR\x00"
+
+
+def is_report(path: Path) -> bool:
+    """An ncu report: ``.ncu-rep`` suffix or the report file's magic bytes."""
+    if path.suffix == ".ncu-rep":
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == MAGIC
+    except OSError:
+        return False
+
+
+def _module():
+    try:
+        import ncu_report
+    except ImportError:
+        raise ToolNotFoundError("reading .ncu-rep needs NVIDIA's ncu_report module: "
+                                "pip install 'tracekit[ncu]' (package ncu-report)") from None
+    return ncu_report
+
+
+def _nvtx_path(action) -> str | None:
+    state = action.nvtx_state()
+    if state is None:
+        return None
+    parts = []
+    for dom_id in state.domains():
+        dom = state.domain_by_id(dom_id)
+        names = list(dom.push_pop_ranges())
+        if not names:
+            continue
+        dname = dom.name()
+        prefix = "" if dname in ("", "<default domain>") else f"{dname}@"
+        parts.append(prefix + "/".join(names))
+    return "; ".join(parts) or None
+
+
+def read_report(path: Path) -> tuple[list[dict], dict[str, list]]:
+    """Launch rows (dicts of ncu_launches columns, without launch_id) and metric columns
+    (``index``: position in the launch list, ``metric_name``, ``unit``, ``number``, ``raw_value``)
+    of one report. Raises :class:`InputError` when ncu_report cannot load the file."""
+    nr = _module()
+    try:
+        report = nr.load_report(str(path))
+    except Exception as exc:  # ncu_report raises plain exceptions for bad files
+        raise InputError(f"ncu_report cannot read this report: {' '.join(str(exc).split())}", path=path) from None
+    if report is None:
+        raise InputError("ncu_report cannot read this report", path=path)
+    string_kind = nr.IMetric.ValueKind_STRING
+    int_kinds = {nr.IMetric.ValueKind_UINT32, nr.IMetric.ValueKind_UINT64}
+    launches: list[dict] = []
+    m = {"index": [], "metric_name": [], "unit": [], "number": [], "raw_value": []}
+    n = 0
+    for ri in range(report.num_ranges()):
+        rng = report.range_by_idx(ri)
+        for ai in range(rng.num_actions()):
+            a = rng.action_by_idx(ai)
+            vals: dict = {}
+            for name in a.metric_names():
+                metric = a.metric_by_name(name)
+                if metric is None:
+                    continue
+                kind = metric.kind()
+                if kind == string_kind:
+                    raw, num = metric.as_string(), None
+                elif kind in int_kinds:
+                    num = metric.as_uint64()
+                    raw = str(num)
+                else:
+                    num = metric.as_double()
+                    raw = repr(num)
+                vals[name] = num if num is not None else raw
+                m["index"].append(n)
+                m["metric_name"].append(name)
+                m["unit"].append(metric.unit() or "")
+                m["number"].append(None if num is None else float(num))
+                m["raw_value"].append(raw)
+
+            def g(key, cast=int):
+                v = vals.get(key)
+                try:
+                    return None if v is None else cast(v)
+                except (TypeError, ValueError):
+                    return None
+
+            major, minor = g("device__attribute_compute_capability_major"), g("device__attribute_compute_capability_minor")
+            launches.append({
+                "ncu_id": n,
+                "kernel_name": a.name(nr.IAction.NameBase_DEMANGLED) or a.name(),
+                "function_name": a.name(nr.IAction.NameBase_FUNCTION) or None,
+                "mangled_name": a.name(nr.IAction.NameBase_MANGLED) or None,
+                "grid_x": g("launch__grid_dim_x"), "grid_y": g("launch__grid_dim_y"),
+                "grid_z": g("launch__grid_dim_z"),
+                "block_x": g("launch__block_dim_x"), "block_y": g("launch__block_dim_y"),
+                "block_z": g("launch__block_dim_z"),
+                "device_id": g("launch__device_id") if "launch__device_id" in vals
+                else g("device__attribute_device_index"),
+                "device_name": g("device__attribute_display_name", str),
+                "compute_capability": None if major is None else f"{major}.{minor or 0}",
+                "stream_id": g("launch__stream_id"),
+                "context_id": g("launch__context_id"),
+                "nvtx_range": _nvtx_path(a),
+                "source_file": path.name,
+            })
+            n += 1
+    return launches, m
