@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from tracekit import schema
 from tracekit.errors import QueryError
-from tracekit.named_queries import NamedQuery, get_query
+from tracekit.named_queries import NamedQuery, get_query, macros_sql
 from tracekit.runfolder import Run, open_run
 
 _DUCK_TYPES = {
@@ -68,6 +68,7 @@ class Engine:
         if memory_limit:
             self.con.execute(f"SET memory_limit = {_lit(memory_limit)}")
         self._create_views()
+        self._create_macros()
 
     # -- views ----------------------------------------------------------------------------
     def _create_views(self):
@@ -103,6 +104,15 @@ class Engine:
         )
         if tables:
             self.con.executemany("INSERT INTO run_tables VALUES (?, ?, ?, ?, ?)", tables)
+
+    def _create_macros(self):
+        """Shared macros of the named queries (queries/_macros.sql: tk_busy_islands, tk_steps, ...)."""
+        text = macros_sql()
+        if text:
+            try:
+                self.con.execute(text)
+            except duckdb.Error as exc:
+                raise QueryError(f"queries/_macros.sql failed: {_one_line(exc)}") from None
 
     # -- running --------------------------------------------------------------------------
     def sql(self, text: str) -> pa.Table:

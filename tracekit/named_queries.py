@@ -112,6 +112,13 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
     )
 
 
+def macros_sql() -> str:
+    """Text of ``queries/_macros.sql``: DuckDB macros shared by the named queries (the engine runs
+    it on every connection after creating the views); '' when the file is absent."""
+    f = resources.files("tracekit.queries") / "_macros.sql"
+    return f.read_text(encoding="utf-8") if f.is_file() else ""
+
+
 def _query_files():
     root = resources.files("tracekit.queries")
     stack = [root]
@@ -120,7 +127,8 @@ def _query_files():
         for entry in d.iterdir():
             if entry.is_dir():
                 stack.append(entry)
-            elif entry.name.endswith(".sql"):
+            elif entry.name.endswith(".sql") and not entry.name.startswith("_"):
+                # files named _*.sql are not queries (queries/_macros.sql: shared macros)
                 yield entry
 
 

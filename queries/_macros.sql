@@ -1,0 +1,253 @@
+-- Shared DuckDB table macros for named queries (loaded by tracekit.engine.Engine after the views).
+--
+-- Files whose name starts with "_" are not named queries: the engine runs this one once per
+-- connection, so every named query can call these macros. Every macro is linear in its input
+-- (sorts, window functions, ASOF joins): nothing joins two event tables on an inequality, so
+-- memory never grows with the product of two inputs. docs/metrics.md explains the definitions.
+--
+-- Identity: a GPU is (run_id, pid, device_id); a stream is (run_id, pid, device_id, stream_id).
+-- A stream number alone never identifies anything.
+
+-- tk_steps(): training steps. An NVTX range of domain 'tracekit' (or the default domain '', which
+-- the workloads use when they fall back to torch.cuda.nvtx) whose message is `step N` or
+-- `step N (warmup)` (tracekit.workloads.annotate.STEP_SQL_REGEX). Open or empty ranges are not steps.
+CREATE OR REPLACE TEMP MACRO tk_steps() AS TABLE
+SELECT run_id, pid, range_id AS step_id, name AS step,
+       CAST(regexp_extract(name, '^step (\d+)( \(warmup\))?$', 1) AS BIGINT) AS step_number,
+       regexp_extract(name, '^step (\d+)( \(warmup\))?$', 2) <> '' AS is_warmup,
+       start_ns, end_ns
+FROM nvtx_ranges
+WHERE domain IN ('tracekit', '') AND regexp_matches(name, '^step (\d+)( \(warmup\))?$')
+  AND end_ns IS NOT NULL AND end_ns > start_ns;
+
+-- tk_gpu_activity(): every GPU activity with a positive duration: kernels, memcpy, memset.
+CREATE OR REPLACE TEMP MACRO tk_gpu_activity() AS TABLE
+SELECT run_id, pid, device_id, stream_id, correlation_id, start_ns, end_ns, 'kernel' AS activity
+FROM kernels WHERE end_ns > start_ns
+UNION ALL
+SELECT run_id, pid, device_id, stream_id, correlation_id, start_ns, end_ns, 'memcpy'
+FROM memcpy WHERE end_ns > start_ns
+UNION ALL
+SELECT run_id, pid, device_id, stream_id, correlation_id, start_ns, end_ns, 'memset'
+FROM memset WHERE end_ns > start_ns;
+
+-- tk_busy_islands(sel): the union of GPU activity intervals per (run_id, pid, device_id), over
+-- all streams, as disjoint "islands" [start_ns, end_ns). sel = 'kernel' (kernels only), 'copy'
+-- (memcpy + memset) or 'any' (all three). Sort-and-sweep: order by start; an interval opens a new
+-- island when it starts after the running maximum of the ends before it. cum_before_ns is the
+-- busy time of the device's earlier islands (for busy-time-before-t lookups by ASOF join).
+-- first_correlation_id / first_activity: the activity that starts the island (earliest start,
+-- then earliest end) -- the work whose arrival ended the idle gap before the island.
+CREATE OR REPLACE TEMP MACRO tk_busy_islands(busy_set) AS TABLE
+WITH iv AS (
+    SELECT * FROM tk_gpu_activity()
+    WHERE busy_set = 'any' OR (busy_set = 'kernel' AND activity = 'kernel')
+       OR (busy_set = 'copy' AND activity <> 'kernel')
+),
+swept AS (
+    SELECT *, max(end_ns) OVER (PARTITION BY run_id, pid, device_id ORDER BY start_ns, end_ns
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max_end
+    FROM iv
+),
+numbered AS (
+    SELECT *, sum(CASE WHEN prev_max_end IS NULL OR start_ns > prev_max_end THEN 1 ELSE 0 END)
+                  OVER (PARTITION BY run_id, pid, device_id ORDER BY start_ns, end_ns
+                        ROWS UNBOUNDED PRECEDING) AS island
+    FROM swept
+),
+islands AS (
+    SELECT run_id, pid, device_id, island, min(start_ns) AS start_ns, max(end_ns) AS end_ns,
+           count(*) AS activities,
+           arg_min(correlation_id, (start_ns, end_ns)) AS first_correlation_id,
+           arg_min(activity, (start_ns, end_ns)) AS first_activity
+    FROM numbered GROUP BY run_id, pid, device_id, island
+)
+SELECT *, coalesce(CAST(sum(end_ns - start_ns) OVER (PARTITION BY run_id, pid, device_id ORDER BY start_ns
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS BIGINT), 0) AS cum_before_ns
+FROM islands;
+
+-- tk_gpu_windows(): the time windows GPU metrics are reported over, per GPU (run_id, pid, device_id):
+--   scope 'run':  from the device's first activity start to its last activity end;
+--   scope 'step': each step (tk_steps) of the same process, on every GPU that process used.
+CREATE OR REPLACE TEMP MACRO tk_gpu_windows() AS TABLE
+WITH dev AS (
+    SELECT run_id, pid, device_id, min(start_ns) AS w0, max(end_ns) AS w1
+    FROM tk_gpu_activity() GROUP BY run_id, pid, device_id
+)
+SELECT run_id, 'run' AS scope, CAST(NULL AS BIGINT) AS step_id, CAST(NULL AS VARCHAR) AS step,
+       CAST(NULL AS BIGINT) AS step_number, pid, device_id, w0, w1
+FROM dev
+UNION ALL
+SELECT d.run_id, 'step', s.step_id, s.step, s.step_number, d.pid, d.device_id, s.start_ns, s.end_ns
+FROM dev d JOIN tk_steps() s ON s.run_id = d.run_id AND s.pid = d.pid;
+
+-- tk_busy_between(sel): busy time of the sel-union inside every tk_gpu_windows() window, as
+-- B(w1) - B(w0) where B(t) = busy time before t = cum_before_ns + (min(t, end) - start) of the
+-- last island starting at or before t (ASOF join). Exact, and linear in islands + windows.
+CREATE OR REPLACE TEMP MACRO tk_busy_between(busy_set) AS TABLE
+WITH isl AS (SELECT * FROM tk_busy_islands(busy_set)),
+w AS (SELECT * FROM tk_gpu_windows()),
+at0 AS (
+    SELECT w.*, coalesce(i.cum_before_ns + least(w.w0, i.end_ns) - i.start_ns, 0) AS b0
+    FROM w ASOF LEFT JOIN isl i
+      ON w.run_id = i.run_id AND w.pid IS NOT DISTINCT FROM i.pid
+     AND w.device_id IS NOT DISTINCT FROM i.device_id AND w.w0 >= i.start_ns
+),
+at1 AS (
+    SELECT at0.*, coalesce(i.cum_before_ns + least(at0.w1, i.end_ns) - i.start_ns, 0) AS b1
+    FROM at0 ASOF LEFT JOIN isl i
+      ON at0.run_id = i.run_id AND at0.pid IS NOT DISTINCT FROM i.pid
+     AND at0.device_id IS NOT DISTINCT FROM i.device_id AND at0.w1 >= i.start_ns
+)
+SELECT run_id, scope, step_id, step, step_number, pid, device_id, w0, w1, CAST(b1 - b0 AS BIGINT) AS busy_ns FROM at1;
+
+-- tk_launch_calls(): CUDA API calls per (run_id, pid, correlation_id) -- the call that launched
+-- a GPU activity carrying that correlation ID. name loses CUPTI's version suffix (_v7000).
+CREATE OR REPLACE TEMP MACRO tk_launch_calls() AS TABLE
+SELECT run_id, pid, correlation_id, min(start_ns) AS start_ns, max(end_ns) AS end_ns,
+       arg_min(regexp_replace(name, '_v\d+$', ''), start_ns) AS name,
+       arg_min(tid, start_ns) AS tid, arg_min(api, start_ns) AS api
+FROM cuda_api WHERE correlation_id IS NOT NULL
+GROUP BY run_id, pid, correlation_id;
+
+-- tk_host_waits(wait_kind): host-side calls of one kind as intervals per (run_id, pid), with the
+-- running maximum of end over start order (cover_end_ns), so an ASOF join on start answers
+-- "was a call of this kind in progress at time t?" as cover_end_ns >= t.
+--   kind 'sync': CUDA synchronization the host blocks in -- cuda_sync rows except stream waits
+--                (cudaStreamWaitEvent makes the GPU wait, not the host), and cuda_api calls named *Synchronize*
+--                (cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, cuCtx/
+--                cuStream/cuEventSynchronize) for exports without cuda_sync.
+--   kind 'copy': CUDA API memcpy/memset calls (the host is inside a copy call) and copies
+--                executing on any GPU of the process.
+CREATE OR REPLACE TEMP MACRO tk_host_waits(wait_kind) AS TABLE
+WITH iv AS (
+    SELECT run_id, pid, start_ns, end_ns FROM cuda_sync
+    WHERE wait_kind = 'sync' AND end_ns > start_ns AND coalesce(sync_type, '') NOT ILIKE '%wait%'
+    UNION ALL
+    SELECT run_id, pid, start_ns, end_ns FROM cuda_api
+    WHERE wait_kind = 'sync' AND name ILIKE '%synchronize%' AND end_ns > start_ns
+    UNION ALL
+    SELECT run_id, pid, start_ns, end_ns FROM cuda_api
+    WHERE wait_kind = 'copy' AND (name ILIKE '%memcpy%' OR name ILIKE '%memset%') AND end_ns > start_ns
+    UNION ALL
+    SELECT run_id, pid, start_ns, end_ns FROM memcpy
+    WHERE wait_kind = 'copy' AND end_ns > start_ns
+)
+SELECT run_id, pid, start_ns,
+       max(end_ns) OVER (PARTITION BY run_id, pid ORDER BY start_ns ROWS UNBOUNDED PRECEDING) AS cover_end_ns
+FROM iv;
+
+-- tk_gpu_gaps(): idle gaps of every GPU -- the complement of tk_busy_islands('any') -- from the
+-- earliest window start to the latest window end of that GPU (tk_gpu_windows), classified by the
+-- activity that ends the gap (the first activity of the next island) and its launch call:
+--   'other': the launch call had returned by the time the GPU went idle (gap_start): the work
+--            was queued but the GPU did not run it (stream/event waits, queueing); also the
+--            trailing gap after the last activity, and gaps with no API row and no host wait;
+--   'sync':  else (launch not yet returned, or no API row), the host was inside a synchronization
+--            call (tk_host_waits('sync')) that began at or before gap_start and ended at or after
+--            it: the host waited for the GPU to drain before issuing more work;
+--   'copy':  else, the host was inside a memcpy/memset call, or a copy was running on another
+--            GPU of the process, at gap_start;
+--   'host':  else, when the launch call had not returned at gap_start (not issued yet, or still
+--            inside the launch call): the GPU waited for the host to issue work.
+-- A gap with no earlier activity (leading) has no 'sync'/'copy' test and is 'host' or 'other'.
+-- cum_*_before_ns: idle time of each class in the GPU's earlier gaps (for window lookups).
+CREATE OR REPLACE TEMP MACRO tk_gpu_gaps() AS TABLE
+WITH isl AS (SELECT * FROM tk_busy_islands('any')),
+bounds AS (
+    SELECT run_id, pid, device_id, min(w0) AS lo, max(w1) AS hi
+    FROM tk_gpu_windows() GROUP BY run_id, pid, device_id
+),
+gaps_inner AS (
+    SELECT i.run_id, i.pid, i.device_id,
+           coalesce(lag(i.end_ns) OVER (PARTITION BY i.run_id, i.pid, i.device_id ORDER BY i.start_ns),
+                    least(b.lo, i.start_ns)) AS gap_start,
+           i.start_ns AS gap_end, i.first_correlation_id AS next_correlation_id,
+           i.first_activity AS next_activity,
+           lag(i.end_ns) OVER (PARTITION BY i.run_id, i.pid, i.device_id ORDER BY i.start_ns) IS NULL AS leading
+    FROM isl i JOIN bounds b ON b.run_id = i.run_id AND b.pid IS NOT DISTINCT FROM i.pid
+                           AND b.device_id IS NOT DISTINCT FROM i.device_id
+),
+gaps_tail AS (
+    SELECT i.run_id, i.pid, i.device_id, max(i.end_ns) AS gap_start, any_value(b.hi) AS gap_end,
+           CAST(NULL AS BIGINT) AS next_correlation_id, CAST(NULL AS VARCHAR) AS next_activity,
+           false AS leading
+    FROM isl i JOIN bounds b ON b.run_id = i.run_id AND b.pid IS NOT DISTINCT FROM i.pid
+                           AND b.device_id IS NOT DISTINCT FROM i.device_id
+    GROUP BY i.run_id, i.pid, i.device_id
+),
+gaps AS (
+    SELECT * FROM gaps_inner WHERE gap_end > gap_start
+    UNION ALL
+    SELECT * FROM gaps_tail WHERE gap_end > gap_start
+),
+with_sync AS (
+    SELECT g.*, (NOT g.leading AND s.cover_end_ns >= g.gap_start) AS in_sync
+    FROM gaps g ASOF LEFT JOIN tk_host_waits('sync') s
+      ON g.run_id = s.run_id AND g.pid = s.pid AND g.gap_start >= s.start_ns
+),
+with_copy AS (
+    SELECT g.*, (NOT g.leading AND c.cover_end_ns > g.gap_start) AS in_copy
+    FROM with_sync g ASOF LEFT JOIN tk_host_waits('copy') c
+      ON g.run_id = c.run_id AND g.pid = c.pid AND g.gap_start >= c.start_ns
+),
+classified AS (
+    SELECT g.run_id, g.pid, g.device_id, g.gap_start, g.gap_end, g.gap_end - g.gap_start AS gap_ns,
+           g.next_activity, g.next_correlation_id,
+           l.name AS next_launch_name, l.start_ns AS next_launch_start_ns, l.end_ns AS next_launch_end_ns,
+           CASE WHEN l.end_ns <= g.gap_start THEN 'other'
+                WHEN coalesce(g.in_sync, false) THEN 'sync'
+                WHEN coalesce(g.in_copy, false) THEN 'copy'
+                WHEN l.end_ns > g.gap_start THEN 'host'
+                ELSE 'other' END AS cause
+    FROM with_copy g
+    LEFT JOIN tk_launch_calls() l
+      ON l.run_id = g.run_id AND l.pid = g.pid AND l.correlation_id = g.next_correlation_id
+)
+SELECT *,
+       coalesce(CAST(sum(gap_ns) OVER w AS BIGINT), 0) AS cum_idle_before_ns,
+       coalesce(CAST(sum(CASE WHEN cause = 'host' THEN gap_ns ELSE 0 END) OVER w AS BIGINT), 0) AS cum_host_before_ns,
+       coalesce(CAST(sum(CASE WHEN cause = 'sync' THEN gap_ns ELSE 0 END) OVER w AS BIGINT), 0) AS cum_sync_before_ns,
+       coalesce(CAST(sum(CASE WHEN cause = 'copy' THEN gap_ns ELSE 0 END) OVER w AS BIGINT), 0) AS cum_copy_before_ns,
+       coalesce(CAST(sum(CASE WHEN cause = 'other' THEN gap_ns ELSE 0 END) OVER w AS BIGINT), 0) AS cum_other_before_ns,
+       count(*) OVER w AS gaps_before
+FROM classified
+WINDOW w AS (PARTITION BY run_id, pid, device_id ORDER BY gap_start ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING);
+
+-- tk_idle_between(): idle time per class inside every tk_gpu_windows() window, by ASOF lookups
+-- of the cumulative gap sums at w0 and w1 (a gap cut by a window edge counts for its part inside).
+-- gaps counts the gaps that overlap the window.
+CREATE OR REPLACE TEMP MACRO tk_idle_between() AS TABLE
+WITH g AS (SELECT * FROM tk_gpu_gaps()),
+w AS (SELECT * FROM tk_gpu_windows()),
+at0 AS (
+    SELECT w.*,
+           coalesce(g.cum_idle_before_ns + least(w.w0, g.gap_end) - g.gap_start, 0) AS i0,
+           coalesce(g.cum_host_before_ns + CASE WHEN g.cause = 'host' THEN least(w.w0, g.gap_end) - g.gap_start ELSE 0 END, 0) AS h0,
+           coalesce(g.cum_sync_before_ns + CASE WHEN g.cause = 'sync' THEN least(w.w0, g.gap_end) - g.gap_start ELSE 0 END, 0) AS s0,
+           coalesce(g.cum_copy_before_ns + CASE WHEN g.cause = 'copy' THEN least(w.w0, g.gap_end) - g.gap_start ELSE 0 END, 0) AS c0,
+           coalesce(g.cum_other_before_ns + CASE WHEN g.cause = 'other' THEN least(w.w0, g.gap_end) - g.gap_start ELSE 0 END, 0) AS o0,
+           -- gaps wholly before w0: earlier gaps, plus this one when it ends at or before w0
+           coalesce(g.gaps_before + CASE WHEN g.gap_end <= w.w0 THEN 1 ELSE 0 END, 0) AS n0
+    FROM w ASOF LEFT JOIN g
+      ON w.run_id = g.run_id AND w.pid IS NOT DISTINCT FROM g.pid
+     AND w.device_id IS NOT DISTINCT FROM g.device_id AND w.w0 >= g.gap_start
+),
+at1 AS (
+    SELECT a.*,
+           coalesce(g.cum_idle_before_ns + least(a.w1, g.gap_end) - g.gap_start, 0) AS i1,
+           coalesce(g.cum_host_before_ns + CASE WHEN g.cause = 'host' THEN least(a.w1, g.gap_end) - g.gap_start ELSE 0 END, 0) AS h1,
+           coalesce(g.cum_sync_before_ns + CASE WHEN g.cause = 'sync' THEN least(a.w1, g.gap_end) - g.gap_start ELSE 0 END, 0) AS s1,
+           coalesce(g.cum_copy_before_ns + CASE WHEN g.cause = 'copy' THEN least(a.w1, g.gap_end) - g.gap_start ELSE 0 END, 0) AS c1,
+           coalesce(g.cum_other_before_ns + CASE WHEN g.cause = 'other' THEN least(a.w1, g.gap_end) - g.gap_start ELSE 0 END, 0) AS o1,
+           -- gaps starting before w1
+           coalesce(g.gaps_before + CASE WHEN g.gap_start < a.w1 THEN 1 ELSE 0 END, 0) AS n1
+    FROM at0 a ASOF LEFT JOIN g
+      ON a.run_id = g.run_id AND a.pid IS NOT DISTINCT FROM g.pid
+     AND a.device_id IS NOT DISTINCT FROM g.device_id AND a.w1 > g.gap_start
+)
+SELECT run_id, scope, step_id, step, step_number, pid, device_id, w0, w1,
+       CAST(i1 - i0 AS BIGINT) AS idle_ns, CAST(h1 - h0 AS BIGINT) AS idle_host_ns,
+       CAST(s1 - s0 AS BIGINT) AS idle_sync_ns, CAST(c1 - c0 AS BIGINT) AS idle_copy_ns,
+       CAST(o1 - o0 AS BIGINT) AS idle_other_ns, n1 - n0 AS gaps
+FROM at1;

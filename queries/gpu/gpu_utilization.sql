@@ -1,0 +1,45 @@
+-- gpu_utilization: Busy time and utilization of each GPU, over the run and per training step, never above 100%.
+--
+-- A GPU is (run_id, pid, device_id): the device as numbered by the process that used it, so the same
+-- stream number on two GPUs, or two processes on GPUs both numbered 0, are never merged. Busy time is
+-- the length of the UNION of activity intervals over all streams of the GPU (sort-and-sweep:
+-- tk_busy_islands in queries/_macros.sql), so overlapping streams count once and utilization <= 1.
+-- kernel_busy_ns unions kernels (including kernels launched by CUDA graphs, which are kernel rows);
+-- copy_busy_ns unions memcpy and memset; busy_ns unions all three, so a copy is busy time, never
+-- idle. Activities with zero or negative duration are left out.
+--
+-- Windows: scope 'run' spans the GPU's first activity start to its last activity end; scope 'step'
+-- is one row per step of the same process (NVTX range `step N` in domain tracekit, tk_steps) and
+-- GPU, with activity clipped to the step's host-side start and end. busy_ns + idle_ns = wall_ns.
+--
+-- @column run_id            id     Run folder the row comes from.
+-- @column scope             enum   'run' (the GPU's whole active span) or 'step' (one training step).
+-- @column step_id           id     nvtx_ranges.range_id of the step range; null for scope 'run'.
+-- @column step              text   Step range message (`step 3`, `step 0 (warmup)`); null for scope 'run'.
+-- @column step_number       count  N of `step N`; null for scope 'run'.
+-- @column pid               id     Process that used the GPU.
+-- @column device_id         id     CUDA device ordinal in that process.
+-- @column window_start_ns   ns     Start of the window.
+-- @column wall_ns           ns     Window length (end - start).
+-- @column kernel_busy_ns    ns     Time at least one kernel ran on the GPU (union over streams).
+-- @column copy_busy_ns      ns     Time at least one memcpy or memset ran (union over streams).
+-- @column overlap_ns        ns     Time a kernel and a copy ran together (kernel_busy + copy_busy - busy).
+-- @column busy_ns           ns     Time any kernel, memcpy or memset ran (union of all).
+-- @column idle_ns           ns     wall_ns - busy_ns: nothing ran (gpu_idle classifies it).
+-- @column utilization       value  kernel_busy_ns / wall_ns, a fraction 0-1 (null for an empty window).
+-- @column busy_fraction     value  busy_ns / wall_ns, a fraction 0-1: kernels or copies.
+WITH k AS (SELECT * FROM tk_busy_between('kernel')),
+c AS (SELECT * FROM tk_busy_between('copy')),
+a AS (SELECT * FROM tk_busy_between('any'))
+SELECT a.run_id, a.scope, a.step_id, a.step, a.step_number, a.pid, a.device_id,
+       a.w0 AS window_start_ns, a.w1 - a.w0 AS wall_ns,
+       k.busy_ns AS kernel_busy_ns, c.busy_ns AS copy_busy_ns,
+       k.busy_ns + c.busy_ns - a.busy_ns AS overlap_ns,
+       a.busy_ns, (a.w1 - a.w0) - a.busy_ns AS idle_ns,
+       k.busy_ns / nullif(a.w1 - a.w0, 0) AS utilization,
+       a.busy_ns / nullif(a.w1 - a.w0, 0) AS busy_fraction
+FROM a
+JOIN k USING (run_id, scope, w0, w1, pid, device_id)
+JOIN c USING (run_id, scope, w0, w1, pid, device_id)
+WHERE k.step_id IS NOT DISTINCT FROM a.step_id AND c.step_id IS NOT DISTINCT FROM a.step_id
+ORDER BY a.run_id, a.pid, a.device_id, a.scope, a.w0, a.step_id;
