@@ -11,6 +11,7 @@ with the reason, so "not captured" never reads as zero rows.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
@@ -141,21 +142,34 @@ class RunWriter:
         try:
             for batch in batches:
                 batch = tdef.conform(batch)
-                if writer is None:
-                    writer = pq.ParquetWriter(out, batch.schema, compression=PARQUET_COMPRESSION)
-                if isinstance(batch, pa.RecordBatch):
-                    writer.write_batch(batch)
-                else:
-                    writer.write_table(batch)
+                with self._writing(name):
+                    if writer is None:
+                        writer = pq.ParquetWriter(out, batch.schema, compression=PARQUET_COMPRESSION)
+                    if isinstance(batch, pa.RecordBatch):
+                        writer.write_batch(batch)
+                    else:
+                        writer.write_table(batch)
                 rows += batch.num_rows
-            if writer is None:
-                pq.write_table(tdef.empty(), out, compression=PARQUET_COMPRESSION)
+            with self._writing(name):
+                if writer is None:
+                    pq.write_table(tdef.empty(), out, compression=PARQUET_COMPRESSION)
         finally:
             if writer is not None:
-                writer.close()
+                with self._writing(name):
+                    writer.close()
         self.manifest["tables"][name] = {"rows": rows, "file": out.name}
         self.manifest["not_captured"].pop(name, None)
         return rows
+
+    @contextlib.contextmanager
+    def _writing(self, what: str):
+        """Turn an OS error while writing (full disk, quota, permissions) into a one-line
+        :class:`RunFolderError`; the with-block then removes the temporary folder."""
+        try:
+            yield
+        except OSError as exc:
+            reason = exc.strerror or " ".join(str(exc).split())
+            raise RunFolderError(f"cannot write {what}: {reason}", path=self.run_dir) from None
 
     def not_captured(self, name: str, reason: str) -> None:
         """Record that the input has no data for table ``name`` (no file is written)."""
@@ -171,7 +185,7 @@ class RunWriter:
             if name not in self.manifest["tables"] and name not in self.manifest["not_captured"]:
                 self.manifest["not_captured"][name] = "no collector produced this table for this input"
         mpath = self.path / MANIFEST
-        with open(mpath, "w", encoding="utf-8") as f:
+        with self._writing(MANIFEST), open(mpath, "w", encoding="utf-8") as f:
             json.dump(self.manifest, f, indent=2, sort_keys=False, default=str)
             f.write("\n")
             f.flush()
