@@ -1,0 +1,229 @@
+"""tracekit's summary queries against NVIDIA's own `nsys stats` (2022.4) on the same exports.
+
+For every fixture export and every summary report, `nsys stats --report R --format csv:noconv`
+is run on the SQLite file (once per session) and tracekit's named query is run on the converted
+run folder. Counts, totals, minima and maxima must be equal; averages, medians, standard
+deviations and percentages, which nsys prints rounded to one decimal, must round to the printed
+value. When nsys stats skips a report because the export has no such data, tracekit must return
+no rows either. When nsys stats fails on an export, the test asserts the failure and is skipped
+with nsys's own message (it never passes silently).
+
+Report -> query: gpukernsum -> kernel_summary (nsys splits a kernel name by grid/block: rows are
+summed per name first), cudaapisum -> cuda_api_summary, gpumemtimesum/gpumemsizesum ->
+memcpy_summary (memsets are its 'memset' row, '[CUDA memset]' in nsys), nvtxsum -> nvtx_summary,
+osrtsum -> osrt_summary, kernexecsum -> launch_overhead(split=true), nvtxgpuproj ->
+nvtx_gpu_projection.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import FIXTURES, NSYS_FIXTURES, requires_nsys
+from nsys_oracle import (
+    SUMMARY_REPORTS,
+    close_rounded,
+    merge_groups,
+    mismatches,
+    num,
+    run_reports,
+)
+from tracekit.engine import Engine
+
+pytestmark = [requires_nsys, pytest.mark.nsys]
+
+STEMS = [p.stem for p in NSYS_FIXTURES]
+
+STATS = ("Avg (ns)", "Med (ns)", "StdDev (ns)")
+
+
+@pytest.fixture(scope="session")
+def oracle(tmp_path_factory):
+    """nsys stats reports of a fixture export (by stem), computed once per session."""
+    base = tmp_path_factory.mktemp("nsys_stats")
+    cache = {}
+
+    def get(stem: str, report: str):
+        if stem not in cache:
+            cache[stem] = run_reports(FIXTURES / "nsys" / f"{stem}.sqlite", SUMMARY_REPORTS, base / stem)
+        return cache[stem][report]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def ours(nsys_run):
+    """tracekit named query results on a converted fixture, as lists of dicts (cached)."""
+    engines, results = {}, {}
+
+    def get(stem: str, query: str, **params):
+        key = (stem, query, tuple(sorted(params.items())))
+        if key not in results:
+            if stem not in engines:
+                engines[stem] = Engine([nsys_run(stem)])
+            results[key] = engines[stem].query(query, {k: str(v) for k, v in params.items()}).to_pylist()
+        return results[key]
+
+    yield get
+    for e in engines.values():
+        e.close()
+
+
+def _expect_report(oracle, stem, report, our_rows):
+    """The nsys report, or: no rows from tracekit when nsys skipped it; a skip when nsys failed."""
+    rep = oracle(stem, report)
+    if rep.status == "skipped":
+        assert our_rows == [], f"nsys stats has no {report} data ({rep.message}) but tracekit has rows"
+        return None
+    if rep.status == "failed":
+        assert rep.rows == []
+        pytest.skip(f"nsys stats 2022.4 fails on this export: {rep.message}")
+    return rep
+
+
+def _compare_time_summary(rep_rows, our_rows, key_of, our_key, count_col, our_count):
+    """Common check of *sum reports: time per key, with nsys rows summed per key first."""
+    groups = merge_groups(rep_rows, "_key", count_col)
+    mine = {our_key(r): r for r in our_rows}
+    assert set(mine) == set(groups), (
+        f"keys only in tracekit: {sorted(set(mine) - set(groups))[:5]}; "
+        f"only in nsys: {sorted(set(groups) - set(mine))[:5]}"
+    )
+    bad = []
+    for k, g in groups.items():
+        r = mine[k]
+        if r[our_count] != g["count"] or r["total_ns"] != g["total"] or r["min_ns"] != g["min"] \
+                or r["max_ns"] != g["max"]:
+            bad.append(f"{k}: {our_count}/total/min/max = {r[our_count]}/{r['total_ns']}/{r['min_ns']}/"
+                       f"{r['max_ns']} but nsys {g['count']}/{g['total']}/{g['min']}/{g['max']}")
+        # each nsys row's percentage is rounded to 0.1: the sum is within 0.05 per row
+        if abs(r["time_pct"] - g["pct"]) > 0.05 * len(g["rows"]) + 1e-9:
+            bad.append(f"{k}: time_pct={r['time_pct']} but nsys {g['pct']}")
+        if len(g["rows"]) == 1:
+            bad += mismatches(k, r, g["rows"][0], {},
+                              {"avg_ns": "Avg (ns)", "med_ns": "Med (ns)", "stddev_ns": "StdDev (ns)"})
+        elif abs(r["avg_ns"] - g["total"] / g["count"]) > 1e-6 * max(1.0, abs(r["avg_ns"])):
+            bad.append(f"{k}: avg_ns={r['avg_ns']} but nsys total/count = {g['total'] / g['count']}")
+    assert not bad, "\n".join(bad[:20])
+    return groups
+
+
+def _keyed(rows, key_fn):
+    for r in rows:
+        r["_key"] = key_fn(r)
+    return rows
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_gpukernsum(oracle, ours, stem):
+    mine = ours(stem, "kernel_summary")
+    rep = _expect_report(oracle, stem, "gpukernsum", mine)
+    if rep is None:
+        return
+    rows = _keyed(rep.rows, lambda r: r["Name"])
+    _compare_time_summary(rows, mine, None, lambda r: r["name"], "Instances", "instances")
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_cudaapisum(oracle, ours, stem):
+    mine = ours(stem, "cuda_api_summary")
+    rep = _expect_report(oracle, stem, "cudaapisum", mine)
+    if rep is None:
+        return
+    rows = _keyed(rep.rows, lambda r: r["Name"])
+    _compare_time_summary(rows, mine, None, lambda r: r["name"], "Num Calls", "calls")
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_osrtsum(oracle, ours, stem):
+    mine = ours(stem, "osrt_summary")
+    rep = _expect_report(oracle, stem, "osrtsum", mine)
+    if rep is None:
+        return
+    rows = _keyed(rep.rows, lambda r: r["Name"])
+    _compare_time_summary(rows, mine, None, lambda r: r["name"], "Num Calls", "calls")
+
+
+def nvtx_tag(r) -> tuple[str, str]:
+    """nvtxsum's key of a tracekit nvtx_summary row: (style, 'domain:name' or 'name')."""
+    style = {"push/pop": "PushPop", "start/end": "StartEnd"}[r["style"]]
+    return style, f"{r['domain']}:{r['name']}" if r["domain"] else r["name"]
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_nvtxsum(oracle, ours, stem):
+    mine = ours(stem, "nvtx_summary")
+    rep = _expect_report(oracle, stem, "nvtxsum", mine)
+    if rep is None:
+        return
+    rows = _keyed(rep.rows, lambda r: (r["Style"], r["Range"]))
+    _compare_time_summary(rows, mine, None, nvtx_tag, "Instances", "instances")
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_gpumemtimesum(oracle, ours, stem):
+    mine = ours(stem, "memcpy_summary")
+    rep = _expect_report(oracle, stem, "gpumemtimesum", mine)
+    if rep is None:
+        return
+    rows = _keyed(rep.rows, lambda r: r["Operation"])
+    _compare_time_summary(rows, mine, None, lambda r: r["operation"], "Count", "count")
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_gpumemsizesum(oracle, ours, stem):
+    mine = ours(stem, "memcpy_summary")
+    rep = _expect_report(oracle, stem, "gpumemsizesum", mine)
+    if rep is None:
+        return
+    theirs = {r["Operation"]: r for r in rep.rows}
+    by_op = {r["operation"]: r for r in mine}
+    assert set(by_op) == set(theirs)
+    bad = []
+    for op, t in theirs.items():
+        bad += mismatches(op, by_op[op], t,
+                          {"total_bytes": "Total (B)", "count": "Count", "min_bytes": "Min (B)",
+                           "max_bytes": "Max (B)"}, {})
+        # csv:noconv prints sizes unrounded: equal up to float formatting
+        for mine_col, col in (("avg_bytes", "Avg (B)"), ("med_bytes", "Med (B)"), ("stddev_bytes", "StdDev (B)")):
+            if abs(by_op[op][mine_col] - num(t[col])) > 1e-9 * max(1.0, abs(num(t[col]))):
+                bad.append(f"{op}: {mine_col}={by_op[op][mine_col]} but nsys {col}={t[col]}")
+    assert not bad, "\n".join(bad)
+
+
+_KERNEXEC_EXACT = {"launches": "Count", "queued": "QCount"}
+_KERNEXEC_ROUNDED = {}
+for _mine, _theirs in (("total", "T"), ("api", "A"), ("queue", "Q"), ("kernel", "K")):
+    _KERNEXEC_EXACT[f"{_mine}_min_ns"] = f"{_theirs}Min (ns)"
+    _KERNEXEC_EXACT[f"{_mine}_max_ns"] = f"{_theirs}Max (ns)"
+    _KERNEXEC_ROUNDED[f"{_mine}_avg_ns"] = f"{_theirs}Avg (ns)"
+    _KERNEXEC_ROUNDED[f"{_mine}_med_ns"] = f"{_theirs}Med (ns)"
+    _KERNEXEC_ROUNDED[f"{_mine}_stddev_ns"] = f"{_theirs}StdDev (ns)"
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_kernexecsum(oracle, ours, stem):
+    mine = ours(stem, "launch_overhead", split="true")
+    rep = _expect_report(oracle, stem, "kernexecsum", mine)
+    if rep is None:
+        return
+    key = ("PID", "TID", "DevId", "API Name", "Kernel Name")
+    theirs = {tuple(r[k] for k in key): r for r in rep.rows}
+    assert len(theirs) == len(rep.rows)
+    by_key = {(str(r["pid"]), str(r["tid"]), str(r["device_id"]), r["api_name"], r["name"]): r for r in mine}
+    assert set(by_key) == set(theirs)
+    bad = []
+    for k, t in theirs.items():
+        r = by_key[k]
+        if r["queued"] == 0:
+            # no queued launch: nsys prints None for the queue statistics (and 0.0 for the
+            # standard deviation); tracekit has NULL for all of them
+            exact = {m: c for m, c in _KERNEXEC_EXACT.items() if not m.startswith("queue")}
+            rounded = {m: c for m, c in _KERNEXEC_ROUNDED.items() if not m.startswith("queue")}
+            queue = [m for m in {**_KERNEXEC_EXACT, **_KERNEXEC_ROUNDED} if m.startswith("queue_")]
+            assert all(r[m] is None for m in queue), k
+            assert [t[c] for c in ("QAvg (ns)", "QMed (ns)", "QMin (ns)", "QMax (ns)")] == ["None"] * 4
+        else:
+            exact, rounded = _KERNEXEC_EXACT, _KERNEXEC_ROUNDED
+        bad += mismatches(k[3:], r, t, exact, rounded)
+    assert not bad, "\n".join(bad[:20])
