@@ -19,7 +19,7 @@ from pathlib import Path
 from tracekit.errors import InputError, UnsupportedFormatError
 
 # module names under tracekit.collectors, in the order sniff() is tried
-REGISTRY = ("nsys", "ncu")
+REGISTRY = ("nsys", "ncu", "kineto")
 
 
 def collector_modules():
