@@ -69,6 +69,9 @@ class Engine:
             self.con.execute(f"SET memory_limit = {_lit(memory_limit)}")
         self._create_views()
         self._create_macros()
+        from tracekit.roofline import register as _register_roofline
+
+        _register_roofline(self.con)  # gpu_peaks table + roofline macros (docs/roofline.md)
 
     # -- views ----------------------------------------------------------------------------
     def _create_views(self):

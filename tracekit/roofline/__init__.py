@@ -1,0 +1,58 @@
+"""Roofline support for the query engine: the per-GPU peak table and the shared roofline macros.
+
+:func:`register` is called by :class:`tracekit.engine.Engine` on every connection. It creates
+
+- ``gpu_peaks``: the documented per-GPU ceilings of ``gpu_peaks.csv`` (device_name as ncu's
+  ``device__attribute_display_name`` prints it, resource ``flop``/``tensor``/``dram``, datatype,
+  dense/sparse, value in FLOP/s or bytes/s, source);
+- ``tensor_factors``: FLOP per tensor-pipe instruction by compute capability, for the labelled
+  estimate used when a report has no per-datatype tensor op counters;
+- ``tk_ncu_spec``: :data:`tracekit.ncu_metrics.INPUTS` as rows (alias, metric_name, prio);
+- the macros of ``macros.sql``: ``tk_roofline_launches()`` (one row per ncu launch with FLOPs,
+  bytes, time and ceilings) and scalar helpers ``tk_bound``.
+
+The named queries in ``queries/roofline/`` build on these; docs/roofline.md documents them.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import duckdb
+
+from tracekit.errors import QueryError
+from tracekit.ncu_metrics import INPUTS
+
+_PKG = resources.files("tracekit.roofline")
+
+
+def peaks_path() -> str:
+    """Path of the shipped per-GPU peak table (CSV)."""
+    return str(_PKG / "gpu_peaks.csv")
+
+
+def load_peaks():
+    """The per-GPU peak table as an Arrow table."""
+    import pyarrow.csv as pacsv
+
+    return pacsv.read_csv(peaks_path())
+
+
+def register(con: duckdb.DuckDBPyConnection) -> None:
+    """Create gpu_peaks, tensor_factors, tk_ncu_spec and the roofline macros on ``con``."""
+    try:
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE gpu_peaks AS SELECT * FROM read_csv(?, header = true, "
+            "columns = {'device_name': 'VARCHAR', 'resource': 'VARCHAR', 'datatype': 'VARCHAR', "
+            "'sparsity': 'VARCHAR', 'value': 'DOUBLE', 'unit': 'VARCHAR', 'source': 'VARCHAR'})",
+            [peaks_path()])
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE tensor_factors AS SELECT * FROM read_csv(?, header = true, "
+            "columns = {'compute_capability': 'VARCHAR', 'flop_per_inst': 'DOUBLE', 'source': 'VARCHAR'})",
+            [str(_PKG / "tensor_factors.csv")])
+        rows = [(alias, name, prio) for alias, names in INPUTS.items() for prio, name in enumerate(names)]
+        con.execute("CREATE OR REPLACE TEMP TABLE tk_ncu_spec (alias VARCHAR, metric_name VARCHAR, prio INTEGER)")
+        con.executemany("INSERT INTO tk_ncu_spec VALUES (?, ?, ?)", rows)
+        con.execute((_PKG / "macros.sql").read_text(encoding="utf-8"))
+    except duckdb.Error as exc:
+        raise QueryError(f"roofline macros failed: {' '.join(str(exc).split())}") from None
