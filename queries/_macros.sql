@@ -20,20 +20,26 @@ FROM nvtx_ranges
 WHERE domain IN ('tracekit', '') AND regexp_matches(name, '^step (\d+)( \(warmup\))?$')
   AND end_ns IS NOT NULL AND end_ns > start_ns;
 
+-- tk_is_nccl(name): an NCCL kernel -- ncclKernel_* (NCCL < 2.19) or ncclDevKernel_* (NCCL >= 2.19),
+-- also inside a longer demangled name ('void ncclDevKernel_...').
+CREATE OR REPLACE TEMP MACRO tk_is_nccl(kname) AS
+    regexp_matches(kname, '(^|[^A-Za-z0-9_])nccl(Dev)?Kernel_');
+
 -- tk_gpu_activity(): every GPU activity with a positive duration: kernels, memcpy, memset.
 CREATE OR REPLACE TEMP MACRO tk_gpu_activity() AS TABLE
-SELECT run_id, pid, device_id, stream_id, correlation_id, start_ns, end_ns, 'kernel' AS activity
+SELECT run_id, pid, device_id, stream_id, correlation_id, start_ns, end_ns, 'kernel' AS activity,
+       tk_is_nccl(name) AS is_nccl
 FROM kernels WHERE end_ns > start_ns
 UNION ALL
-SELECT run_id, pid, device_id, stream_id, correlation_id, start_ns, end_ns, 'memcpy'
+SELECT run_id, pid, device_id, stream_id, correlation_id, start_ns, end_ns, 'memcpy', false
 FROM memcpy WHERE end_ns > start_ns
 UNION ALL
-SELECT run_id, pid, device_id, stream_id, correlation_id, start_ns, end_ns, 'memset'
+SELECT run_id, pid, device_id, stream_id, correlation_id, start_ns, end_ns, 'memset', false
 FROM memset WHERE end_ns > start_ns;
 
--- tk_busy_islands(sel): the union of GPU activity intervals per (run_id, pid, device_id), over
--- all streams, as disjoint "islands" [start_ns, end_ns). sel = 'kernel' (kernels only), 'copy'
--- (memcpy + memset) or 'any' (all three). Sort-and-sweep: order by start; an interval opens a new
+-- tk_busy_islands(busy_set): the union of GPU activity intervals per (run_id, pid, device_id), over
+-- all streams, as disjoint "islands" [start_ns, end_ns). busy_set = 'kernel' (kernels only),
+-- 'compute' (kernels that are not NCCL kernels), 'copy' (memcpy + memset) or 'any' (all three). Sort-and-sweep: order by start; an interval opens a new
 -- island when it starts after the running maximum of the ends before it. cum_before_ns is the
 -- busy time of the device's earlier islands (for busy-time-before-t lookups by ASOF join).
 -- first_correlation_id / first_activity: the activity that starts the island (earliest start,
@@ -43,6 +49,7 @@ WITH iv AS (
     SELECT * FROM tk_gpu_activity()
     WHERE busy_set = 'any' OR (busy_set = 'kernel' AND activity = 'kernel')
        OR (busy_set = 'copy' AND activity <> 'kernel')
+       OR (busy_set = 'compute' AND activity = 'kernel' AND NOT is_nccl)
 ),
 swept AS (
     SELECT *, max(end_ns) OVER (PARTITION BY run_id, pid, device_id ORDER BY start_ns, end_ns
@@ -81,7 +88,7 @@ UNION ALL
 SELECT d.run_id, 'step', s.step_id, s.step, s.step_number, d.pid, d.device_id, s.start_ns, s.end_ns
 FROM dev d JOIN tk_steps() s ON s.run_id = d.run_id AND s.pid = d.pid;
 
--- tk_busy_between(sel): busy time of the sel-union inside every tk_gpu_windows() window, as
+-- tk_busy_between(busy_set): busy time of the busy_set union inside every tk_gpu_windows() window, as
 -- B(w1) - B(w0) where B(t) = busy time before t = cum_before_ns + (min(t, end) - start) of the
 -- last island starting at or before t (ASOF join). Exact, and linear in islands + windows.
 CREATE OR REPLACE TEMP MACRO tk_busy_between(busy_set) AS TABLE

@@ -13,11 +13,13 @@ from __future__ import annotations
 from tracekit.errors import SchemaError
 from tracekit.schema import system, timeline
 from tracekit.schema import ncu as _ncu
+from tracekit.schema import comm as _comm
 from tracekit.schema.core import UNITS, Column, Table
 
 # One module per group of tables; a new group is imported here and added to _ALL.
 _ALL: tuple[Table, ...] = timeline.TABLES + system.TABLES
 _ALL += _ncu.TABLES
+_ALL += _comm.TABLES
 
 TABLES: dict[str, Table] = {t.name: t for t in _ALL}
 

@@ -1,0 +1,111 @@
+-- nccl: NCCL kernels per GPU and collective type: count, time, overlap with compute kernels, exposed time, message size, algorithm and bus bandwidth.
+--
+-- NCCL kernels are kernels whose name contains ncclKernel_* (NCCL < 2.19) or ncclDevKernel_*
+-- (NCCL >= 2.19; tk_is_nccl in queries/_macros.sql). The collective type is the word after the
+-- prefix (ncclKernel_AllReduce_RING_LL_Sum_float -> AllReduce; ncclDevKernel_SendRecv -> SendRecv);
+-- when a collectives row is linked to the kernel (same run, pid, device_id, correlation_id) its
+-- `collective` names it instead (NCCL >= 2.19 runs most collectives in ncclDevKernel_Generic).
+-- A GPU is (run_id, pid, device_id).
+--   nccl_ns     = sum of the NCCL kernels' durations;
+--   overlap_ns  = for each NCCL kernel, the length of its intersection with the union of the
+--                 GPU's non-NCCL ("compute") kernels over all streams, summed. A stream runs one
+--                 kernel at a time, so only compute kernels on OTHER streams can overlap;
+--   exposed_ns  = nccl_ns - overlap_ns: communication time not hidden behind computation.
+-- Message size (when a collectives row gives it) follows nccl-tests: size = max(in_bytes,
+-- out_bytes) of the rank's buffers (allgather: the gathered output; reduce_scatter: the input).
+--   algbw_bytes_per_s = sized bytes / sized kernels' time;
+--   busbw_bytes_per_s = algbw * bus_factor, with n = ranks:
+--     AllReduce 2(n-1)/n; AllGather, ReduceScatter, AllToAll (n-1)/n; Broadcast, Reduce,
+--     SendRecv, Send, Recv 1; other types: null.
+-- ranks = the `ranks` parameter when > 0, else the collectives' group_size, else the number of
+-- GPUs (pid, device_id) of the run that ran NCCL kernels (right for a trace of every rank).
+--
+-- @param ranks BIGINT 0  Ranks in the communicator for the bus-bandwidth factor (0 = infer, see above).
+-- @column run_id              id       Run folder the row comes from.
+-- @column pid                 id       Process.
+-- @column device_id           id       CUDA device ordinal in that process.
+-- @column collective          text     Collective type (AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, SendRecv, ...).
+-- @column count               count    NCCL kernels.
+-- @column nccl_ns             ns       Sum of their durations.
+-- @column overlap_ns          ns       Of which overlapped by compute kernels on other streams of the GPU.
+-- @column exposed_ns          ns       nccl_ns - overlap_ns.
+-- @column overlap_fraction    value    overlap_ns / nccl_ns, a fraction 0-1.
+-- @column sized_count         count    Kernels with a known message size.
+-- @column message_bytes       bytes    Sum of message sizes over sized kernels (null when none).
+-- @column avg_message_bytes   bytes    message_bytes / sized_count.
+-- @column ranks               count    n used for the bus factor.
+-- @column bus_factor          value    busbw / algbw for this collective and n (null when unknown).
+-- @column algbw_bytes_per_s   bytes/s  Algorithm bandwidth: message bytes / kernel time of sized kernels.
+-- @column busbw_bytes_per_s   bytes/s  Bus bandwidth: algbw_bytes_per_s * bus_factor.
+WITH nk AS (
+    SELECT k.run_id, k.pid, k.device_id, k.stream_id, k.correlation_id, k.name, k.start_ns, k.end_ns
+    FROM kernels k WHERE tk_is_nccl(k.name) AND k.end_ns > k.start_ns
+),
+coll AS (
+    SELECT run_id, pid, device_id, correlation_id,
+           any_value(collective) AS collective, any_value(greatest(in_bytes, out_bytes)) AS msg_bytes,
+           any_value(group_size) AS group_size
+    FROM collectives WHERE correlation_id IS NOT NULL
+    GROUP BY run_id, pid, device_id, correlation_id
+),
+named AS (
+    SELECT nk.*, c.msg_bytes, c.group_size,
+           CASE lower(regexp_replace(coalesce(c.collective,
+                    regexp_extract(nk.name, 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1)), '[^A-Za-z]', '', 'g'))
+                WHEN 'allreduce' THEN 'AllReduce' WHEN 'allgather' THEN 'AllGather'
+                WHEN 'allgatherbase' THEN 'AllGather' WHEN 'reducescatter' THEN 'ReduceScatter'
+                WHEN 'reducescatterbase' THEN 'ReduceScatter' WHEN 'broadcast' THEN 'Broadcast'
+                WHEN 'reduce' THEN 'Reduce' WHEN 'sendrecv' THEN 'SendRecv' WHEN 'send' THEN 'Send'
+                WHEN 'recv' THEN 'Recv' WHEN 'alltoall' THEN 'AllToAll' WHEN 'alltoallv' THEN 'AllToAll'
+                ELSE coalesce(c.collective, regexp_extract(nk.name, 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1))
+           END AS collective
+    FROM nk LEFT JOIN coll c
+      ON c.run_id = nk.run_id AND c.pid IS NOT DISTINCT FROM nk.pid
+     AND c.device_id IS NOT DISTINCT FROM nk.device_id AND c.correlation_id = nk.correlation_id
+),
+comp AS (SELECT * FROM tk_busy_islands('compute')),
+o0 AS (
+    SELECT n.*, coalesce(i.cum_before_ns + least(n.start_ns, i.end_ns) - i.start_ns, 0) AS c0
+    FROM named n ASOF LEFT JOIN comp i
+      ON n.run_id = i.run_id AND n.pid IS NOT DISTINCT FROM i.pid
+     AND n.device_id IS NOT DISTINCT FROM i.device_id AND n.start_ns >= i.start_ns
+),
+o1 AS (
+    SELECT o.*, coalesce(i.cum_before_ns + least(o.end_ns, i.end_ns) - i.start_ns, 0) AS c1
+    FROM o0 o ASOF LEFT JOIN comp i
+      ON o.run_id = i.run_id AND o.pid IS NOT DISTINCT FROM i.pid
+     AND o.device_id IS NOT DISTINCT FROM i.device_id AND o.end_ns >= i.start_ns
+),
+run_ranks AS (
+    SELECT run_id, count(DISTINCT (pid, device_id)) AS gpus, max(group_size) AS group_size
+    FROM named GROUP BY run_id
+),
+agg AS (
+    SELECT run_id, pid, device_id, collective, count(*) AS count,
+           CAST(sum(end_ns - start_ns) AS BIGINT) AS nccl_ns,
+           CAST(sum(c1 - c0) AS BIGINT) AS overlap_ns,
+           count(msg_bytes) AS sized_count,
+           CAST(sum(msg_bytes) AS BIGINT) AS message_bytes,
+           CAST(sum(end_ns - start_ns) FILTER (WHERE msg_bytes IS NOT NULL) AS BIGINT) AS sized_ns
+    FROM o1 GROUP BY run_id, pid, device_id, collective
+),
+with_n AS (
+    SELECT a.*, CASE WHEN getvariable('ranks') > 0 THEN getvariable('ranks')
+                     ELSE coalesce(r.group_size, r.gpus) END AS ranks
+    FROM agg a JOIN run_ranks r USING (run_id)
+),
+with_f AS (
+    SELECT *, CASE WHEN collective = 'AllReduce' THEN 2.0 * (ranks - 1) / ranks
+                   WHEN collective IN ('AllGather', 'ReduceScatter', 'AllToAll') THEN 1.0 * (ranks - 1) / ranks
+                   WHEN collective IN ('Broadcast', 'Reduce', 'SendRecv', 'Send', 'Recv') THEN 1.0
+              END AS bus_factor
+    FROM with_n
+)
+SELECT run_id, pid, device_id, collective, count, nccl_ns, overlap_ns, nccl_ns - overlap_ns AS exposed_ns,
+       overlap_ns / nullif(nccl_ns, 0) AS overlap_fraction,
+       sized_count, message_bytes, message_bytes / nullif(sized_count, 0) AS avg_message_bytes,
+       ranks, bus_factor,
+       1e9 * message_bytes / nullif(sized_ns, 0) AS algbw_bytes_per_s,
+       1e9 * message_bytes / nullif(sized_ns, 0) * bus_factor AS busbw_bytes_per_s
+FROM with_f
+ORDER BY run_id, pid, device_id, nccl_ns DESC, collective;

@@ -1,0 +1,143 @@
+-- cpu_overhead: Host CUDA API cost per training step (and over the run): API time, launches, host time per launch, GPU idle waiting on the host.
+--
+-- Windows, per process (run_id, pid): scope 'step' is each step of the process (NVTX range `step N`
+-- in domain tracekit, tk_steps in queries/_macros.sql); scope 'run' spans the process's first to
+-- last CUDA API call or GPU activity. Time columns are exact clipped unions: on each thread the
+-- CUDA API calls are merged into a union first (a driver call nested in a runtime call counts once),
+-- then cut to the window and summed over the process's threads.
+--   api_ns           time in any CUDA API call;
+--   sync_api_ns      time in synchronization calls (name contains Synchronize) -- the host waiting;
+--   launch_api_ns    time in launch calls: cudaLaunch*/cuLaunch* (Ex, ExC, Cooperative variants;
+--                    not cudaLaunchHostFunc) and cudaGraphLaunch/cuGraphLaunch;
+--   launches         launch calls that START in the window (a graph launch counts once);
+--   host_ns_per_launch = (api_ns - sync_api_ns) / launches: host CUDA time per launch, waits excluded;
+--   gpu_idle_host_ns = gpu_idle's idle_host_ns summed over the process's GPUs for the same step
+--                    (scope 'run': over each GPU's own active span), and gpu_wall_ns the matching
+--                    sum of GPU window lengths, so host_bound_fraction is the share of GPU time the
+--                    GPUs sat idle waiting on this host.
+-- Names lose CUPTI's version suffix (_v7000) before matching.
+--
+-- @column run_id               id     Run folder the row comes from.
+-- @column scope                enum   'run' or 'step'.
+-- @column step_id              id     nvtx_ranges.range_id of the step; null for scope 'run'.
+-- @column step                 text   Step range message; null for scope 'run'.
+-- @column step_number          count  N of `step N`; null for scope 'run'.
+-- @column pid                  id     Process.
+-- @column window_start_ns      ns     Window start.
+-- @column wall_ns              ns     Window length.
+-- @column api_ns               ns     Time in CUDA API calls (union per thread, summed over threads).
+-- @column sync_api_ns          ns     Of which in synchronization calls.
+-- @column launch_api_ns        ns     Of which in kernel and graph launch calls.
+-- @column launches             count  Launch calls starting in the window.
+-- @column host_ns_per_launch   ns     (api_ns - sync_api_ns) / launches; null without launches.
+-- @column launch_call_avg_ns   ns     launch_api_ns / launches; null without launches.
+-- @column gpus                 count  GPUs of the process with activity (rows of gpu_idle summed).
+-- @column gpu_wall_ns          ns     Sum of the GPU windows' lengths.
+-- @column gpu_idle_host_ns     ns     GPU idle time waiting on the host, summed over the GPUs.
+-- @column host_bound_fraction  value  gpu_idle_host_ns / gpu_wall_ns, a fraction 0-1.
+WITH api AS (
+    SELECT run_id, pid, tid, start_ns, end_ns, regexp_replace(name, '_v\d+$', '') AS name
+    FROM cuda_api WHERE end_ns > start_ns
+),
+tagged AS (
+    SELECT run_id, pid, tid, start_ns, end_ns, 'all' AS cls FROM api
+    UNION ALL
+    SELECT run_id, pid, tid, start_ns, end_ns, 'sync' FROM api WHERE name ILIKE '%synchronize%'
+    UNION ALL
+    SELECT run_id, pid, tid, start_ns, end_ns, 'launch' FROM api
+    WHERE regexp_matches(name, '^cu(da)?(Graph)?Launch') AND NOT regexp_matches(name, 'HostFunc')
+),
+swept AS (
+    SELECT *, max(end_ns) OVER (PARTITION BY run_id, pid, tid, cls ORDER BY start_ns, end_ns
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max_end
+    FROM tagged
+),
+numbered AS (
+    SELECT *, sum(CASE WHEN prev_max_end IS NULL OR start_ns > prev_max_end THEN 1 ELSE 0 END)
+                  OVER (PARTITION BY run_id, pid, tid, cls ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS island
+    FROM swept
+),
+islands AS (
+    SELECT run_id, pid, tid, cls, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+    FROM numbered GROUP BY run_id, pid, tid, cls, island
+),
+cum AS (
+    SELECT *, coalesce(CAST(sum(end_ns - start_ns) OVER (PARTITION BY run_id, pid, tid, cls ORDER BY start_ns
+                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS BIGINT), 0) AS cum_before_ns
+    FROM islands
+),
+launch_calls AS (
+    SELECT run_id, pid, start_ns, row_number() OVER (PARTITION BY run_id, pid ORDER BY start_ns) AS n
+    FROM tagged WHERE cls = 'launch'
+),
+proc_span AS (
+    SELECT run_id, pid, min(start_ns) AS w0, max(end_ns) AS w1 FROM (
+        SELECT run_id, pid, start_ns, end_ns FROM api
+        UNION ALL SELECT run_id, pid, start_ns, end_ns FROM tk_gpu_activity()
+    ) GROUP BY run_id, pid
+),
+windows AS (
+    SELECT run_id, 'run' AS scope, CAST(NULL AS BIGINT) AS step_id, CAST(NULL AS VARCHAR) AS step,
+           CAST(NULL AS BIGINT) AS step_number, pid, w0, w1
+    FROM proc_span
+    UNION ALL
+    SELECT run_id, 'step', step_id, step, step_number, pid, start_ns, end_ns FROM tk_steps()
+),
+wt AS (
+    SELECT w.*, t.tid, t.cls
+    FROM windows w JOIN (SELECT DISTINCT run_id, pid, tid, cls FROM cum) t
+      ON t.run_id = w.run_id AND t.pid = w.pid
+),
+at0 AS (
+    SELECT wt.*, coalesce(c.cum_before_ns + least(wt.w0, c.end_ns) - c.start_ns, 0) AS b0
+    FROM wt ASOF LEFT JOIN cum c
+      ON wt.run_id = c.run_id AND wt.pid = c.pid AND wt.tid IS NOT DISTINCT FROM c.tid
+     AND wt.cls = c.cls AND wt.w0 >= c.start_ns
+),
+at1 AS (
+    SELECT a.*, coalesce(c.cum_before_ns + least(a.w1, c.end_ns) - c.start_ns, 0) AS b1
+    FROM at0 a ASOF LEFT JOIN cum c
+      ON a.run_id = c.run_id AND a.pid = c.pid AND a.tid IS NOT DISTINCT FROM c.tid
+     AND a.cls = c.cls AND a.w1 >= c.start_ns
+),
+host_time AS (
+    SELECT run_id, scope, step_id, pid, w0, w1,
+           CAST(sum(b1 - b0) FILTER (WHERE cls = 'all') AS BIGINT) AS api_ns,
+           CAST(sum(b1 - b0) FILTER (WHERE cls = 'sync') AS BIGINT) AS sync_api_ns,
+           CAST(sum(b1 - b0) FILTER (WHERE cls = 'launch') AS BIGINT) AS launch_api_ns
+    FROM at1 GROUP BY run_id, scope, step_id, pid, w0, w1
+),
+n0 AS (
+    SELECT w.*, coalesce(l.n, 0) AS c0
+    FROM windows w ASOF LEFT JOIN launch_calls l
+      ON w.run_id = l.run_id AND w.pid = l.pid AND w.w0 > l.start_ns
+),
+n1 AS (
+    SELECT n0.*, coalesce(l.n, 0) AS c1
+    FROM n0 ASOF LEFT JOIN launch_calls l
+      ON n0.run_id = l.run_id AND n0.pid = l.pid AND n0.w1 > l.start_ns
+),
+gpu AS (
+    SELECT run_id, scope, step_id, pid, count(*) AS gpus, sum(w1 - w0) AS gpu_wall_ns,
+           sum(idle_host_ns) AS gpu_idle_host_ns
+    FROM tk_idle_between() GROUP BY run_id, scope, step_id, pid
+)
+SELECT n1.run_id, n1.scope, n1.step_id, n1.step, n1.step_number, n1.pid,
+       n1.w0 AS window_start_ns, n1.w1 - n1.w0 AS wall_ns,
+       coalesce(h.api_ns, 0) AS api_ns, coalesce(h.sync_api_ns, 0) AS sync_api_ns,
+       coalesce(h.launch_api_ns, 0) AS launch_api_ns,
+       n1.c1 - n1.c0 AS launches,
+       (coalesce(h.api_ns, 0) - coalesce(h.sync_api_ns, 0)) / nullif(n1.c1 - n1.c0, 0) AS host_ns_per_launch,
+       coalesce(h.launch_api_ns, 0) / nullif(n1.c1 - n1.c0, 0) AS launch_call_avg_ns,
+       coalesce(g.gpus, 0) AS gpus,
+       CAST(coalesce(g.gpu_wall_ns, 0) AS BIGINT) AS gpu_wall_ns,
+       CAST(coalesce(g.gpu_idle_host_ns, 0) AS BIGINT) AS gpu_idle_host_ns,
+       g.gpu_idle_host_ns / nullif(g.gpu_wall_ns, 0) AS host_bound_fraction
+FROM n1
+LEFT JOIN host_time h
+  ON h.run_id = n1.run_id AND h.scope = n1.scope AND h.step_id IS NOT DISTINCT FROM n1.step_id
+ AND h.pid = n1.pid AND h.w0 = n1.w0 AND h.w1 = n1.w1
+LEFT JOIN gpu g
+  ON g.run_id = n1.run_id AND g.scope = n1.scope AND g.step_id IS NOT DISTINCT FROM n1.step_id
+ AND g.pid = n1.pid
+ORDER BY n1.run_id, n1.pid, n1.scope, n1.w0, n1.step_id;

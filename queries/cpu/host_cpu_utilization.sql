@@ -1,0 +1,122 @@
+-- host_cpu_utilization: Host CPU busy time per thread, process and run, over the run and per step, from scheduler events; cores busy on average.
+--
+-- Busy time of a thread is the time it was running on a CPU core: the union of its
+-- cpu_thread_state intervals (nsys SCHED_EVENTS, captured with --cpuctxsw; an interval with no
+-- recorded switch-out was closed at the thread's last event, see is_clipped), cut to the window.
+-- OS runtime calls (osrt_api: poll, read, pthread_cond_wait, ...) are reported beside it as
+-- osrt_ns, the union of the thread's calls in the window: time spent inside (mostly blocking)
+-- OS library calls. busy_ns is null when the run has no cpu_thread_state table (not captured),
+-- and CPU samples are not used (no table holds them).
+--
+-- Windows: scope 'run' spans the first to the last scheduling or OS runtime event of the run;
+-- scope 'step' is each training step (NVTX range `step N` in domain tracekit, tk_steps), applied
+-- to every process of the run (data-loader workers are other processes). Rows at three levels:
+-- 'thread' (pid, tid), 'process' (pid; tid null) and 'all' (pid and tid null: every thread of the
+-- run -- the study's host CPU utilization).
+--   cores_busy      = busy_ns / wall_ns: average number of cores kept busy (0-1 for one thread);
+--   cpus            = logical CPUs that appear in the run's scheduling data (a lower bound on
+--                     the machine's CPU count);
+--   cpu_utilization = busy_ns / (wall_ns * cpus), a fraction 0-1.
+--
+-- @column run_id           id     Run folder the row comes from.
+-- @column scope            enum   'run' or 'step'.
+-- @column step_id          id     nvtx_ranges.range_id of the step; null for scope 'run'.
+-- @column step             text   Step range message; null for scope 'run'.
+-- @column step_number      count  N of `step N`; null for scope 'run'.
+-- @column level            enum   'thread', 'process' or 'all'.
+-- @column pid              id     Process (null at level 'all').
+-- @column tid              id     Thread (null at levels 'process' and 'all').
+-- @column thread_name      text   Thread name from threads (level 'thread'), else the process name (level 'process').
+-- @column window_start_ns  ns     Window start.
+-- @column wall_ns          ns     Window length.
+-- @column busy_ns          ns     Time running on a CPU core, summed over the level's threads.
+-- @column osrt_ns          ns     Time inside traced OS runtime calls, summed over the level's threads.
+-- @column cores_busy       value  busy_ns / wall_ns: cores kept busy on average.
+-- @column cpus             count  Logical CPUs seen in the run's scheduling data.
+-- @column cpu_utilization  value  busy_ns / (wall_ns * cpus), a fraction 0-1.
+WITH tagged AS (
+    SELECT run_id, pid, tid, start_ns, end_ns, 'sched' AS cls FROM cpu_thread_state WHERE end_ns > start_ns
+    UNION ALL
+    SELECT run_id, pid, tid, start_ns, end_ns, 'osrt' FROM osrt_api WHERE end_ns > start_ns
+),
+swept AS (
+    SELECT *, max(end_ns) OVER (PARTITION BY run_id, pid, tid, cls ORDER BY start_ns, end_ns
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max_end
+    FROM tagged
+),
+numbered AS (
+    SELECT *, sum(CASE WHEN prev_max_end IS NULL OR start_ns > prev_max_end THEN 1 ELSE 0 END)
+                  OVER (PARTITION BY run_id, pid, tid, cls ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS island
+    FROM swept
+),
+islands AS (
+    SELECT run_id, pid, tid, cls, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+    FROM numbered GROUP BY run_id, pid, tid, cls, island
+),
+cum AS (
+    SELECT *, coalesce(CAST(sum(end_ns - start_ns) OVER (PARTITION BY run_id, pid, tid, cls ORDER BY start_ns
+                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS BIGINT), 0) AS cum_before_ns
+    FROM islands
+),
+windows AS (
+    SELECT run_id, 'run' AS scope, CAST(NULL AS BIGINT) AS step_id, CAST(NULL AS VARCHAR) AS step,
+           CAST(NULL AS BIGINT) AS step_number, min(start_ns) AS w0, max(end_ns) AS w1
+    FROM tagged GROUP BY run_id
+    UNION ALL
+    SELECT s.run_id, 'step', s.step_id, s.step, s.step_number, s.start_ns, s.end_ns
+    FROM tk_steps() s WHERE s.run_id IN (SELECT run_id FROM tagged)
+),
+wt AS (
+    SELECT w.*, t.pid, t.tid, t.cls
+    FROM windows w JOIN (SELECT DISTINCT run_id, pid, tid, cls FROM cum) t ON t.run_id = w.run_id
+),
+at0 AS (
+    SELECT wt.*, coalesce(c.cum_before_ns + least(wt.w0, c.end_ns) - c.start_ns, 0) AS b0
+    FROM wt ASOF LEFT JOIN cum c
+      ON wt.run_id = c.run_id AND wt.pid IS NOT DISTINCT FROM c.pid AND wt.tid IS NOT DISTINCT FROM c.tid
+     AND wt.cls = c.cls AND wt.w0 >= c.start_ns
+),
+at1 AS (
+    SELECT a.*, coalesce(c.cum_before_ns + least(a.w1, c.end_ns) - c.start_ns, 0) AS b1
+    FROM at0 a ASOF LEFT JOIN cum c
+      ON a.run_id = c.run_id AND a.pid IS NOT DISTINCT FROM c.pid AND a.tid IS NOT DISTINCT FROM c.tid
+     AND a.cls = c.cls AND a.w1 >= c.start_ns
+),
+per_thread AS (
+    SELECT run_id, scope, step_id, step, step_number, w0, w1, pid, tid,
+           sum(b1 - b0) FILTER (WHERE cls = 'sched') AS busy_ns,
+           sum(b1 - b0) FILTER (WHERE cls = 'osrt') AS osrt_ns
+    FROM at1 GROUP BY ALL
+),
+levels AS (
+    SELECT run_id, scope, step_id, step, step_number, w0, w1,
+           CASE WHEN GROUPING(pid) = 1 THEN 'all' WHEN GROUPING(tid) = 1 THEN 'process' ELSE 'thread' END AS level,
+           pid, tid, sum(busy_ns) AS busy_ns, sum(osrt_ns) AS osrt_ns
+    FROM per_thread
+    GROUP BY GROUPING SETS ((run_id, scope, step_id, step, step_number, w0, w1, pid, tid),
+                            (run_id, scope, step_id, step, step_number, w0, w1, pid),
+                            (run_id, scope, step_id, step, step_number, w0, w1))
+),
+run_cpus AS (
+    SELECT run_id, count(DISTINCT cpu) AS cpus FROM cpu_thread_state GROUP BY run_id
+),
+sched_captured AS (
+    SELECT run_id FROM run_tables WHERE table_name = 'cpu_thread_state' AND captured
+)
+SELECT l.run_id, l.scope, l.step_id, l.step, l.step_number, l.level, l.pid, l.tid,
+       CASE l.level WHEN 'thread' THEN th.name WHEN 'process' THEN p.name END AS thread_name,
+       l.w0 AS window_start_ns, l.w1 - l.w0 AS wall_ns,
+       CASE WHEN sc.run_id IS NOT NULL THEN CAST(coalesce(l.busy_ns, 0) AS BIGINT) END AS busy_ns,
+       CAST(coalesce(l.osrt_ns, 0) AS BIGINT) AS osrt_ns,
+       CASE WHEN sc.run_id IS NOT NULL THEN coalesce(l.busy_ns, 0) / nullif(l.w1 - l.w0, 0) END AS cores_busy,
+       rc.cpus,
+       CASE WHEN sc.run_id IS NOT NULL THEN coalesce(l.busy_ns, 0) / nullif((l.w1 - l.w0) * rc.cpus, 0) END AS cpu_utilization
+FROM levels l
+LEFT JOIN sched_captured sc ON sc.run_id = l.run_id
+LEFT JOIN run_cpus rc ON rc.run_id = l.run_id
+LEFT JOIN (SELECT run_id, pid, tid, any_value(name) AS name FROM threads GROUP BY ALL) th
+  ON l.level = 'thread' AND th.run_id = l.run_id AND th.pid = l.pid AND th.tid = l.tid
+LEFT JOIN (SELECT run_id, pid, any_value(name) AS name FROM processes GROUP BY ALL) p
+  ON l.level = 'process' AND p.run_id = l.run_id AND p.pid = l.pid
+ORDER BY l.run_id, l.scope, l.w0, l.step_id,
+         CASE l.level WHEN 'all' THEN 0 WHEN 'process' THEN 1 ELSE 2 END, l.pid, l.tid;

@@ -1,0 +1,44 @@
+"""Communication tables: collective operations whose message size the input records.
+
+Kernel rows say that an NCCL kernel ran and for how long; they do not say how many bytes it
+moved. This group holds what the inputs record about each collective's size, linked to the kernel
+that executed it, so the ``nccl`` query can compute algorithm and bus bandwidth.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from tracekit.schema.core import Column as C
+from tracekit.schema.core import Table
+
+i32, i64, s = pa.int32(), pa.int64(), pa.string()
+
+COLLECTIVES = Table(
+    "collectives",
+    "One row per collective or point-to-point communication call whose size the input records: "
+    "Kineto NCCL kernel arguments ('Collective name', 'In msg nelems', 'Out msg nelems', 'dtype', "
+    "'Group size'), or NCCL ranges of `nsys --trace=nccl` where the export carries their payload. "
+    "Linked to the kernel that executed it by (pid, device_id, correlation_id).",
+    (
+        C("start_ns", i64, "ns", "Start of the executing kernel (or of the range when no kernel is linked).",
+          required=True),
+        C("pid", i64, "id", "OS process ID (kernels.pid of the executing kernel)."),
+        C("device_id", i32, "id", "Device the collective ran on (kernels.device_id)."),
+        C("stream_id", i64, "id", "Stream of the executing kernel."),
+        C("correlation_id", i64, "id", "Correlation ID of the executing kernel (kernels.correlation_id)."),
+        C("collective", s, "text", "Collective as the input names it, e.g. allreduce, allgather, "
+          "reduce_scatter, broadcast, reduce, send, recv, all_to_all."),
+        C("dtype", s, "text", "Element type as the input names it, e.g. Float, BFloat16."),
+        C("element_bytes", i32, "bytes", "Bytes per element of dtype."),
+        C("in_elements", i64, "count", "Elements in this rank's input buffer."),
+        C("out_elements", i64, "count", "Elements in this rank's output buffer."),
+        C("in_bytes", i64, "bytes", "in_elements * element_bytes."),
+        C("out_bytes", i64, "bytes", "out_elements * element_bytes."),
+        C("group_size", i32, "count", "Ranks in the communicator (process group size)."),
+        C("process_group", s, "text", "Process group name or description, when recorded."),
+    ),
+    group="comm",
+)
+
+TABLES = (COLLECTIVES,)
