@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit.collectors import nsys_mapping as M
+from tracekit.collectors import nsys_versions
 from tracekit.collectors.sqlite_export import Export, decode_utf8, is_sqlite
 from tracekit.errors import InputError, MissingTableError
 from tracekit.progress import NULL_PROGRESS, Progress
@@ -164,6 +165,7 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
             raise MissingTableError("no StringIds table: not an Nsight Systems SQLite export", path=path)
         source = {"format": "nsys-sqlite", **_metadata(export), "tables_read": {}, "missing_columns": {}}
         writer.manifest["sources"][NAME] = source
+        nsys_versions.check(export, writer, source)  # schema registry: required columns, newer versions
         for tname, tmap in M.TABLE_MAPS.items():
             plan = _TablePlan(export, tmap)
             if plan.source is None:
