@@ -1,0 +1,105 @@
+-- nvtx_gpu_projection: GPU work launched inside each NVTX range (kernel time, projected GPU span), as `nsys stats --report nvtxgpuproj`.
+--
+-- A GPU operation (kernel, memcpy or memset) belongs to a range when the CUDA API call that
+-- launched it (cuda_api row with the same run, pid and correlation_id) lies inside the range on
+-- the range's own thread: range start_ns <= call start_ns and call end_ns <= range end_ns, same
+-- pid and tid. This is nsys's rule. Nested ranges each count the work of their children. Like
+-- nsys, only ranges that end on the thread that opened them are projected (all push/pop ranges;
+-- start/end ranges whose end_tid is NULL or equal to tid), a range never closed ends at the last
+-- NVTX timestamp of its run (see nvtx_summary), and only ranges containing at least one launch
+-- are listed. GPU work whose launching call is not in cuda_api is attributed to no range.
+-- The projected span runs from the first start to the last end of the range's GPU operations
+-- (kernels, copies and memsets, on any device or stream); kernel_ns adds up kernel durations only
+-- (overlapping kernels on several streams add up, so it can exceed the span).
+-- Computed with one interval (IE) join on (thread, time) keys: memory grows with the number of
+-- ranges and launches, not with their product. Sorted as nsys stats: by projected start, then
+-- longest projected duration first.
+--
+-- @column run_id            id     Run folder the row comes from.
+-- @column range_id          id     The range (nvtx_ranges.range_id; nsys: NVTX_EVENTS rowid, nvtxgpuproj's RangeId).
+-- @column domain            text   NVTX domain; '' for the default domain.
+-- @column name              text   Range name.
+-- @column style             enum   'push/pop' or 'start/end'.
+-- @column pid               id     Process of the range and of the launching calls.
+-- @column tid               id     Thread of the range and of the launching calls.
+-- @column depth             count  Push/pop nesting depth (0 = outermost); NULL for start/end ranges.
+-- @column parent_range_id   id     Enclosing push/pop range on the same thread, NULL at depth 0.
+-- @column start_ns          ns     Range start.
+-- @column duration_ns       ns     Range duration (to the last NVTX timestamp of the run when never closed).
+-- @column launches          count  API calls inside the range that launched GPU work (distinct correlation IDs; nvtxgpuproj's NumGPUOps).
+-- @column gpu_ops           count  GPU operations they launched (kernels, memcpys, memsets; a graph launch counts each of its operations).
+-- @column kernels           count  Kernel executions among them.
+-- @column kernel_ns         ns     Sum of the durations of those kernels.
+-- @column proj_start_ns     ns     Start of the first GPU operation launched inside the range.
+-- @column proj_end_ns       ns     End of the last one.
+-- @column proj_duration_ns  ns     proj_end_ns - proj_start_ns.
+WITH last_ts AS (
+    SELECT run_id, max(ts) AS last_ns
+    FROM (
+        SELECT run_id, greatest(max(start_ns), max(end_ns)) AS ts FROM nvtx_ranges GROUP BY run_id
+        UNION ALL
+        SELECT run_id, max(timestamp_ns) AS ts FROM nvtx_marks GROUP BY run_id
+    )
+    GROUP BY run_id
+),
+ranges AS (
+    SELECT r.run_id, r.range_id, coalesce(r.domain, '') AS domain, r.name, r.style, r.pid, r.tid,
+           r.depth, r.parent_range_id, r.start_ns, coalesce(r.end_ns, l.last_ns) AS end_ns
+    FROM nvtx_ranges AS r
+    JOIN last_ts AS l USING (run_id)
+    WHERE r.end_tid IS NULL OR r.end_tid = r.tid
+),
+threads AS (
+    SELECT run_id, pid, tid, row_number() OVER (ORDER BY run_id, pid, tid) AS thread_no
+    FROM (SELECT DISTINCT run_id, pid, tid FROM ranges)
+),
+ops AS (
+    SELECT run_id, pid, correlation_id, start_ns, end_ns, 1 AS is_kernel, end_ns - start_ns AS kernel_ns
+    FROM kernels
+    UNION ALL
+    SELECT run_id, pid, correlation_id, start_ns, end_ns, 0, 0 FROM memcpy
+    UNION ALL
+    SELECT run_id, pid, correlation_id, start_ns, end_ns, 0, 0 FROM memset
+),
+-- one row per launching API call, on a thread that has ranges
+calls AS (
+    SELECT c.run_id, t.thread_no, c.start_ns, c.end_ns,
+           count(*) AS gpu_ops, sum(o.is_kernel) AS kernels, sum(o.kernel_ns) AS kernel_ns,
+           min(o.start_ns) AS op_start_ns, max(o.end_ns) AS op_end_ns
+    FROM ops AS o
+    JOIN cuda_api AS c
+      ON c.run_id = o.run_id AND c.pid = o.pid AND c.correlation_id = o.correlation_id
+    JOIN threads AS t
+      ON t.run_id = c.run_id AND t.pid = c.pid AND t.tid = c.tid
+    GROUP BY c.run_id, c.pid, c.correlation_id, t.thread_no, c.start_ns, c.end_ns
+),
+-- (thread, time) as one ordered key, so containment on the same thread is two inequalities
+range_keys AS (
+    SELECT r.*, (t.thread_no::HUGEINT << 64) + r.start_ns AS k_start,
+           (t.thread_no::HUGEINT << 64) + r.end_ns AS k_end
+    FROM ranges AS r
+    JOIN threads AS t USING (run_id, pid, tid)
+),
+call_keys AS (
+    SELECT *, (thread_no::HUGEINT << 64) + start_ns AS k_start,
+           (thread_no::HUGEINT << 64) + end_ns AS k_end
+    FROM calls
+),
+projected AS (
+    SELECT r.range_id, r.run_id,
+           count(*) AS launches, sum(c.gpu_ops) AS gpu_ops, sum(c.kernels) AS kernels,
+           sum(c.kernel_ns) AS kernel_ns, min(c.op_start_ns) AS proj_start_ns,
+           max(c.op_end_ns) AS proj_end_ns
+    FROM range_keys AS r
+    JOIN call_keys AS c
+      ON r.k_start <= c.k_start AND c.k_end <= r.k_end
+    GROUP BY r.run_id, r.range_id
+)
+SELECT r.run_id, r.range_id, r.domain, r.name, r.style, r.pid, r.tid, r.depth, r.parent_range_id,
+       r.start_ns, r.end_ns - r.start_ns AS duration_ns,
+       p.launches, p.gpu_ops::BIGINT AS gpu_ops, p.kernels::BIGINT AS kernels,
+       p.kernel_ns::BIGINT AS kernel_ns, p.proj_start_ns, p.proj_end_ns,
+       p.proj_end_ns - p.proj_start_ns AS proj_duration_ns
+FROM projected AS p
+JOIN ranges AS r USING (run_id, range_id)
+ORDER BY r.run_id, p.proj_start_ns, proj_duration_ns DESC, r.range_id;

@@ -1,0 +1,69 @@
+-- nvtx_summary: Time per NVTX range name, domain and style, as `nsys stats --report nvtxsum`.
+--
+-- One row per run, domain, range name and style ('push/pop' or 'start/end'). Every range of
+-- nvtx_ranges counts, whatever its process, thread or category, including framework annotations
+-- mapped to ranges (their domain says where they come from). nvtxsum prints one name per row,
+-- 'DOMAIN:NAME' for ranges of a named domain and 'NAME' for the default domain; here domain and
+-- name are separate columns. A range's time is end_ns - start_ns (zero and negative durations
+-- included, as nsys stats does). A range never closed in the capture (is_open) ends, as in nsys
+-- stats, at the last NVTX timestamp of its run: the latest range start or end or mark (nsys also
+-- counts NVTX registration events, which are not in the run folder). time_pct is the row's share
+-- of the summed range time of its run; nested ranges add up, so it is not a share of wall time.
+-- Sorted by total time, descending.
+--
+-- @param top BIGINT 0  Keep only the N rows with the most total time in each run (0 = all).
+-- @column run_id     id     Run folder the row comes from.
+-- @column domain     text   NVTX domain name; '' for the default domain.
+-- @column name       text   Range name (message).
+-- @column style      enum   'push/pop' or 'start/end'.
+-- @column instances  count  Number of ranges.
+-- @column total_ns   ns     Sum of range durations.
+-- @column avg_ns     ns     Mean range duration.
+-- @column med_ns     ns     Median range duration (mean of the two middle values for an even count).
+-- @column min_ns     ns     Shortest range.
+-- @column max_ns     ns     Longest range.
+-- @column stddev_ns  ns     Sample standard deviation (n - 1); 0 for a single range, as nsys stats prints.
+-- @column time_pct   %      total_ns as a percentage of all NVTX range time in the run.
+WITH last_ts AS (
+    SELECT run_id, max(ts) AS last_ns
+    FROM (
+        SELECT run_id, greatest(max(start_ns), max(end_ns)) AS ts FROM nvtx_ranges GROUP BY run_id
+        UNION ALL
+        SELECT run_id, max(timestamp_ns) AS ts FROM nvtx_marks GROUP BY run_id
+    )
+    GROUP BY run_id
+),
+ranges AS (
+    SELECT r.run_id, coalesce(r.domain, '') AS domain, r.name, r.style,
+           coalesce(r.end_ns, l.last_ns) - r.start_ns AS duration_ns
+    FROM nvtx_ranges AS r
+    JOIN last_ts AS l USING (run_id)
+),
+per_name AS (
+    SELECT
+        run_id,
+        domain,
+        name,
+        style,
+        count(*) AS instances,
+        sum(duration_ns) AS total_ns,
+        avg(duration_ns) AS avg_ns,
+        median(duration_ns) AS med_ns,
+        min(duration_ns) AS min_ns,
+        max(duration_ns) AS max_ns,
+        stddev_samp(duration_ns) AS stddev_ns
+    FROM ranges
+    GROUP BY run_id, domain, name, style
+),
+ranked AS (
+    SELECT
+        *,
+        100.0 * total_ns / sum(total_ns) OVER (PARTITION BY run_id) AS time_pct,
+        row_number() OVER (PARTITION BY run_id ORDER BY total_ns DESC, domain, name, style) AS rank_in_run
+    FROM per_name
+)
+SELECT run_id, domain, name, style, instances, total_ns::BIGINT AS total_ns, avg_ns,
+       med_ns::DOUBLE AS med_ns, min_ns, max_ns, coalesce(stddev_ns, 0.0) AS stddev_ns, time_pct
+FROM ranked
+WHERE getvariable('top') = 0 OR rank_in_run <= getvariable('top')
+ORDER BY run_id, total_ns DESC, domain, name, style;
