@@ -176,7 +176,7 @@ def kineto_bench(args) -> dict | None:
         return None
     trace = args.work / "kineto_big.json"
     if not trace.exists():
-        build_kineto(KINETO_FIXTURE, 200, trace)
+        build_kineto(KINETO_FIXTURE, 100, trace)
     out = {"bytes": trace.stat().st_size}
     run_dir = args.work / "run_kineto"
     shutil.rmtree(run_dir, ignore_errors=True)
