@@ -181,6 +181,20 @@ chosen AS (
                 || 'for a listed GPU or --param ceilings=none')
         END AS _unknown_gpu_check
     FROM ceil c
+),
+src AS (
+    SELECT *,
+        ceil_mode <> 'none' AND ((peak_fp64_flop_per_s IS NOT NULL AND r_fp64 IS NOT NULL AND ceil_mode <> 'table')
+            OR (peak_fp32_flop_per_s IS NOT NULL AND r_fp32 IS NOT NULL AND ceil_mode <> 'table')
+            OR (peak_fp16_flop_per_s IS NOT NULL AND r_fp16 IS NOT NULL AND ceil_mode <> 'table')
+            OR (peak_dram_bytes_per_s IS NOT NULL AND r_dram IS NOT NULL AND ceil_mode <> 'table')
+            OR peak_l2_bytes_per_s IS NOT NULL OR peak_l1_bytes_per_s IS NOT NULL) AS from_report,
+        ceil_mode <> 'none' AND ((peak_fp64_flop_per_s IS NOT NULL AND (r_fp64 IS NULL OR ceil_mode = 'table'))
+            OR (peak_fp32_flop_per_s IS NOT NULL AND (r_fp32 IS NULL OR ceil_mode = 'table'))
+            OR (peak_fp16_flop_per_s IS NOT NULL AND (r_fp16 IS NULL OR ceil_mode = 'table'))
+            OR (peak_dram_bytes_per_s IS NOT NULL AND (r_dram IS NULL OR ceil_mode = 'table'))
+            OR peak_tensor_flop_per_s IS NOT NULL) AS from_table
+    FROM chosen
 )
 SELECT run_id, launch_id, kernel_name, function_name, device_name, compute_capability, pid, nvtx_range,
     time_ns, fp64_flop, fp32_flop, fp16_flop, tensor_flop, tensor_flop_estimated, tensor_datatype,
@@ -188,10 +202,9 @@ SELECT run_id, launch_id, kernel_name, function_name, device_name, compute_capab
     peak_fp64_flop_per_s, peak_fp32_flop_per_s, peak_fp16_flop_per_s, peak_tensor_flop_per_s,
     peak_dram_bytes_per_s, peak_l2_bytes_per_s, peak_l1_bytes_per_s,
     CASE WHEN ceil_mode = 'none' THEN 'none'
-         WHEN ceil_mode <> 'table' AND coalesce(r_fp64, r_fp32, r_fp16, r_dram, r_l2, r_l1) IS NOT NULL
-              AND (ceil_mode = 'report' OR NOT gpu_known) THEN 'report'
-         WHEN ceil_mode <> 'table' AND coalesce(r_fp64, r_fp32, r_fp16, r_dram, r_l2, r_l1) IS NOT NULL THEN 'report+table:' || gpu
-         WHEN gpu_known THEN 'table:' || gpu
+         WHEN from_report AND from_table THEN 'report+table:' || gpu
+         WHEN from_report THEN 'report'
+         WHEN from_table THEN 'table:' || gpu
     END AS ceiling_source,
     nullif(concat_ws('; ',
         CASE WHEN time_ns IS NULL THEN 'time_ns: no gpu__time_duration.sum (nor sm__cycles_elapsed.avg with .per_second)' END,
@@ -222,4 +235,4 @@ SELECT run_id, launch_id, kernel_name, function_name, device_name, compute_capab
         CASE WHEN tensor_flop_estimated THEN 'tensor_flop estimated: sm__inst_executed_pipe_tensor.sum x ' || tensor_flop_per_inst::BIGINT || ' FLOP/inst (compute capability ' || compute_capability || ')' END,
         CASE WHEN _unknown_gpu_check IS NOT NULL THEN _unknown_gpu_check END
     ), '') AS notes
-FROM chosen;
+FROM src;
