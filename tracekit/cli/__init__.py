@@ -9,23 +9,22 @@ from __future__ import annotations
 import signal
 import sys
 
-import click
 import typer
 
 from tracekit.cli import convert, query, schema_cmd  # noqa: F401  (registers commands)
 from tracekit.cli.app import STATE, app
 from tracekit.errors import TracekitError
 
-try:  # typer >= 0.16 vendors its own copy of click: catch both copies' exceptions
-    from typer._click import exceptions as _tclick
-except ImportError:  # pragma: no cover - older typer uses click itself
-    _tclick = click.exceptions
+try:  # typer >= 0.16 vendors its own copy of click (and no longer depends on click)
+    from typer._click import exceptions as _cx
+except ImportError:  # pragma: no cover - older typer raises click's own exceptions
+    from click import exceptions as _cx
 
-_EXIT = (click.exceptions.Exit, typer.Exit)
-_ABORT = (click.exceptions.Abort, typer.Abort)
-_NO_ARGS = (click.exceptions.NoArgsIsHelpError, _tclick.NoArgsIsHelpError)
-_USAGE = (click.exceptions.UsageError, _tclick.UsageError)
-_CLICK = (click.ClickException, _tclick.ClickException)
+_EXIT = tuple({typer.Exit, getattr(_cx, "Exit", typer.Exit)})
+_ABORT = tuple({typer.Abort, getattr(_cx, "Abort", typer.Abort)})
+_NO_ARGS = (_cx.NoArgsIsHelpError,)
+_USAGE = (_cx.UsageError,)
+_CLICK = (_cx.ClickException,)
 
 
 def _sigterm(signum, frame):
