@@ -199,13 +199,17 @@ class _Parts:
         root.mkdir()
         self.files: dict[str, list[tuple[int, Path]]] = {t: [] for t in _PART_COLUMNS}
         self.n = 0
+        self.current: Path | None = None  # the trace being read, for error messages
 
     def flush(self, cols: _Columns, file_index: int):
         if not cols.n:
             return
         types = _PART_COLUMNS[cols.table]
-        batch = pa.RecordBatch.from_arrays(
-            [pa.array(v, type=types[c]) for c, v in cols.cols.items()], names=list(types))
+        try:
+            batch = pa.RecordBatch.from_arrays(
+                [pa.array(v, type=types[c]) for c, v in cols.cols.items()], names=list(types))
+        except (pa.ArrowInvalid, OverflowError) as exc:
+            raise InputError(f"a value does not fit table {cols.table} ({exc})", path=self.current) from None
         self.n += 1
         p = self.root / f"{cols.table}-{file_index}-{self.n}.parquet"
         pq.write_table(pa.Table.from_batches([batch]), p, compression="lz4")
@@ -218,6 +222,7 @@ class _Parts:
 def _read_file(st: _FileState, parts: _Parts, progress: Progress, range_counter: list[int]) -> None:
     """One streaming pass over one trace: fill parts and ``st``."""
     path = st.path
+    parts.current = path
     advance = progress.task(f"kineto {path.name[:40]:<40}", total=path.stat().st_size)
     stream = R.TraceStream(path, on_bytes=advance)
     tabs = {t: _Columns(t) for t in _PART_COLUMNS}
@@ -413,8 +418,12 @@ def _fixed_batches(table: str, parts: _Parts, states: list[_FileState], range_co
         base = st.base_ns
         cols = {n: t.column(n) for n in t.column_names}
         if base:
-            cols["start_ns"] = pc.add_checked(cols["start_ns"], pa.scalar(base, i64))
-            cols["end_ns"] = pc.add_checked(cols["end_ns"], pa.scalar(base, i64))
+            try:
+                cols["start_ns"] = pc.add_checked(cols["start_ns"], pa.scalar(base, i64))
+                cols["end_ns"] = pc.add_checked(cols["end_ns"], pa.scalar(base, i64))
+            except pa.ArrowInvalid:
+                raise InputError("timestamps + baseTimeNanoseconds overflow int64 nanoseconds",
+                                 path=st.path) from None
         if table in GPU_TABLES:
             cols["pid"] = pa.array([st.host_pid] * t.num_rows, i64)
         if table == "memcpy" and st.copy_sizes and cols["bytes"].null_count:
