@@ -64,6 +64,22 @@ def base_name(name: str | None) -> str | None:
     return s.split(" ")[-1] or name
 
 
+NVTX_PUSHPOP_HEADER = "thread Domain:Push/Pop_Range"
+NVTX_HEADERS = (NVTX_PUSHPOP_HEADER, "Id:Domain:Start/Stop_Range")
+_NVTX_ITEM = re.compile(r'"([^":]*):([^":]*):')
+
+
+def nvtx_path(cell: str | None) -> str | None:
+    """The push/pop NVTX column of a raw CSV ('TID  "<default domain>:GENE:...:GENE"  "..."')
+    as 'GENE/gsub/...' (ranges outside the default domain prefixed 'DOMAIN@')."""
+    if not cell:
+        return None
+    parts = []
+    for dom, name in _NVTX_ITEM.findall(cell):
+        parts.append(name if dom in ("", "<default domain>") else f"{dom}@{name}")
+    return "/".join(parts) or None
+
+
 def _launch_columns(table: pa.Table, header: list[str]) -> dict[str, pa.Array]:
     def text(n):
         c = C.col(table, header, n)
@@ -93,7 +109,11 @@ def _from_raw(header, table):
         units, rows = None, table  # an export without the units row (--print-units none?)
     launches = _launch_columns(rows, header)
     n = rows.num_rows
-    metric_idx = [i for i, h in enumerate(header) if h not in C.LAUNCH_COLUMNS]
+    for i, h in enumerate(header):
+        if h.startswith(NVTX_PUSHPOP_HEADER):
+            launches["nvtx_range"] = pa.array([nvtx_path(v) for v in rows.column(f"c{i}").to_pylist()], pa.string())
+    metric_idx = [i for i, h in enumerate(header)
+                  if h not in C.LAUNCH_COLUMNS and not h.startswith(NVTX_HEADERS)]
     idx = pa.array(range(n), pa.int64())
     parts = []
     for i in metric_idx:

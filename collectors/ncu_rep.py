@@ -77,7 +77,9 @@ def read_report(path: Path) -> tuple[list[dict], dict[str, list]]:
                 if metric is None:
                     continue
                 kind = metric.kind()
-                if kind == string_kind:
+                if not metric.has_value():  # ncu prints 'no data'
+                    raw, num = "", None
+                elif kind == string_kind:
                     raw, num = metric.as_string(), None
                 elif kind in int_kinds:
                     num = metric.as_uint64()
