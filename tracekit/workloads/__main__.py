@@ -33,6 +33,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of weights and synthetic data")
     p.add_argument("--result-json", metavar="PATH", default=None,
                    help="write the result JSON here ({rank} in PATH: one file per rank)")
+    p.add_argument("--torch-profile", metavar="DIR", default=None,
+                   help="record torch.profiler over the measured steps; one Chrome trace per rank "
+                   "in DIR (rankN.json)")
     return p
 
 
@@ -42,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     config = RunConfig(workload=a.workload, preset=a.preset, steps=a.steps, warmup_steps=a.warmup_steps,
                        batch_size=a.batch_size, precision=a.precision, channels_last=a.channels_last,
                        compile=a.compile, device=a.device, seed=a.seed, result_json=a.result_json,
+                       torch_profile=a.torch_profile,
                        command=[sys.executable, "-m", "tracekit.workloads", *argv])
     try:
         r = run(config)

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tracekit.errors import InputError, ToolNotFoundError
+from tracekit.workloads import annotate as _annotate
 from tracekit.workloads.annotate import COMM, backend, end_range, nvtx_range, start_range, step_message
 from tracekit.workloads.registry import PRESETS, REGISTRY
 
@@ -42,6 +43,7 @@ class RunConfig:
     device: str = "auto"
     seed: int = 0
     result_json: str | None = None
+    torch_profile: str | None = None  # folder for torch.profiler Chrome traces (rank{N}.json)
     command: list[str] = field(default_factory=list)
 
     def validate(self) -> "RunConfig":
@@ -179,6 +181,24 @@ def _write_json(path: Path, data: dict) -> None:
         raise
 
 
+def _torch_profiler(torch, cuda: bool):
+    """torch.profiler over the measured steps (``--torch-profile``): CPU and, on GPUs, CUDA."""
+    acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
+    return torch.profiler.profile(activities=acts, record_shapes=True)
+
+
+def _recorded_range(torch):
+    """``nvtx_range`` that also opens a ``record_function`` of the same name (Kineto traces
+    then carry the step and phase ranges)."""
+
+    @contextlib.contextmanager
+    def rng(message: str):
+        with _annotate.nvtx_range(message), torch.profiler.record_function(message):
+            yield
+
+    return rng
+
+
 def run(config: RunConfig | dict) -> dict:
     """Train ``config.workload`` for warm-up + measured steps; returns the result dict (the
     JSON written to ``config.result_json``). Under ``torchrun`` (``WORLD_SIZE`` > 1) this rank
@@ -237,9 +257,13 @@ def _train(torch, dist, config, spec, device, batch_size, world, rank, local_ran
 
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     total = config.warmup_steps + config.steps
+    prof = _torch_profiler(torch, cuda) if config.torch_profile else None
+    nvtx_range = _annotate.nvtx_range if prof is None else _recorded_range(torch)
     step_ns, losses = [], []
     model.train()
     for i in range(total):
+        if prof is not None and i == config.warmup_steps:
+            prof.start()  # measured steps only
         t0 = time.perf_counter_ns()
         with nvtx_range(step_message(i, i < config.warmup_steps)):
             with nvtx_range("data"):
@@ -260,11 +284,15 @@ def _train(torch, dist, config, spec, device, batch_size, world, rank, local_ran
             sync()
             step_ns.append(time.perf_counter_ns() - t0)
         losses.append(float(loss.detach().float()))
+    if prof is not None:
+        prof.stop()
+        Path(config.torch_profile).mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(Path(config.torch_profile) / f"rank{rank}.json"))
 
     env = environment(torch, device)
     measured = step_ns[config.warmup_steps:]
     samples_per_step = batch_size * world
-    per_rank = {"rank": rank, "device": str(device), "device_name": env["device_name"],
+    per_rank = {"rank": rank, "pid": os.getpid(), "device": str(device), "device_name": env["device_name"],
                 "hostname": env["host"]["hostname"], "step_wall_ns": step_ns, "losses": losses}
     ranks = [per_rank]
     if dist is not None:
