@@ -2,17 +2,21 @@
 
 Reads every table listed in :mod:`tracekit.collectors.nsys_mapping` in Arrow batches (memory does
 not grow with the export's size; no Python work per row) and writes the run-folder tables.
+Structural steps that need all rows of a table in order (NVTX nesting, scheduler intervals) run
+in DuckDB over the decoded batches, with a memory limit and spilling to a work folder inside the
+temporary run folder (removed before the run folder is renamed into place).
 """
 
 from __future__ import annotations
 
+import shutil
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit.collectors import nsys_mapping as M
-from tracekit.collectors import nsys_versions
 from tracekit.collectors.sqlite_export import Export, decode_utf8, is_sqlite
 from tracekit.errors import InputError, MissingTableError
 from tracekit.progress import NULL_PROGRESS, Progress
@@ -21,6 +25,8 @@ from tracekit.schema import table as schema_table
 
 NAME = "nsys"
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+DUCKDB_MEMORY_LIMIT = "1GB"
+OUT_BATCH_ROWS = 65536
 
 
 def sniff(path: Path) -> bool:
@@ -35,16 +41,89 @@ def column_sources() -> dict[tuple[str, str], str]:
     for m in M.TABLE_MAPS.values():
         src = " or ".join(m.sources)
         for c, alts in m.columns.items():
-            out[(m.table, c)] = "; else ".join(a.describe(src) for a in alts)
+            if not c.startswith("_"):
+                out[(m.table, c)] = "; else ".join(a.describe(src) for a in alts)
+        for c, text in m.computed.items():
+            out[(m.table, c)] = text
     return out
 
 
-def _kind(t: pa.DataType, decode: str) -> str:
+# -- per-export context: event types and small lookup dictionaries ----------------------------
+
+class _Context:
+    """What decoding needs beyond a row: NVTX event type ids, lookup dictionaries, enums."""
+
+    def __init__(self, export: Export):
+        self.export = export
+        self._lookups: dict[str, dict[int, str]] = {}
+        self.event_types = dict(M.FALLBACK_EVENT_TYPES)
+        if export.has("ENUM_NSYS_EVENT_TYPE", "id", "name"):
+            for i, name in export.rows("SELECT id, name FROM ENUM_NSYS_EVENT_TYPE"):
+                if name in self.event_types:
+                    self.event_types[name] = int(i)
+
+    def types(self, names: tuple[str, ...]) -> str:
+        return ", ".join(str(self.event_types[n]) for n in names)
+
+    def where(self, clause: str) -> str:
+        return clause.format(**self.event_types)
+
+    def lookup(self, name: str) -> dict[int, str]:
+        if name not in self._lookups:
+            self._lookups[name] = getattr(self, f"_lookup_{name}")()
+        return self._lookups[name]
+
+    def _nvtx_names(self, types: tuple[str, ...], key_sql: str) -> dict[int, str]:
+        ex = self.export
+        if not ex.has("NVTX_EVENTS", "eventType", "globalTid"):
+            return {}
+        text = M.NVTX_TEXT if ex.has("NVTX_EVENTS", "textId", "text") else M.NVTX_TEXT_OLD
+        # the first (earliest) naming event of each key wins, as nsys stats does for domains
+        rows = ex.rows(f"SELECT {key_sql}, {text.sql} FROM NVTX_EVENTS AS t "
+                       f"WHERE t.eventType IN ({self.types(types)}) ORDER BY t.start DESC")
+        return {int(k): v for k, v in rows if k is not None}
+
+    def _lookup_nvtx_domain(self) -> dict[int, str]:
+        if not self.export.has("NVTX_EVENTS", "domainId"):
+            return {}
+        return self._nvtx_names(M.NVTX_DOMAIN_TYPES, M.NVTX_DOMAIN_KEY.sql)
+
+    def _lookup_nvtx_category(self) -> dict[int, str]:
+        if not self.export.has("NVTX_EVENTS", "domainId", "category"):
+            return {}
+        return self._nvtx_names(M.NVTX_CATEGORY_TYPES, M.NVTX_CATEGORY_KEY.sql)
+
+    def _lookup_gpu_metric(self) -> dict[int, str]:
+        if not self.export.has("TARGET_INFO_GPU_METRICS", "typeId", "metricId", "metricName"):
+            return {}
+        rows = self.export.rows("SELECT (typeId << 32) | (metricId & 4294967295), metricName "
+                                "FROM TARGET_INFO_GPU_METRICS")
+        return {int(k): str(v) for k, v in rows}
+
+    def _lookup_cuda_device(self) -> dict[int, str]:
+        """GPU id -> CUDA device ordinal (as text, cast back by the schema)."""
+        ex = self.export
+        out: dict[int, str] = {}
+        if ex.has("TARGET_INFO_GPU", "id", "cuDevice"):
+            for gid, cu in ex.rows("SELECT id, cuDevice FROM TARGET_INFO_GPU"):
+                out[int(gid)] = str(cu if cu is not None else gid)
+        if ex.has("TARGET_INFO_CUDA_DEVICE", "gpuId", "cudaId"):
+            for gid, cu in ex.rows("SELECT gpuId, min(cudaId) FROM TARGET_INFO_CUDA_DEVICE GROUP BY gpuId"):
+                if gid is not None:
+                    out[int(gid)] = str(cu)
+        return out
+
+
+# -- decoding -------------------------------------------------------------------------------
+
+def _kind(t: pa.DataType | None, decode: str) -> str:
+    if decode == "text":
+        return "blob"
     if decode != "raw":
-        return "int" if decode in ("string", "string_api") or decode.startswith("enum:") else "blob"
-    if pa.types.is_floating(t):
+        return "int"
+    if t is not None and pa.types.is_floating(t):
         return "float"
-    if pa.types.is_string(t):
+    if t is not None and pa.types.is_string(t):
         return "blob"
     return "int"
 
@@ -60,11 +139,44 @@ def _decode_enum(arr: pa.Array, mapping: dict[int, str]) -> pa.Array:
     return out
 
 
+def _decode_lookup(arr: pa.Array, name: str, ctx: _Context) -> pa.Array:
+    """Keys (int64, computed in SQL) -> names; keys without an entry get a visible label."""
+    mapping = ctx.lookup(name)
+    out = _decode_enum(arr, mapping) if mapping else arr.cast(pa.string())
+    missing = pc.and_(pc.is_valid(arr), pc.invert(pc.is_in(arr, value_set=pa.array(list(mapping), pa.int64()))))
+    if not pc.any(missing).as_py():
+        return out
+    low = pc.bit_wise_and(arr, pa.scalar(0xFFFFFFFF, pa.int64()))
+    if name == "nvtx_domain":  # domain 0 is the default domain
+        label = pc.if_else(pc.equal(low, 0), pa.scalar("", pa.string()),
+                           pc.binary_join_element_wise("<unknown domain ", low.cast(pa.string()), ">", ""))
+    elif name == "nvtx_category":  # an unnamed category is shown by its number
+        label = low.cast(pa.string())
+    elif name == "cuda_device":  # no mapping: the GPU id
+        label = arr.cast(pa.string())
+    else:
+        label = pc.binary_join_element_wise(f"<unknown {name} ", low.cast(pa.string()), ">", "")
+    return pc.if_else(missing, label, out)
+
+
+def _decode_style(arr: pa.Array, ctx: _Context) -> pa.Array:
+    pushpop = pa.array([ctx.event_types[n] for n in M.NVTX_PUSHPOP_TYPES], pa.int64())
+    return pc.if_else(pc.is_in(arr, value_set=pushpop), pa.scalar("push/pop"), pa.scalar("start/end"))
+
+
+def _short_copy_kind(arr: pa.Array) -> pa.Array:
+    keys = pa.array(list(M.COPY_KIND_SHORT), pa.string())
+    vals = pa.array(list(M.COPY_KIND_SHORT.values()), pa.string())
+    idx = pc.index_in(arr, value_set=keys)
+    return pc.if_else(pc.is_null(idx), arr, pc.take(vals, idx))
+
+
 class _TablePlan:
     """The resolved reading plan of one table for one export."""
 
-    def __init__(self, export: Export, tmap: M.TableMap):
+    def __init__(self, export: Export, tmap: M.TableMap, ctx: _Context):
         self.tmap = tmap
+        self.ctx = ctx
         self.source = next((s for s in tmap.sources if s in export.columns), None)
         self.select: list[tuple[str, str, str]] = []
         self.decoders: dict[str, str] = {}
@@ -73,20 +185,37 @@ class _TablePlan:
             return
         tdef = schema_table(tmap.table)
         for name, alts in tmap.columns.items():
-            chosen = next((a for a in alts if export.has(self.source, *a.needs)), None)
+            chosen = next((a for a in alts if self._available(export, a)), None)
             if chosen is None:
                 self.missing.append(name)
-                continue
-            self.select.append((name, chosen.sql, _kind(tdef.column(name).type, chosen.decode)))
+                chosen = M.null()
+            ctype = None if name.startswith("_") else tdef.column(name).type
+            self.select.append((name, chosen.sql, _kind(ctype, chosen.decode)))
             self.decoders[name] = chosen.decode
+        computed = set(tmap.computed)
         for c in tdef.columns:
-            if c.required and c.name not in self.decoders:
+            if c.required and c.name not in self.decoders and c.name not in computed:
                 raise InputError(
                     f"table {self.source} lacks the column(s) needed for {tmap.table}.{c.name}",
                     path=export.path)
 
-    def batches(self, export: Export, advance) -> "iter":
-        where = f" WHERE {self.tmap.where}" if self.tmap.where else ""
+    def _available(self, export: Export, expr: M.Expr) -> bool:
+        for need in expr.needs:
+            tab, _, column = need.rpartition(".")
+            if not export.has(tab or self.source, column):
+                return False
+        return True
+
+    @property
+    def where(self) -> str:
+        return self.ctx.where(self.tmap.where) if self.tmap.where else ""
+
+    def count(self, export: Export) -> int:
+        where = f" WHERE {self.where}" if self.where else ""
+        return export.rows(f'SELECT count(*) FROM "{self.source}" AS t{where}')[0][0]
+
+    def batches(self, export: Export, advance: Callable[[int], None]) -> Iterator[pa.RecordBatch]:
+        where = f" WHERE {self.where}" if self.where else ""
         for batch in export.scan(self.select, f'"{self.source}" AS t{where}'):
             cols = {}
             for name in batch.schema.names:
@@ -95,9 +224,15 @@ class _TablePlan:
                 if dec == "string":
                     arr = export.resolve_strings(arr)
                 elif dec == "string_api":
-                    arr = pc.replace_substring_regex(export.resolve_strings(arr), r"_v\d{4}$", "")
+                    arr = pc.replace_substring_regex(export.resolve_strings(arr), r"_v\d{4,5}$", "")
                 elif dec == "text":
                     arr = decode_utf8(arr)
+                elif dec == "bool":
+                    arr = pc.not_equal(arr, 0)
+                elif dec == "nvtx_style":
+                    arr = _decode_style(arr, self.ctx)
+                elif dec.startswith("lookup:"):
+                    arr = _decode_lookup(arr, dec[7:], self.ctx)
                 elif dec.startswith("enum:"):
                     tab = dec[5:]
                     arr = _decode_enum(arr, export.enum(tab, M.FALLBACK_ENUMS.get(tab)))
@@ -110,25 +245,162 @@ class _TablePlan:
             yield pa.RecordBatch.from_pydict(cols)
 
 
-def _short_copy_kind(arr: pa.Array) -> pa.Array:
-    keys = pa.array(list(M.COPY_KIND_SHORT), pa.string())
-    vals = pa.array(list(M.COPY_KIND_SHORT.values()), pa.string())
-    idx = pc.index_in(arr, value_set=keys)
-    return pc.if_else(pc.is_null(idx), arr, pc.take(vals, idx))
+# -- structural steps (DuckDB, spilling to disk) ----------------------------------------------
 
+class _Work:
+    """A DuckDB database in a work folder; batches are loaded into table ``src``."""
+
+    def __init__(self, folder: Path):
+        import duckdb
+
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.con = duckdb.connect(str(folder / "work.duckdb"))
+        self.con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
+        self.con.execute(f"SET temp_directory = '{folder / 'spill'}'")
+        self.con.execute("SET threads = 4")
+
+    def load(self, batches: Iterable[pa.RecordBatch]) -> bool:
+        created = False
+        for b in batches:
+            self.con.register("batch_view", b)
+            if created:
+                self.con.execute("INSERT INTO src SELECT * FROM batch_view")
+            else:
+                self.con.execute("CREATE TABLE src AS SELECT * FROM batch_view")
+                created = True
+            self.con.unregister("batch_view")
+        return created
+
+    def stream(self, sql: str) -> Iterator[pa.RecordBatch]:
+        rel = self.con.sql(sql)
+        fn = getattr(rel, "to_arrow_reader", None) or rel.record_batch
+        reader = fn(OUT_BATCH_ROWS)
+        for b in reader:
+            yield _plain_strings(b)
+
+    def close(self):
+        self.con.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _plain_strings(b: pa.RecordBatch) -> pa.RecordBatch:
+    """DuckDB may hand strings back as string_view; the schema wants plain strings."""
+    cols = []
+    for a in b.columns:
+        if pa.types.is_string_view(a.type) or pa.types.is_large_string(a.type):
+            a = a.cast(pa.string())
+        cols.append(a)
+    return pa.RecordBatch.from_arrays(cols, names=b.schema.names)
+
+
+_BIG = 9223372036854775807
+
+# Push/pop nesting. Events of one thread, ordered by time; at equal times ends come before starts
+# and longer ranges start first. depth = (ranges started) - (ranges ended) before a range's start
+# event. Zero-length ranges open and close nothing. The parent is the latest-starting range of
+# the same thread one level up (an ASOF join).
+NVTX_NESTING_SQL = f"""
+CREATE TABLE ev AS
+  SELECT pid, tid, start_ns AS ts, 1 AS k, -coalesce(end_ns, {_BIG}) AS e2, range_id,
+         CASE WHEN coalesce(end_ns, {_BIG}) > start_ns THEN 1 ELSE 0 END AS delta
+  FROM src WHERE style = 'push/pop'
+  UNION ALL
+  SELECT pid, tid, end_ns, 0, 0, range_id, -1
+  FROM src WHERE style = 'push/pop' AND end_ns > start_ns;
+CREATE TABLE lvl AS
+  SELECT range_id, pid, tid, depth, seq FROM (
+    SELECT range_id, pid, tid, k,
+           sum(delta) OVER w - delta AS depth,
+           row_number() OVER w AS seq
+    FROM ev
+    WINDOW w AS (PARTITION BY pid, tid ORDER BY ts, k, e2, range_id ROWS UNBOUNDED PRECEDING)
+  ) WHERE k = 1;
+DROP TABLE ev;
+CREATE TABLE nest AS
+  SELECT c.range_id, c.depth::INTEGER AS depth, p.range_id AS parent_range_id
+  FROM lvl AS c ASOF LEFT JOIN lvl AS p
+    ON c.pid IS NOT DISTINCT FROM p.pid AND c.tid IS NOT DISTINCT FROM p.tid
+       AND c.depth - 1 = p.depth AND c.seq > p.seq;
+DROP TABLE lvl;
+"""
+
+
+def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.RecordBatch]:
+    """Add ``depth`` and ``parent_range_id`` to push/pop NVTX ranges (rows kept in rowid order)."""
+    if not work.load(batches):
+        return
+    work.con.execute(NVTX_NESTING_SQL)
+    yield from work.stream("SELECT src.*, nest.depth, nest.parent_range_id FROM src "
+                           "LEFT JOIN nest USING (range_id) ORDER BY src.range_id")
+
+
+def sched_intervals(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.RecordBatch]:
+    """SCHED_EVENTS rows -> on-CPU intervals: each switch-in to the same thread's next event.
+
+    Switch-outs with no earlier switch-in (thread running when the capture began) open no
+    interval. The state columns of an interval are those of the switch-out that ends it.
+    """
+    if not work.load(batches):
+        return
+    yield from work.stream("""
+        WITH s AS (
+          SELECT *, lead(start_ns) OVER w AS next_ns, lead(_is_in) OVER w AS next_in,
+                 lead(out_state) OVER w AS next_state, lead(block_reason) OVER w AS next_block
+          FROM src WINDOW w AS (PARTITION BY pid, tid ORDER BY start_ns, _seq))
+        SELECT start_ns, coalesce(next_ns, (SELECT max(start_ns) FROM src)) AS end_ns,
+               coalesce(next_ns, (SELECT max(start_ns) FROM src)) - start_ns AS duration_ns,
+               cpu, pid, tid,
+               CASE WHEN next_in = 0 THEN next_state END AS out_state,
+               CASE WHEN next_in = 0 THEN next_block END AS block_reason,
+               next_in IS DISTINCT FROM 0 AS is_clipped
+        FROM s WHERE _is_in <> 0 ORDER BY start_ns, _seq""")
+
+
+def one_row_per_device(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.RecordBatch]:
+    """TARGET_INFO_CUDA_GPU has a row per (process, device): keep the first row of each device."""
+    if not work.load(batches):
+        return
+    yield from work.stream("SELECT * EXCLUDE (rn) FROM (SELECT *, row_number() OVER "
+                           "(PARTITION BY device_id ORDER BY gpu_id) AS rn FROM src) WHERE rn = 1 "
+                           "ORDER BY device_id")
+
+
+POST_STEPS = {"nvtx_nesting": nvtx_nesting, "sched_intervals": sched_intervals,
+              "one_row_per_device": one_row_per_device}
+
+
+# -- statistics gathered while streaming -----------------------------------------------------
+
+class _Stats:
+    def __init__(self):
+        self.nonpositive: dict[str, int] = {}
+        self.open_nvtx = 0
+
+    def watch(self, table: str, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            names = b.schema.names
+            if "duration_ns" in names:
+                d = b.column("duration_ns")
+                n = pc.sum(pc.less_equal(d, 0).cast(pa.int64())).as_py() or 0
+                if n:
+                    self.nonpositive[table] = self.nonpositive.get(table, 0) + n
+            if table == "nvtx_ranges" and "is_open" in names:
+                self.open_nvtx += pc.sum(b.column("is_open").cast(pa.int64())).as_py() or 0
+            yield b
+
+
+# -- manifest ---------------------------------------------------------------------------------
 
 def _metadata(export: Export) -> dict:
-    meta: dict = {}
+    meta: dict = {"export_metadata_table": None, "export_schema_version": None, "nsys_version": None}
     for tab in ("EXPORT_META_DATA", "META_DATA_EXPORT"):
         if export.has(tab, "name", "value"):
             kv = dict(export.rows(f'SELECT name, value FROM "{tab}"'))
             meta["export_metadata_table"] = tab
             meta["export_schema_version"] = kv.get("EXPORT_SCHEMA_VERSION") or _schema_version(kv)
-            meta["nsys_version"] = kv.get("NSYS_VERSION") or kv.get("EXPORT_PROGRAM_VERSION")
+            meta["nsys_version"] = kv.get("EXPORT_PRODUCT_VERSION") or kv.get("NSYS_VERSION")
             break
-    else:
-        meta["export_schema_version"] = None
-        meta["nsys_version"] = None
     if export.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
         row = export.rows("SELECT utcEpochNs, utcTime FROM TARGET_INFO_SESSION_START_TIME LIMIT 1")
         if row:
@@ -143,15 +415,35 @@ def _schema_version(kv: dict) -> str | None:
     return ".".join(str(p) for p in parts) if parts[0] is not None else None
 
 
+def _gpus(writer: RunWriter) -> list[dict]:
+    info = writer.manifest["tables"].get("devices")
+    if not info:
+        return []
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(writer.path / info["file"], columns=["device_id", "name"])
+    return t.to_pylist()
+
+
+# -- entry point -------------------------------------------------------------------------------
+
+def _check_export(export: Export, path: Path) -> None:
+    if "StringIds" not in export.columns:
+        raise MissingTableError("no StringIds table: not an Nsight Systems SQLite export", path=path)
+    if not export.has("StringIds", "id", "value"):
+        raise InputError("table StringIds lacks its id/value columns: not a readable nsys export", path=path)
+    export.count("StringIds")
+
+
 def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROGRESS) -> None:
     """Convert one nsys export (or report) into ``writer``'s run folder.
 
-    Raises :class:`InputError` for more than one export, a file SQLite cannot read, or an export
-    without the StringIds table (not an nsys export); :class:`MissingTableError` subclasses it.
+    Raises :class:`InputError` for more than one export, a file SQLite cannot read, a required
+    column missing, or an export without the StringIds table (not an nsys export).
     """
     if len(paths) != 1:
         raise InputError("give one nsys export per run folder (got %d)" % len(paths))
-    path = paths[0]
+    path = Path(paths[0])
     if path.suffix in REPORT_SUFFIXES:
         from tracekit.collectors.nsys_report import export_report
 
@@ -160,22 +452,53 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
     else:
         sqlite_path = path
         writer.manifest["inputs"].append(describe_input(path, "nsys-sqlite"))
+    try:
+        _convert(path, sqlite_path, writer, progress)
+    except InputError as exc:
+        if sqlite_path == path or exc.path != str(sqlite_path):
+            raise
+        raise type(exc)(str(exc)[len(exc.path) + 2:], path=path) from None
+    finally:
+        if sqlite_path != path:
+            Path(sqlite_path).unlink(missing_ok=True)
+
+
+def _convert(path: Path, sqlite_path: Path, writer: RunWriter, progress: Progress) -> None:
     with Export(sqlite_path) as export:
-        if "StringIds" not in export.columns:
-            raise MissingTableError("no StringIds table: not an Nsight Systems SQLite export", path=path)
-        source = {"format": "nsys-sqlite", **_metadata(export), "tables_read": {}, "missing_columns": {}}
+        _check_export(export, path)
+        ctx = _Context(export)
+        source = {"format": "nsys-sqlite", **_metadata(export), "tables_read": {}, "source_rows": {},
+                  "missing_columns": {}}
         writer.manifest["sources"][NAME] = source
-        nsys_versions.check(export, writer, source)  # schema registry: required columns, newer versions
+        stats = _Stats()
+        work_root = writer.path / ".work"
         for tname, tmap in M.TABLE_MAPS.items():
-            plan = _TablePlan(export, tmap)
+            plan = _TablePlan(export, tmap, ctx)
             if plan.source is None:
                 writer.not_captured(tname, f"export has no {' or '.join(tmap.sources)} table")
                 continue
-            total = export.rows(f'SELECT max(rowid) FROM "{plan.source}"')[0][0] if export.columns[plan.source] else None
+            total = plan.count(export)
             advance = progress.task(f"{tname:<16}", total=total)
-            writer.write_table(tname, plan.batches(export, advance))
+            batches = plan.batches(export, advance)
+            work = None
+            try:
+                if tmap.post:
+                    work = _Work(work_root / tname)
+                    batches = POST_STEPS[tmap.post](batches, work)
+                writer.write_table(tname, stats.watch(tname, batches))
+            finally:
+                if work is not None:
+                    work.close()
             source["tables_read"][tname] = plan.source
+            source["source_rows"][tname] = total
             if plan.missing:
                 source["missing_columns"][tname] = plan.missing
-    if sqlite_path is not path and Path(sqlite_path).exists():
-        Path(sqlite_path).unlink()
+        shutil.rmtree(work_root, ignore_errors=True)
+        source["stats"] = {"nvtx_open_ranges": stats.open_nvtx,
+                           "nonpositive_duration_rows": stats.nonpositive}
+        if stats.open_nvtx:
+            writer.warn(f"{stats.open_nvtx} NVTX range(s) were never closed (nvtx_ranges.is_open; "
+                        "end_ns and duration_ns are null)")
+        for t, n in stats.nonpositive.items():
+            writer.warn(f"{n} row(s) of {t} have a zero or negative duration")
+        writer.manifest["gpus"] = _gpus(writer)

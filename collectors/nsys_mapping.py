@@ -12,6 +12,14 @@ Decoders:
 - ``text``: text stored inline
 - ``enum:TABLE``: decoded with the export's ``TABLE`` (id -> label), or :data:`FALLBACK_ENUMS`
   for exports older than the ENUM tables
+- ``lookup:NAME``: an int64 key (computed in SQL) looked up in a small per-export dictionary
+  built by :mod:`tracekit.collectors.nsys` (NVTX domain and category names, GPU metric names)
+- ``nvtx_style``: an NVTX eventType decoded to 'push/pop' or 'start/end'
+- ``bool``: an SQL truth value (0/1) as a flag
+
+Columns whose name starts with ``_`` are read for a structural step (:attr:`TableMap.post`) and
+are not written. ``where`` clauses may name NVTX event types as ``{NvtxPushPopRange}``; the ids
+come from the export's ENUM_NSYS_EVENT_TYPE (or :data:`FALLBACK_EVENT_TYPES`).
 """
 
 from __future__ import annotations
@@ -30,12 +38,19 @@ class Expr:
     decode: str = "raw"
 
     def describe(self, table: str) -> str:
-        src = self.sql.replace("t.", f"{table}.") if self.needs else self.sql
-        if self.decode == "string":
+        src = self.sql.replace("t.", f"{table}.")
+        if self.decode in ("string", "string_api"):
             return f"{src} -> StringIds"
+        if self.decode.startswith("lookup:"):
+            return f"{src} -> {LOOKUP_DOCS[self.decode[7:]]}"
+        if self.decode == "nvtx_style":
+            return f"{src}: NvtxPushPopRange/NvtxtPushPopRange -> 'push/pop', NvtxStartEndRange/NvtxtStartEndRange -> 'start/end'"
         if self.decode.startswith("enum:"):
             return f"{src} decoded by {self.decode[5:]}"
         return src
+
+
+# ``needs`` entries are columns of the source table, or ``TABLE.column`` of another table.
 
 
 def col(name: str, decode: str = "raw") -> Expr:
@@ -60,10 +75,16 @@ def null() -> Expr:
 
 @dataclass(frozen=True)
 class TableMap:
+    """``post`` names a structural step of :mod:`tracekit.collectors.nsys` run over the decoded
+    batches (in DuckDB, spilling to disk); ``computed`` documents the columns it adds."""
+
     table: str
     sources: tuple[str, ...]
     columns: dict[str, tuple[Expr, ...]] = field(default_factory=dict)
     where: str = ""
+    post: str = ""
+    computed: dict[str, str] = field(default_factory=dict)
+    order_by: str = ""
 
 
 def _interval() -> dict:
@@ -202,6 +223,185 @@ THREADS = TableMap(
     },
 )
 
+# NVTX event types (ENUM_NSYS_EVENT_TYPE.name -> id) for exports without that table; values as
+# nsys 2020.5-2026.2 number them (checked against the fixtures' ENUM_NSYS_EVENT_TYPE).
+FALLBACK_EVENT_TYPES: dict[str, int] = {
+    "NvtxCategory": 33, "NvtxMark": 34, "NvtxPushPopRange": 59, "NvtxStartEndRange": 60,
+    "NvtxtCategory": 64, "NvtxtMark": 65, "NvtxtPushPopRange": 70, "NvtxtStartEndRange": 71,
+    "NvtxDomainCreate": 75,
+}
+NVTX_RANGE_TYPES = ("NvtxPushPopRange", "NvtxStartEndRange", "NvtxtPushPopRange", "NvtxtStartEndRange")
+NVTX_PUSHPOP_TYPES = ("NvtxPushPopRange", "NvtxtPushPopRange")
+NVTX_MARK_TYPES = ("NvtxMark", "NvtxtMark")
+NVTX_CATEGORY_TYPES = ("NvtxCategory", "NvtxtCategory")
+NVTX_DOMAIN_TYPES = ("NvtxDomainCreate",)
+
+LOOKUP_DOCS = {
+    "nvtx_domain": "name of the domain from the NvtxDomainCreate row (eventType 75) of the same "
+                   "process and domainId; '' for domainId 0 (default domain)",
+    "nvtx_category": "name from the NvtxCategory row (eventType 33) of the same process, domain and "
+                     "category; else the number; null for category 0",
+    "gpu_metric": "TARGET_INFO_GPU_METRICS.metricName of the same typeId and metricId",
+}
+
+# Registered string (textId -> StringIds) else the inline text; '' when the event has neither.
+NVTX_TEXT = Expr(
+    "CASE WHEN t.textId IS NOT NULL THEN coalesce((SELECT s.value FROM StringIds AS s WHERE s.id = t.textId), "
+    "'<unknown string ' || t.textId || '>') ELSE coalesce(t.text, '') END",
+    ("textId", "text"), "text")
+NVTX_TEXT_OLD = Expr("coalesce(t.text, '')", ("text",), "text")
+PID_BITS = "((t.globalTid >> 24) & 16777215)"
+NVTX_DOMAIN_KEY = Expr(f"({PID_BITS} << 32) | (coalesce(t.domainId, 0) & 4294967295)",
+                       ("globalTid", "domainId"), "lookup:nvtx_domain")
+NVTX_CATEGORY_KEY = Expr(
+    f"CASE WHEN coalesce(t.category, 0) = 0 THEN NULL ELSE ({PID_BITS} << 40) | "
+    "((coalesce(t.domainId, 0) & 255) << 32) | (t.category & 4294967295) END",
+    ("globalTid", "domainId", "category"), "lookup:nvtx_category")
+
+
+def _in(names: tuple[str, ...]) -> str:
+    return "t.eventType IN (" + ", ".join("{%s}" % n for n in names) + ")"
+
+
+NVTX_RANGES = TableMap(
+    "nvtx_ranges",
+    ("NVTX_EVENTS",),
+    {
+        "start_ns": (col("start"),),
+        "end_ns": (col("end"),),
+        "duration_ns": (duration(),),
+        "is_open": (Expr('t."end" IS NULL', ("end",), "bool"),),
+        "range_id": (Expr("t.rowid"),),
+        "pid": (pid("globalTid"),),
+        "tid": (tid("globalTid"),),
+        "end_tid": (tid("endGlobalTid"),),
+        "style": (col("eventType", "nvtx_style"),),
+        "domain": (NVTX_DOMAIN_KEY,),
+        "name": (NVTX_TEXT, NVTX_TEXT_OLD),
+        "category": (NVTX_CATEGORY_KEY,),
+        "color": (col("color"),),
+    },
+    where=_in(NVTX_RANGE_TYPES),
+    post="nvtx_nesting",
+    computed={
+        "depth": "computed: for push/pop ranges, the number of push/pop ranges of the same thread "
+                 "open at its start (ordered by start, longer first, then rowid; open ranges never end)",
+        "parent_range_id": "computed: the latest-starting push/pop range of the same thread at depth - 1 "
+                           "before this one (DuckDB ASOF join)",
+    },
+)
+
+NVTX_MARKS = TableMap(
+    "nvtx_marks",
+    ("NVTX_EVENTS",),
+    {
+        "timestamp_ns": (col("start"),),
+        "pid": (pid("globalTid"),),
+        "tid": (tid("globalTid"),),
+        "domain": (NVTX_DOMAIN_KEY,),
+        "name": (NVTX_TEXT, NVTX_TEXT_OLD),
+        "category": (NVTX_CATEGORY_KEY,),
+        "color": (col("color"),),
+    },
+    where=_in(NVTX_MARK_TYPES),
+)
+
+OSRT_API = TableMap(
+    "osrt_api",
+    ("OSRT_API",),
+    {
+        **_interval(),
+        "pid": (pid("globalTid"),),
+        "tid": (tid("globalTid"),),
+        "name": (col("nameId", "string"),),
+        "nesting_level": (col("nestingLevel"),),
+        "return_value": (col("returnValue"),),
+    },
+)
+
+CPU_THREAD_STATE = TableMap(
+    "cpu_thread_state",
+    ("SCHED_EVENTS",),
+    {
+        "start_ns": (col("start"),),
+        "cpu": (col("cpu"),),
+        "pid": (pid("globalTid"),),
+        "tid": (tid("globalTid"),),
+        "out_state": (col("threadState", "enum:ENUM_SAMPLING_THREAD_STATE"),),
+        "block_reason": (col("threadBlock", "enum:ENUM_SCHEDULING_THREAD_BLOCK"),),
+        "_is_in": (Expr("t.isSchedIn <> 0", ("isSchedIn",)),),
+        "_seq": (Expr("t.rowid"),),
+    },
+    post="sched_intervals",
+    computed={
+        "end_ns": "computed: start of the thread's next SCHED_EVENTS row (ordered by start, rowid); "
+                  "the last event of the capture when the thread has none",
+        "duration_ns": "computed: end_ns - start_ns",
+        "is_clipped": "computed: true when the thread's next event is not a switch-out (isSchedIn = 0)",
+        "out_state": "threadState of the switch-out row, decoded by ENUM_SAMPLING_THREAD_STATE",
+        "block_reason": "threadBlock of the switch-out row, decoded by ENUM_SCHEDULING_THREAD_BLOCK",
+    },
+)
+
+GPU_METRICS = TableMap(
+    "gpu_metrics",
+    ("GPU_METRICS",),
+    {
+        "timestamp_ns": (col("timestamp"),),
+        "gpu_id": (Expr("t.typeId & 255", ("typeId",)),),
+        "device_id": (Expr("t.typeId & 255", ("typeId",), "lookup:cuda_device"),),
+        "metric_name": (Expr("(t.typeId << 32) | (t.metricId & 4294967295)", ("typeId", "metricId"),
+                             "lookup:gpu_metric"),),
+        "value": (col("value"),),
+    },
+)
+LOOKUP_DOCS["cuda_device"] = "the CUDA device of that GPU id (see devices.gpu_id)"
+
+# TARGET_INFO_CUDA_GPU (exports before ~2021.3) records memory in MiB in the oldest versions
+# (values below 2^20 can only be MiB), the bandwidth in kB/s and the clock in kHz.
+_OLD_MEM = ("CASE WHEN t.globalMemorySize < 1048576 THEN t.globalMemorySize * 1048576 "
+            "ELSE t.globalMemorySize END")
+
+DEVICES = TableMap(
+    "devices",
+    ("TARGET_INFO_CUDA_GPU", "TARGET_INFO_GPU"),
+    {
+        # TARGET_INFO_CUDA_GPU: one row per (process, device); TARGET_INFO_GPU: one per GPU
+        "device_id": (
+            col("deviceId"),
+            Expr("coalesce((SELECT min(c.cudaId) FROM TARGET_INFO_CUDA_DEVICE AS c WHERE c.gpuId = t.id), "
+                 "t.cuDevice, t.id)", ("id", "cuDevice", "TARGET_INFO_CUDA_DEVICE.gpuId", "TARGET_INFO_CUDA_DEVICE.cudaId")),
+            Expr("coalesce(t.cuDevice, t.id)", ("id", "cuDevice")),
+            col("id"),
+        ),
+        "gpu_id": (col("id"), col("deviceId")),
+        "name": (col("name", "text"),),
+        "uuid": (col("uuid", "text"),),
+        "pci_bus_id": (col("pciBusId", "text"), col("busLocation", "text")),
+        "compute_capability": (
+            Expr("t.computeCapabilityMajor || '.' || t.computeCapabilityMinor",
+                 ("computeCapabilityMajor", "computeCapabilityMinor"), "text"),
+            Expr("t.computeMajor || '.' || t.computeMinor", ("computeMajor", "computeMinor"), "text"),
+        ),
+        "sm_count": (col("numMultiprocessors"), col("smCount")),
+        "global_memory_bytes": (Expr(_OLD_MEM, ("globalMemorySize",)), col("totalMemory")),
+        "l2_cache_bytes": (col("l2CacheSize"),),
+        "memory_bandwidth_bytes_per_s": (
+            Expr("NULLIF(t.globalMemoryBandwidth, 0) * 1000.0", ("globalMemoryBandwidth",)),
+            Expr("NULLIF(t.memoryBandwidth, 0) * 1.0", ("memoryBandwidth",)),
+        ),
+        "core_clock_hz": (
+            Expr("NULLIF(t.coreClockRate, 0) * 1000.0", ("coreClockRate",)),
+            Expr("NULLIF(t.clockRate, 0) * 1.0", ("clockRate",)),
+        ),
+        "max_warps_per_sm": (col("maxWarpsPerMultiprocessor"), col("maxWarpsPerSm")),
+        "threads_per_warp": (col("numThreadsPerWarp"), col("threadsPerWarp")),
+    },
+    post="one_row_per_device",
+    computed={},
+)
+
 TABLE_MAPS: dict[str, TableMap] = {
-    m.table: m for m in (KERNELS, CUDA_API, MEMCPY, MEMSET, CUDA_SYNC, PROCESSES, THREADS)
+    m.table: m for m in (KERNELS, CUDA_API, MEMCPY, MEMSET, CUDA_SYNC, NVTX_RANGES, NVTX_MARKS, OSRT_API,
+                         PROCESSES, THREADS, DEVICES, CPU_THREAD_STATE, GPU_METRICS)
 }

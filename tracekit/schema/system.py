@@ -39,6 +39,8 @@ DEVICES = Table(
     "it does not record them.",
     (
         C("device_id", i32, "id", "CUDA device ordinal (matches kernels.device_id).", required=True),
+        C("gpu_id", i32, "id", "The profiler's own GPU number (nsys TARGET_INFO_GPU.id), which can "
+          "differ from the CUDA ordinal when CUDA_VISIBLE_DEVICES reorders GPUs."),
         C("name", s, "text", "GPU product name, e.g. 'NVIDIA H100 80GB HBM3'."),
         C("uuid", s, "id", "GPU UUID, when recorded."),
         C("pci_bus_id", s, "id", "PCI bus ID, when recorded."),
@@ -61,15 +63,18 @@ CPU_THREAD_STATE = Table(
     "SCHED_EVENTS, captured with --cpuctxsw). A thread is off-CPU outside these intervals.",
     (
         C("start_ns", i64, "ns", "Thread switched in.", required=True),
-        C("end_ns", i64, "ns", "Thread switched out (or the end of the capture: see is_clipped)."),
+        C("end_ns", i64, "ns", "Thread switched out; when no switch-out was recorded, the thread's next "
+          "scheduling event or, failing that, the capture's last one (see is_clipped)."),
         C("duration_ns", i64, "ns", "end_ns - start_ns."),
         C("cpu", i32, "id", "Logical CPU core the thread ran on."),
         C("pid", i64, "id", "OS process ID."),
         C("tid", i64, "id", "OS thread ID."),
         C("out_state", s, "enum", "Thread state when switched out (Running = preempted, "
           "Sleeping, Waiting, ...), decoded from the export."),
-        C("is_clipped", b, "flag", "True when the interval has no recorded switch-out and was "
-          "closed at the thread's last event."),
+        C("block_reason", s, "enum", "Why the thread blocked when switched out (Mutex, CondVar, "
+          "Nanosleep, ...), decoded from the export; null when not recorded."),
+        C("is_clipped", b, "flag", "True when the interval has no recorded switch-out (end_ns is "
+          "then the thread's next switch-in or the capture's last scheduling event)."),
     ),
     group="system",
 )
@@ -79,7 +84,8 @@ GPU_METRICS = Table(
     "Sampled GPU counters (nsys --gpu-metrics-device): one row per sample and metric.",
     (
         C("timestamp_ns", i64, "ns", "Sample time.", required=True),
-        C("device_id", i32, "id", "GPU the sample was taken on, when the export maps it."),
+        C("gpu_id", i32, "id", "The profiler's GPU number the sample was taken on (devices.gpu_id)."),
+        C("device_id", i32, "id", "CUDA device ordinal of that GPU, when the export maps it."),
         C("metric_name", s, "text", "Metric name as nsys lists it, e.g. 'NVLink RX Bandwidth [Throughput %]'.",
           required=True),
         C("value", f64, "value", "Sample value, in the unit the metric name states."),
