@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit.collectors import nsys_mapping as M
+from tracekit.collectors import nsys_versions
 from tracekit.collectors.sqlite_export import Export, decode_utf8, is_sqlite
 from tracekit.errors import InputError, MissingTableError
 from tracekit.progress import NULL_PROGRESS, Progress
@@ -164,6 +165,22 @@ def _decode_style(arr: pa.Array, ctx: _Context) -> pa.Array:
     return pc.if_else(pc.is_in(arr, value_set=pushpop), pa.scalar("push/pop"), pa.scalar("start/end"))
 
 
+def _from_sql(export: Export, table: str, numeric: set[str]) -> str:
+    """``table`` with each column in ``numeric`` made NULL where it does not hold a number (text
+    or blob in a damaged or hand-edited export: SQLite would cast 'abc' to 0) or holds a real
+    outside int64. Other columns pass through. SQLite flattens this subquery."""
+    if not numeric:
+        return f'"{table}"'
+    cols = ['rowid AS "rowid"']  # range_id and the scheduler order use the source rowid
+    for c in export.columns[table]:
+        if c in numeric:
+            cols.append(f"CASE WHEN typeof(\"{c}\") = 'integer' OR (typeof(\"{c}\") = 'real' AND "
+                        f"abs(\"{c}\") < 9.2e18) THEN \"{c}\" END AS \"{c}\"")
+        else:
+            cols.append(f'"{c}"')
+    return f'(SELECT {", ".join(cols)} FROM "{table}")'
+
+
 def _short_copy_kind(arr: pa.Array) -> pa.Array:
     keys = pa.array(list(M.COPY_KIND_SHORT), pa.string())
     vals = pa.array(list(M.COPY_KIND_SHORT.values()), pa.string())
@@ -181,6 +198,8 @@ class _TablePlan:
         self.select: list[tuple[str, str, str]] = []
         self.decoders: dict[str, str] = {}
         self.missing: list[str] = []
+        self.numeric: set[str] = set()  # source columns read as numbers (sanitized by _from_sql)
+        self.required: dict[str, tuple[str, ...]] = {}
         if self.source is None:
             return
         tdef = schema_table(tmap.table)
@@ -192,6 +211,10 @@ class _TablePlan:
             ctype = None if name.startswith("_") else tdef.column(name).type
             self.select.append((name, chosen.sql, _kind(ctype, chosen.decode)))
             self.decoders[name] = chosen.decode
+            if self.select[-1][2] != "blob":
+                self.numeric.update(n for n in chosen.needs if "." not in n)
+            if ctype is not None and tdef.column(name).required:
+                self.required[name] = chosen.needs
         computed = set(tmap.computed)
         for c in tdef.columns:
             if c.required and c.name not in self.decoders and c.name not in computed:
@@ -216,7 +239,13 @@ class _TablePlan:
 
     def batches(self, export: Export, advance: Callable[[int], None]) -> Iterator[pa.RecordBatch]:
         where = f" WHERE {self.where}" if self.where else ""
-        for batch in export.scan(self.select, f'"{self.source}" AS t{where}'):
+        for batch in export.scan(self.select, f'{_from_sql(export, self.source, self.numeric)} AS t{where}'):
+            for name, needs in self.required.items():
+                if batch.column(name).null_count:
+                    raise InputError(
+                        f"table {self.source}: {batch.column(name).null_count} row(s) with a NULL or "
+                        f"non-numeric {'/'.join(needs) or name} (needed for {self.tmap.table}.{name})",
+                        path=export.path)
             cols = {}
             for name in batch.schema.names:
                 arr = batch.column(name)
@@ -459,8 +488,8 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
             raise
         raise type(exc)(str(exc)[len(exc.path) + 2:], path=path) from None
     finally:
-        if sqlite_path != path:
-            Path(sqlite_path).unlink(missing_ok=True)
+        if sqlite_path != path:  # the export made from a report, in <run tmp>/.export/
+            shutil.rmtree(Path(sqlite_path).parent, ignore_errors=True)
 
 
 def _convert(path: Path, sqlite_path: Path, writer: RunWriter, progress: Progress) -> None:
@@ -470,6 +499,7 @@ def _convert(path: Path, sqlite_path: Path, writer: RunWriter, progress: Progres
         source = {"format": "nsys-sqlite", **_metadata(export), "tables_read": {}, "source_rows": {},
                   "missing_columns": {}}
         writer.manifest["sources"][NAME] = source
+        nsys_versions.check(export, writer, source)  # schema registry: required columns, newer versions
         stats = _Stats()
         work_root = writer.path / ".work"
         for tname, tmap in M.TABLE_MAPS.items():
