@@ -263,3 +263,30 @@ def test_roofline_by_nvtx_by_name_and_errors(joined):
     assert r[0]["exact_kernels"] == 2 and r[1]["exact_kernels"] == 0
     with pytest.raises(QueryError, match="step 9"):
         by_nvtx(joined, range="step 9")
+
+
+# ---- plot ------------------------------------------------------------------------------------
+
+def test_plot_roofline(golden, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "fig" / "roofline.png"
+    assert cli_run(["plot", "roofline", str(golden), "-o", str(out)]) == 0
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    assert "1 without FLOP or byte counters" in capsys.readouterr().err  # copy_kernel: no FLOP counters
+    assert not [p for p in out.parent.iterdir() if p.name != "roofline.png"]  # no temp file left
+    from tracekit.plot import plot_roofline
+
+    info = plot_roofline([golden], tmp_path / "r.svg")
+    assert info["plotted"] == [GEMM] and list(info["skipped"]) == ["copy_kernel"]
+    assert (tmp_path / "r.svg").read_text().lstrip().startswith("<?xml")
+
+
+def test_plot_without_counters_is_a_one_line_error(run_factory, tmp_path, capsys):
+    run = run_factory(ncu_tables(
+        [{"launch_id": 0, "kernel_name": "k", "device_name": "NVIDIA B200", "compute_capability": "10.0"}],
+        {0: {"gpu__time_duration.sum": 10}}))
+    out = tmp_path / "x.png"
+    assert cli_run(["plot", "roofline", str(run), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "nothing to plot" in err and "\n" not in err and not out.exists()
