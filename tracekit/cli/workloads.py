@@ -1,0 +1,58 @@
+"""``tracekit workloads``: list the NVTX-annotated training workloads, their suites and presets."""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+from tracekit.cli.app import app
+from tracekit.errors import InputError
+
+
+@app.command("workloads")
+def workloads_cmd(
+    name: Optional[str] = typer.Argument(None, help="Show one workload's preset shapes in full."),
+    suite: Optional[str] = typer.Option(None, "--suite", help="Only this suite: mlperf, dawnbench, deepbench."),
+    as_json: bool = typer.Option(False, "--json", help="Print the registry as JSON instead of a table."),
+):
+    """List the training workloads (run one with `python -m tracekit.workloads NAME`)."""
+    from tracekit.workloads.registry import REGISTRY, SUITES
+
+    if suite is not None and suite not in SUITES:
+        raise InputError(f"unknown suite {suite!r}; choose one of: {', '.join(SUITES)}")
+    if name is not None and name not in REGISTRY:
+        raise InputError(f"unknown workload {name!r}; choose one of: {', '.join(REGISTRY)}")
+    specs = [s for s in REGISTRY.values()
+             if (suite is None or s.suite == suite) and (name is None or s.name == name)]
+    if as_json:
+        print(json.dumps([{"name": s.name, "suite": s.suite, "task": s.task, "description": s.description,
+                           "batch_unit": s.sample,
+                           "presets": {k: {"batch_size": p.batch_size, "shapes": p.shapes}
+                                       for k, p in s.presets.items()}} for s in specs], indent=2))
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console()
+    if name is not None:
+        s = specs[0]
+        console.print(f"[bold]{s.name}[/bold] ({s.suite}, {s.task}): {escape(s.description)}")
+        console.print(f"batch size unit: {escape(s.sample)}")
+        for preset, p in s.presets.items():
+            console.print(f"[bold]{preset}[/bold]: batch {p.batch_size}/rank; {escape(p.describe())}")
+        return
+    t = Table(header_style="bold")
+    t.add_column("workload", no_wrap=True)
+    t.add_column("suite", no_wrap=True)
+    t.add_column("task")
+    t.add_column("batch tiny / full", justify="right", no_wrap=True)
+    t.add_column("description", ratio=1)
+    for s in specs:
+        t.add_row(s.name, s.suite, s.task,
+                  f"{s.presets['tiny'].batch_size} / {s.presets['full'].batch_size}", escape(s.description))
+    console.print(t)
+    console.print("presets: tiny (seconds on a CPU), full (published shapes); "
+                  "shapes: tracekit workloads NAME; run: python -m tracekit.workloads NAME")
