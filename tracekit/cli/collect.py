@@ -1,0 +1,58 @@
+"""``tracekit collect``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from tracekit.cli.app import app
+
+
+@app.command()
+def collect(
+    workload: str = typer.Argument(..., help="Workload ID, e.g. resnet50, transformer, resnet_cifar "
+                                   "(`python -m tracekit.workloads --help` lists them)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Run folder to create."),
+    preset: str = typer.Option("tiny", "--preset", help="Model size: tiny (seconds on a CPU) or full "
+                               "(the published shapes, for GPUs)."),
+    steps: int = typer.Option(None, "--steps", help="Measured steps (default: the runner's, 10)."),
+    warmup_steps: int = typer.Option(None, "--warmup-steps", help="Warm-up steps before them "
+                                     "(default: the runner's, 2)."),
+    batch_size: int = typer.Option(None, "--batch-size", help="Per-rank batch size (default: the "
+                                   "preset's)."),
+    precision: str = typer.Option(None, "--precision", help="fp32 (default), amp (fp16 + GradScaler, "
+                                  "CUDA only) or bf16."),
+    nproc: int = typer.Option(1, "--nproc", help="Data-parallel processes (torchrun; NCCL on GPUs, "
+                              "Gloo on CPUs)."),
+    profiler: str = typer.Option("auto", "--profiler", help="nsys, ncu, torch, or auto (nsys when "
+                                 "on PATH, else torch)."),
+    extra_profiler_args: str = typer.Option("", "--extra-profiler-args", help="More options for "
+                                            "the profiler, one shell-quoted string, added before "
+                                            "the workload command (nsys, ncu)."),
+    force: bool = typer.Option(False, "--force", help="Replace an existing run folder."),
+    keep_raw: bool = typer.Option(False, "--keep-raw", help="Keep the profiler's own output "
+                                  "files in RUN_DIR/raw/ (deleted by default)."),
+    timeout: float = typer.Option(None, "--timeout", help="Give up after this many seconds per "
+                                  "profiler command."),
+):
+    """Train a workload under a profiler and convert its trace into a run folder.
+
+    Then e.g. `tracekit query step_summary RUN_DIR`.
+    """
+    from rich.console import Console
+
+    from tracekit.collect import CollectOptions, Workload
+    from tracekit.collect import collect as do_collect
+    from tracekit.runfolder import open_run
+
+    w = Workload(name=workload, preset=preset, steps=steps, warmup_steps=warmup_steps,
+                 batch_size=batch_size, precision=precision, nproc=nproc)
+    opts = CollectOptions(profiler=profiler, extra_profiler_args=extra_profiler_args, force=force,
+                          keep_raw=keep_raw, timeout_s=timeout)
+    do_collect(w, output, opts)
+    m = open_run(output).manifest
+    rows = ", ".join(f"{n} {t['rows']}" for n, t in m["tables"].items() if t["rows"])
+    Console(stderr=True, highlight=False).print(
+        f"wrote {output} ({m['collect']['profiler']}, {m['workload']['world_size']} rank(s), "
+        f"{m['collect']['wall_s']:.1f} s; {rows or 'no rows'})")

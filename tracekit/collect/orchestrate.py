@@ -1,0 +1,263 @@
+"""``tracekit collect``: run a workload under a profiler and convert the output into a run folder.
+
+Steps: check the tools (one-line :class:`ToolNotFoundError` with install advice), run the runner
+under the profiler in a hidden work folder beside the run folder, export, convert with
+:func:`tracekit.convert.convert` (atomic: the run folder appears whole or not at all) adding the
+workload, environment and exact command lines to the manifest, then delete the work folder.
+
+Raw profiler outputs (``.nsys-rep``, SQLite export, ``.ncu-rep``, Chrome traces) are deleted after
+a successful conversion unless ``keep_raw`` is set: then they are moved into ``RUN_DIR/raw/`` and
+listed in the manifest (``collect.raw``). A run folder stays small by default; the manifest
+always records each input's name, size and SHA-256.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tracekit.collect import commands as C
+from tracekit.collect import tools
+from tracekit.errors import InputError, RunFolderError, TracekitError
+
+PROFILERS = ("nsys", "ncu", "torch", "auto")
+
+
+class ProfilerError(TracekitError):
+    """The profiler or the workload under it failed; the message ends with its own last words."""
+
+    exit_code = 1
+
+
+@dataclass
+class CollectOptions:
+    """Everything ``tracekit collect`` takes besides the workload."""
+
+    profiler: str = "auto"
+    extra_profiler_args: str = ""
+    force: bool = False
+    keep_raw: bool = False
+    timeout_s: float | None = None
+    # ncu only: which steps (default: the first measured one) and how many launches at most
+    ncu_steps: tuple[int, ...] | None = None
+    ncu_launch_count: int = 50
+
+
+def _say(msg: str, quiet: bool) -> None:
+    if not quiet:
+        print(f"tracekit collect: {msg}", file=sys.stderr, flush=True)
+
+
+def _tail(text: str, n: int = 3) -> str:
+    """The last ``n`` non-empty lines of a process's output, joined into one line."""
+    lines = [ln.strip() for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith("[") or "%" not in ln]  # progress bars
+    return " | ".join(lines[-n:]) or "(no output)"
+
+
+def _run(cmd: list[str], what: str, log: Path, timeout: float | None, env: dict | None = None) -> str:
+    """Run ``cmd`` with stdout+stderr into ``log``; :class:`ProfilerError` quoting its last lines
+    when it fails or times out. Returns the output."""
+    with open(log, "ab") as f:
+        f.write(("$ " + shlex.join(cmd) + "\n").encode())
+        f.flush()
+        try:
+            p = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout,
+                               env={**os.environ, **(env or {})}, start_new_session=True)
+        except subprocess.TimeoutExpired:
+            raise ProfilerError(f"{what} did not finish within {timeout:.0f} s: "
+                                f"{_tail(log.read_text(errors='replace'))}") from None
+        except OSError as exc:
+            raise ProfilerError(f"cannot start {what} ({cmd[0]}): {exc.strerror}") from None
+    out = log.read_text(errors="replace")
+    if p.returncode != 0:
+        raise ProfilerError(f"{what} failed (exit status {p.returncode}): {_tail(out)}")
+    return out
+
+
+def choose_profiler(profiler: str, quiet: bool = False) -> str:
+    """Resolve ``auto``: nsys when on PATH, else the torch profiler (and say which)."""
+    if profiler not in PROFILERS:
+        raise InputError(f"unknown profiler {profiler!r}; choose one of: {', '.join(PROFILERS)}")
+    if profiler != "auto":
+        return profiler
+    chosen = "nsys" if shutil.which("nsys") else "torch"
+    _say(f"--profiler auto: using {chosen}" + ("" if chosen == "nsys" else " (nsys is not on PATH)"),
+         quiet)
+    return chosen
+
+
+def _check_workload(w: C.Workload) -> None:
+    from tracekit.workloads.registry import PRESETS, REGISTRY
+
+    if w.name not in REGISTRY:
+        raise InputError(f"unknown workload {w.name!r}; choose one of: {', '.join(REGISTRY)} "
+                         "(`tracekit workloads` lists them)")
+    if w.preset not in PRESETS:
+        raise InputError(f"unknown preset {w.preset!r}; choose one of: {', '.join(PRESETS)}")
+    for flag, v, lo in (("--steps", w.steps, 1), ("--warmup-steps", w.warmup_steps, 0),
+                        ("--batch-size", w.batch_size, 1), ("--nproc", w.nproc, 1)):
+        if v is not None and v < lo:
+            raise InputError(f"{flag} must be at least {lo}, got {v}")
+    if w.precision is not None and w.precision not in ("fp32", "amp", "bf16"):
+        raise InputError(f"unknown precision {w.precision!r}; choose one of: fp32, amp, bf16")
+
+
+def _read_results(work: Path, nproc: int) -> list[dict]:
+    results = []
+    for r in range(nproc):
+        p = work / f"result-{r}.json"
+        if not p.is_file():
+            raise ProfilerError(f"the workload wrote no result for rank {r} ({p.name}); see the "
+                                "profiler output above")
+        results.append(json.loads(p.read_text()))
+    return results
+
+
+def _manifest(results: list[dict], profiler: str, profiler_version: dict, cmds: list[list[str]],
+              wall_s: float, notes: list[str]) -> dict:
+    r0 = results[0]
+    ranks = []
+    for r in results:
+        me = next((x for x in r.get("ranks", []) if x and x.get("rank") == r["rank"]), {})
+        ranks.append({"rank": r["rank"], "pid": me.get("pid"), "hostname": me.get("hostname"),
+                      "device": me.get("device"), "device_name": me.get("device_name"),
+                      "step_wall_ns": r.get("step_wall_ns")})
+    workload = {k: r0.get(k) for k in (
+        "workload", "suite", "task", "preset", "precision", "batch_size", "batch_unit", "world_size",
+        "steps", "warmup_steps", "samples_per_step", "channels_last", "compile", "device_type",
+        "seed", "ddp_backend", "shapes", "nvtx_backend")}
+    workload["name"] = workload.pop("workload")
+    workload["global_batch_size"] = r0.get("samples_per_step")
+    workload["ranks"] = ranks
+    versions = dict(r0.get("versions") or {})
+    versions.update(profiler_version)
+    host = r0.get("host") or {}
+    environment = {
+        "versions": versions,
+        "gpus": r0.get("devices") or [],
+        "host_cpu": {"model": host.get("cpu_model"), "cores": host.get("cpu_cores"),
+                     "physical_cores": host.get("cpu_physical_cores")},
+        "hostname": host.get("hostname"),
+        "os": host.get("os"),
+    }
+    return {"workload": workload, "environment": environment,
+            "collect": {"profiler": profiler, "commands": [shlex.join(c) for c in cmds],
+                        "argv": cmds, "wall_s": round(wall_s, 3), "notes": notes, "raw": []}}
+
+
+def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOptions | None = None,
+            *, quiet: bool = False) -> Path:
+    """Train ``workload`` under ``options.profiler`` and convert the result into ``run_dir``.
+
+    Raises :class:`InputError` for a bad workload/option or an existing ``run_dir`` (without
+    ``force``), :class:`ToolNotFoundError` (a subclass) when the profiler, torch or a GPU that
+    the profiler needs is missing, :class:`ProfilerError` when the profiler or workload fails
+    (with the last lines of its output). Nothing is left behind on error.
+    """
+    from tracekit.convert import convert
+
+    o = options or CollectOptions()
+    _check_workload(workload)
+    run_dir = Path(run_dir).absolute()
+    if run_dir.exists() and not o.force and (not run_dir.is_dir() or any(run_dir.iterdir())):
+        raise RunFolderError("already exists (use --force to replace it)", path=run_dir)
+    profiler = choose_profiler(o.profiler, quiet)
+    extra = shlex.split(o.extra_profiler_args or "")
+    cuda = tools.cuda_present()
+    # the tool checks happen before anything runs
+    if profiler == "nsys":
+        nsys = tools.nsys_info()
+    elif profiler == "ncu":
+        ncu_path, ncu_ver = tools.ncu_version()
+        if not cuda:
+            raise tools.ToolNotFoundError("--profiler ncu needs an NVIDIA GPU and driver, and this "
+                                          "machine has none; use --profiler nsys or torch here")
+    if not tools.torch_importable(sys.executable):
+        raise tools.ToolNotFoundError(f"torch is not importable by {sys.executable}: {tools.TORCH_INSTALL}")
+
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = run_dir.parent / f".{run_dir.name}.collect-{uuid.uuid4().hex[:10]}"
+    work.mkdir()
+    log = work / "profiler.log"
+    cmds: list[list[str]] = []
+    notes: list[str] = []
+    t0 = time.monotonic()
+    try:
+        result_json = str(work / "result-{rank}.json")
+        if profiler == "nsys":
+            target = C.runner_command(workload, result_json)
+            base = str(work / "profile")
+            prof_cmd = C.nsys_profile_command(nsys, target, base, cuda=cuda, extra=extra)
+            exp_cmd = C.nsys_export_command(nsys, base + ".nsys-rep", base + ".sqlite")
+            _say(f"running {workload.name} ({workload.preset}) under nsys {nsys.version}", quiet)
+            cmds += [prof_cmd]
+            _run(prof_cmd, f"nsys profile ({workload.name})", log, o.timeout_s)
+            if not Path(base + ".nsys-rep").is_file():
+                raise ProfilerError(f"nsys wrote no report: {_tail(log.read_text(errors='replace'))}")
+            cmds.append(exp_cmd)
+            _run(exp_cmd, "nsys export", log, o.timeout_s)
+            inputs = [Path(base + ".sqlite")]
+            version = {"nsys": nsys.version}
+            notes.append("no capture range: warm-up steps are in the trace, marked by their NVTX "
+                         "message ('step N (warmup)') and by step_summary.warmup")
+        elif profiler == "torch":
+            tdir = work / "torch"
+            target = C.runner_command(workload, result_json, torch_profile=str(tdir))
+            cmds.append(target)
+            _say(f"running {workload.name} ({workload.preset}) under torch.profiler", quiet)
+            _run(target, f"the workload {workload.name} under torch.profiler", log, o.timeout_s)
+            inputs = sorted(tdir.glob("rank*.json"))
+            if not inputs:
+                raise ProfilerError("torch.profiler wrote no trace")
+            version = {}
+            notes.append("torch.profiler records the measured steps only (started after warm-up)")
+        else:  # ncu
+            target = C.runner_command(workload, result_json)
+            warm = 2 if workload.warmup_steps is None else workload.warmup_steps
+            steps = list(o.ncu_steps) if o.ncu_steps else [warm]
+            base = str(work / "profile")
+            prof_cmd = C.ncu_profile_command(ncu_path, target, base, steps=steps, warmup_steps=warm,
+                                             launch_count=o.ncu_launch_count,
+                                             metric_args=C.ncu_metric_args(list(tools.ncu_sets(ncu_path))),
+                                             extra=extra)
+            cmds.append(prof_cmd)
+            _say(f"running {workload.name} ({workload.preset}) under ncu {ncu_ver} (steps "
+                 f"{', '.join(map(str, steps))}, at most {o.ncu_launch_count} launches)", quiet)
+            _run(prof_cmd, f"ncu ({workload.name})", log, o.timeout_s)
+            rep = Path(base + ".ncu-rep")
+            if not rep.is_file():
+                raise ProfilerError(f"ncu wrote no report (no kernel matched the NVTX filter?): "
+                                    f"{_tail(log.read_text(errors='replace'))}")
+            csv_cmd = C.ncu_csv_command(ncu_path, str(rep))
+            cmds.append(csv_cmd)
+            csv = work / "profile.csv"
+            with open(csv, "wb") as f:
+                p = subprocess.run(csv_cmd, stdout=f, stderr=subprocess.PIPE, timeout=o.timeout_s)
+            if p.returncode != 0:
+                raise ProfilerError(f"ncu --import failed: {_tail(p.stderr.decode(errors='replace'))}")
+            inputs = [csv]
+            version = {"ncu": ncu_ver}
+        wall = time.monotonic() - t0
+        results = _read_results(work, workload.nproc)
+        extra_manifest = _manifest(results, profiler, version, cmds, wall, notes)
+        extra_manifest["collect"]["requested"] = {**asdict(workload), "profiler": o.profiler,
+                                                  "extra_profiler_args": o.extra_profiler_args}
+        if o.keep_raw:
+            extra_manifest["collect"]["raw"] = sorted(
+                str(Path("raw") / p.relative_to(work)) for p in work.rglob("*") if p.is_file())
+        convert(inputs, run_dir, force=o.force, extra_manifest=extra_manifest)
+        if o.keep_raw:
+            os.rename(work, run_dir / "raw")
+    finally:
+        if work.exists():
+            shutil.rmtree(work, ignore_errors=True)
+    return run_dir
