@@ -56,18 +56,22 @@ swept AS (
                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max_end
     FROM iv
 ),
-numbered AS (
-    SELECT *, sum(CASE WHEN prev_max_end IS NULL OR start_ns > prev_max_end THEN 1 ELSE 0 END)
-                  OVER (PARTITION BY run_id, pid, device_id ORDER BY start_ns, end_ns
-                        ROWS UNBOUNDED PRECEDING) AS island
-    FROM swept
+-- an island starts at a row that starts after every earlier row ended; it ends at the running
+-- maximum of ends just before the next island's first row (or at the last end of the GPU)
+heads AS (
+    SELECT run_id, pid, device_id, start_ns, end_ns, correlation_id, activity, prev_max_end
+    FROM swept WHERE prev_max_end IS NULL OR start_ns > prev_max_end
+),
+last_end AS (
+    SELECT run_id, pid, device_id, max(end_ns) AS max_end FROM iv GROUP BY run_id, pid, device_id
 ),
 islands AS (
-    SELECT run_id, pid, device_id, island, min(start_ns) AS start_ns, max(end_ns) AS end_ns,
-           count(*) AS activities,
-           arg_min(correlation_id, (start_ns, end_ns)) AS first_correlation_id,
-           arg_min(activity, (start_ns, end_ns)) AS first_activity
-    FROM numbered GROUP BY run_id, pid, device_id, island
+    SELECT h.run_id, h.pid, h.device_id, h.start_ns,
+           coalesce(lead(h.prev_max_end) OVER (PARTITION BY h.run_id, h.pid, h.device_id
+                                               ORDER BY h.start_ns, h.end_ns), l.max_end) AS end_ns,
+           h.correlation_id AS first_correlation_id, h.activity AS first_activity
+    FROM heads h JOIN last_end l
+      ON l.run_id = h.run_id AND l.pid IS NOT DISTINCT FROM h.pid AND l.device_id IS NOT DISTINCT FROM h.device_id
 )
 SELECT *, coalesce(CAST(sum(end_ns - start_ns) OVER (PARTITION BY run_id, pid, device_id ORDER BY start_ns
                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS BIGINT), 0) AS cum_before_ns
@@ -92,8 +96,8 @@ FROM dev d JOIN tk_steps() s ON s.run_id = d.run_id AND s.pid = d.pid;
 -- B(w1) - B(w0) where B(t) = busy time before t = cum_before_ns + (min(t, end) - start) of the
 -- last island starting at or before t (ASOF join). Exact, and linear in islands + windows.
 CREATE OR REPLACE TEMP MACRO tk_busy_between(busy_set) AS TABLE
-WITH isl AS (SELECT * FROM tk_busy_islands(busy_set)),
-w AS (SELECT * FROM tk_gpu_windows()),
+WITH isl AS MATERIALIZED (SELECT * FROM tk_busy_islands(busy_set)),
+w AS MATERIALIZED (SELECT * FROM tk_gpu_windows()),
 at0 AS (
     SELECT w.*, coalesce(i.cum_before_ns + least(w.w0, i.end_ns) - i.start_ns, 0) AS b0
     FROM w ASOF LEFT JOIN isl i
@@ -160,8 +164,8 @@ FROM iv;
 -- A gap with no earlier activity (leading) has no 'sync'/'copy' test and is 'host' or 'other'.
 -- cum_*_before_ns: idle time of each class in the GPU's earlier gaps (for window lookups).
 CREATE OR REPLACE TEMP MACRO tk_gpu_gaps() AS TABLE
-WITH isl AS (SELECT * FROM tk_busy_islands('any')),
-bounds AS (
+WITH isl AS MATERIALIZED (SELECT * FROM tk_busy_islands('any')),
+bounds AS MATERIALIZED (
     SELECT run_id, pid, device_id, min(w0) AS lo, max(w1) AS hi
     FROM tk_gpu_windows() GROUP BY run_id, pid, device_id
 ),
@@ -225,8 +229,8 @@ WINDOW w AS (PARTITION BY run_id, pid, device_id ORDER BY gap_start ROWS BETWEEN
 -- of the cumulative gap sums at w0 and w1 (a gap cut by a window edge counts for its part inside).
 -- gaps counts the gaps that overlap the window.
 CREATE OR REPLACE TEMP MACRO tk_idle_between() AS TABLE
-WITH g AS (SELECT * FROM tk_gpu_gaps()),
-w AS (SELECT * FROM tk_gpu_windows()),
+WITH g AS MATERIALIZED (SELECT * FROM tk_gpu_gaps()),
+w AS MATERIALIZED (SELECT * FROM tk_gpu_windows()),
 at0 AS (
     SELECT w.*,
            coalesce(g.cum_idle_before_ns + least(w.w0, g.gap_end) - g.gap_start, 0) AS i0,
