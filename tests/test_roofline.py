@@ -290,3 +290,21 @@ def test_plot_without_counters_is_a_one_line_error(run_factory, tmp_path, capsys
     assert cli_run(["plot", "roofline", str(run), "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert "nothing to plot" in err and "\n" not in err and not out.exists()
+
+
+def test_gpu_peak_table_is_well_formed():
+    from tracekit.roofline import load_peaks
+
+    rows = load_peaks().to_pylist()
+    keys = [(r["device_name"], r["resource"], r["datatype"], r["sparsity"]) for r in rows]
+    assert len(keys) == len(set(keys))                      # one value per GPU, resource, datatype, sparsity
+    assert all(r["value"] > 0 and r["source"] for r in rows)
+    assert all(r["unit"] == ("bytes/s" if r["resource"] == "dram" else "FLOP/s") for r in rows)
+    assert all(r["sparsity"] in ("dense", "sparse") for r in rows if r["resource"] != "dram")
+    devices = {r["device_name"] for r in rows}
+    assert all(any(r["device_name"] == d and r["resource"] == "dram" for r in rows) for d in devices)
+    # sparse tensor peaks are twice the dense ones in every datasheet used
+    val = {k: r["value"] for k, r in zip(keys, rows)}
+    for (d, res, dt, sp), v in val.items():
+        if sp == "sparse":
+            assert v == pytest.approx(2 * val[(d, res, dt, "dense")])

@@ -140,23 +140,25 @@ flops AS (
         tf.flop_per_inst AS tensor_flop_per_inst
     FROM counts c LEFT JOIN tensor_factors tf ON tf.compute_capability = c.compute_capability
 ),
-known AS (
-    SELECT DISTINCT device_name FROM gpu_peaks
+table_peaks AS (
+    SELECT device_name,
+        max(value) FILTER (WHERE resource = 'flop' AND datatype = 'fp64') AS t_fp64,
+        max(value) FILTER (WHERE resource = 'flop' AND datatype = 'fp32') AS t_fp32,
+        max(value) FILTER (WHERE resource = 'flop' AND datatype = 'fp16') AS t_fp16,
+        max(value) FILTER (WHERE resource = 'dram') AS t_dram
+    FROM gpu_peaks GROUP BY device_name
 ),
 ceil AS (
     SELECT f.*,
         lower(coalesce(getvariable('ceilings'), 'auto')) AS ceil_mode,
         2 * m_peak_dfma * m_sm_hz AS r_fp64, 2 * m_peak_ffma * m_sm_hz AS r_fp32, 2 * m_peak_hfma * m_sm_hz AS r_fp16,
         m_peak_dram * m_dram_hz AS r_dram, m_peak_l2 * m_l2_hz AS r_l2, m_peak_l1 * m_l1_hz AS r_l1,
-        (SELECT max(value) FROM gpu_peaks p WHERE p.device_name = f.gpu AND resource = 'flop' AND datatype = 'fp64') AS t_fp64,
-        (SELECT max(value) FROM gpu_peaks p WHERE p.device_name = f.gpu AND resource = 'flop' AND datatype = 'fp32') AS t_fp32,
-        (SELECT max(value) FROM gpu_peaks p WHERE p.device_name = f.gpu AND resource = 'flop' AND datatype = 'fp16') AS t_fp16,
-        (SELECT max(value) FROM gpu_peaks p WHERE p.device_name = f.gpu AND resource = 'tensor'
-            AND datatype = coalesce(f.tensor_ops_dtype, getvariable('tensor_datatype'), 'fp16')
-            AND sparsity = coalesce(getvariable('sparsity'), 'dense')) AS t_tensor,
-        (SELECT max(value) FROM gpu_peaks p WHERE p.device_name = f.gpu AND resource = 'dram') AS t_dram,
-        f.gpu IN (SELECT device_name FROM known) AS gpu_known
+        tp.t_fp64, tp.t_fp32, tp.t_fp16, tp.t_dram, pt.value AS t_tensor,
+        tp.device_name IS NOT NULL AS gpu_known
     FROM flops f
+    LEFT JOIN table_peaks tp ON tp.device_name = f.gpu
+    LEFT JOIN gpu_peaks pt ON pt.device_name = f.gpu AND pt.resource = 'tensor'
+        AND pt.datatype = f.tensor_datatype AND pt.sparsity = coalesce(getvariable('sparsity'), 'dense')
 ),
 chosen AS (
     SELECT c.*,
