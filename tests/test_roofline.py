@@ -307,4 +307,4 @@ def test_gpu_peak_table_is_well_formed():
     val = {k: r["value"] for k, r in zip(keys, rows)}
     for (d, res, dt, sp), v in val.items():
         if sp == "sparse":
-            assert v == pytest.approx(2 * val[(d, res, dt, "dense")])
+            assert v == pytest.approx(2 * val[(d, res, dt, "dense")], rel=1e-3)  # datasheets round
