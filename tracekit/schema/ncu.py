@@ -64,7 +64,8 @@ NCU_METRICS = Table(
         C("unit", s, "text", "Unit as ncu printed it (e.g. Kbyte, usecond, cycle/nsecond); '' when "
           "none."),
         C("value", f64, "value", "Numeric value converted to base_unit; null when the raw value is "
-          "empty, 'n/a', not a number, or its unit is unknown (then raw_value keeps it)."),
+          "empty, 'n/a', 'no data' or not a number (raw_value keeps the text). A unit tracekit does "
+          "not know is kept as it is (value unscaled, base_unit = unit)."),
         C("base_unit", s, "text", "Unit of value: byte, ns, cycle, inst, byte/s, Hz (cycles per "
           "second), inst/cycle, byte/cycle, %, ... (the raw unit when no conversion applies)."),
         C("raw_value", s, "text", "The value as the input wrote it (thousands separators and all)."),
