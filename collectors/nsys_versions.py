@@ -69,7 +69,7 @@ def read_columns(table: str) -> set[str] | None:
         if table in tmap.sources:
             for alts in tmap.columns.values():
                 for a in alts:
-                    cols.update(a.needs)
+                    cols.update(n for n in a.needs if "." not in n)
     return cols or None
 
 
@@ -111,12 +111,20 @@ def _required_gaps(export) -> list[tuple[str, str, str]]:
             continue
         tdef = schema_table(tmap.table)
         for name, alts in tmap.columns.items():
-            if not tdef.column(name).required or any(export.has(source, *a.needs) for a in alts):
+            if name.startswith("_") or not tdef.column(name).required:
+                continue
+            if any(all(_has(export, source, n) for n in a.needs) for a in alts):
                 continue
             need = next((a.needs for a in alts if a.needs), ())
-            lacking = [c for c in need if not export.has(source, c)] or list(need)
+            lacking = [n for n in need if not _has(export, source, n)] or list(need)
             gaps.append((source, ", ".join(lacking), f"{tmap.table}.{name}"))
     return gaps
+
+
+def _has(export, source: str, need: str) -> bool:
+    """``need`` is a column of ``source`` or ``TABLE.column`` of another table."""
+    tab, _, column = need.rpartition(".")
+    return export.has(tab or source, column)
 
 
 def compare(version: str | None, export_columns: dict[str, list[str]]) -> dict:

@@ -13,6 +13,7 @@ library's ``sqlite3`` module.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import urllib.parse
 from collections.abc import Iterator
@@ -125,6 +126,8 @@ class Export:
             ids, values = [], []
             for i, v in self.rows("SELECT id, value FROM StringIds ORDER BY id"):
                 ids.append(i)
+                if isinstance(v, bytes):  # a BLOB value: decode like text, bad bytes -> U+FFFD
+                    v = v.decode("utf-8", "replace")
                 values.append(v if isinstance(v, str) else (None if v is None else str(v)))
             self._strings = pa.table({"id": pa.array(ids, pa.int64()), "value": pa.array(values, pa.string())})
         return self._strings
@@ -187,7 +190,9 @@ class Export:
         except Exception as exc:  # adbc raises its own DatabaseError/OSError types
             if isinstance(exc, (InputError, GeneratorExit)):
                 raise
-            raise InputError(f"cannot read {from_sql.split()[0]}: {' '.join(str(exc).split())}",
+            table = re.search(r'"([^"]+)"', from_sql)
+            raise InputError(f"cannot read {table.group(1) if table else from_sql.split()[0]}: "
+                             f"{' '.join(str(exc).split())}",
                              path=self.path) from None
         finally:
             cur.close()
