@@ -36,8 +36,11 @@ class Expr:
     sql: str
     needs: tuple[str, ...] = ()
     decode: str = "raw"
+    doc: str = ""  # what docs/schema.md shows instead of the SQL, when set
 
     def describe(self, table: str) -> str:
+        if self.doc:
+            return self.doc
         src = self.sql.replace("t.", f"{table}.")
         if self.decode in ("string", "string_api"):
             return f"{src} -> StringIds"
@@ -248,15 +251,20 @@ LOOKUP_DOCS = {
 NVTX_TEXT = Expr(
     "CASE WHEN t.textId IS NOT NULL THEN coalesce((SELECT s.value FROM StringIds AS s WHERE s.id = t.textId), "
     "'<unknown string ' || t.textId || '>') ELSE coalesce(t.text, '') END",
-    ("textId", "text"), "text")
+    ("textId", "text"), "text",
+    "NVTX_EVENTS.textId -> StringIds (unknown ID -> '<unknown string N>'), else NVTX_EVENTS.text, else ''")
 NVTX_TEXT_OLD = Expr("coalesce(t.text, '')", ("text",), "text")
 PID_BITS = "((t.globalTid >> 24) & 16777215)"
 NVTX_DOMAIN_KEY = Expr(f"({PID_BITS} << 32) | (coalesce(t.domainId, 0) & 4294967295)",
-                       ("globalTid", "domainId"), "lookup:nvtx_domain")
+                       ("globalTid", "domainId"), "lookup:nvtx_domain",
+                       "NVTX_EVENTS.domainId -> name (text or textId) of the NvtxDomainCreate row (eventType 75) "
+                       "of the same process; '' for domainId 0; '<unknown domain N>' when no such row")
 NVTX_CATEGORY_KEY = Expr(
     f"CASE WHEN coalesce(t.category, 0) = 0 THEN NULL ELSE ({PID_BITS} << 40) | "
     "((coalesce(t.domainId, 0) & 255) << 32) | (t.category & 4294967295) END",
-    ("globalTid", "domainId", "category"), "lookup:nvtx_category")
+    ("globalTid", "domainId", "category"), "lookup:nvtx_category",
+    "NVTX_EVENTS.category -> name of the NvtxCategory row (eventType 33) of the same process, domain "
+    "and category; else the number; null for category 0 or NULL")
 
 
 def _in(names: tuple[str, ...]) -> str:
@@ -349,9 +357,12 @@ GPU_METRICS = TableMap(
     {
         "timestamp_ns": (col("timestamp"),),
         "gpu_id": (Expr("t.typeId & 255", ("typeId",)),),
-        "device_id": (Expr("t.typeId & 255", ("typeId",), "lookup:cuda_device"),),
+        "device_id": (Expr("t.typeId & 255", ("typeId",), "lookup:cuda_device",
+                           "GPU_METRICS.typeId & 255 (GPU id) -> TARGET_INFO_CUDA_DEVICE.cudaId, else "
+                           "TARGET_INFO_GPU.cuDevice, else the GPU id"),),
         "metric_name": (Expr("(t.typeId << 32) | (t.metricId & 4294967295)", ("typeId", "metricId"),
-                             "lookup:gpu_metric"),),
+                             "lookup:gpu_metric", "TARGET_INFO_GPU_METRICS.metricName of the row with the "
+                             "same typeId and metricId ('<unknown gpu_metric N>' when none)"),),
         "value": (col("value"),),
     },
 )

@@ -21,6 +21,7 @@ INSTALL_HINT = ("install Nsight Systems (Debian/Ubuntu: apt-get install nsight-s
 EXPORT_TIMEOUT_S = 3600
 
 _VERSION = re.compile(r"(\d{4}\.\d+(?:\.\d+)*)")
+_BUILD = re.compile(rb"(20\d\d\.\d{1,2}\.\d{1,3}(?:\.\d{1,4})?)-[0-9a-f]{7,8}(?![0-9a-f])")
 
 
 def nsys_executable() -> str:
@@ -45,16 +46,24 @@ def _version_tuple(v: str) -> tuple[int, ...]:
     return tuple(int(x) for x in v.split("."))
 
 
-def report_version(path: Path) -> str | None:
-    """The nsys version that wrote a report, when the file says it in clear text (the
-    .nsys-rep header carries the product version string); None when not found."""
+def report_version(path: Path, window: int = 1 << 20) -> str | None:
+    """The nsys version that wrote a report, e.g. '2022.4.2.1', when found in clear text: reports
+    carry a build string 'YYYY.N.N.N-<commit>' (seen in the file's last part); the first and last
+    ``window`` bytes are searched. None when not found."""
     try:
+        size = path.stat().st_size
         with open(path, "rb") as f:
-            head = f.read(1 << 16)
+            chunks = [f.read(window)]
+            if size > window:
+                f.seek(max(window, size - window))
+                chunks.append(f.read(window))
     except OSError:
         return None
-    m = re.search(rb"(?:NsightSystems|Nsight Systems|nsys)[^0-9]{0,40}(\d{4}\.\d+\.\d+(?:\.\d+)?)", head)
-    return m.group(1).decode() if m else None
+    for chunk in chunks:
+        m = _BUILD.search(chunk)
+        if m:
+            return m.group(1).decode()
+    return None
 
 
 def _newer_report_error(path: Path, output: str, local: str | None) -> InputError | None:
