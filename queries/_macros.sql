@@ -25,6 +25,22 @@ WHERE domain IN ('tracekit', '') AND regexp_matches(name, '^step (\d+)( \(warmup
 CREATE OR REPLACE TEMP MACRO tk_is_nccl(kname) AS
     regexp_matches(kname, '(^|[^A-Za-z0-9_])nccl(Dev)?Kernel_');
 
+-- tk_ranks(): distributed rank per (run_id, pid): processes.rank, else the pid -> rank map that
+-- `tracekit collect` writes in the manifest (workload.ranks[].pid). Processes with neither are absent.
+CREATE OR REPLACE TEMP MACRO tk_ranks() AS TABLE
+WITH proc AS (
+    SELECT run_id, pid, max(rank) AS rank FROM processes WHERE rank IS NOT NULL GROUP BY run_id, pid
+),
+man AS (
+    SELECT run_id, max(r.rank) AS rank, r.pid AS pid
+    FROM (SELECT run_id, unnest(from_json(json_extract(manifest, '$.workload.ranks'),
+                                          '[{"rank": "INTEGER", "pid": "BIGINT"}]')) AS r FROM runs)
+    WHERE r.pid IS NOT NULL GROUP BY run_id, r.pid
+)
+SELECT coalesce(p.run_id, m.run_id) AS run_id, coalesce(p.pid, m.pid) AS pid,
+       CAST(coalesce(p.rank, m.rank) AS INTEGER) AS rank
+FROM proc p FULL JOIN man m ON p.run_id = m.run_id AND p.pid = m.pid;
+
 -- tk_gpu_activity(): every GPU activity with a positive duration: kernels, memcpy, memset.
 CREATE OR REPLACE TEMP MACRO tk_gpu_activity() AS TABLE
 SELECT run_id, pid, device_id, stream_id, correlation_id, start_ns, end_ns, 'kernel' AS activity,

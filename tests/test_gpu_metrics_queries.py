@@ -408,3 +408,29 @@ def test_host_cpu_utilization_without_scheduling_data(run_factory):
                                     "pid": [1, 1], "tid": [1, 1]}})
     [row] = q(run, "host_cpu_utilization", where={"level": "thread"})
     assert row["busy_ns"] is None and row["cores_busy"] is None and row["osrt_ns"] == 90
+
+
+# -- identity: pid and rank kept; every output column documented ---------------------------------
+
+def test_rank_is_kept_per_process(run_factory):
+    # two ranks, each its own process driving its own "device 0"
+    run = run_factory({"kernels": kernels([(0, 10, 100, 0, 7, 1, "k"), (0, 30, 200, 0, 7, 1, "k")]),
+                       "processes": {"pid": [100, 200], "rank": [1, 0]}})
+    rows = {r["rank"]: r for r in q(run, "gpu_utilization")}
+    assert (rows[1]["pid"], rows[1]["busy_ns"]) == (100, 10)
+    assert (rows[0]["pid"], rows[0]["busy_ns"]) == (200, 30)
+    assert {r["rank"] for r in q(run, "launch_latency")} == {0, 1}
+
+
+METRIC_QUERIES = ("gpu_utilization", "gpu_idle", "launch_latency", "launch_latency_by_name", "cpu_overhead",
+                  "host_cpu_utilization", "nccl", "memcpy_throughput", "interconnect")
+
+
+def test_output_columns_are_the_documented_ones(four_causes):
+    from tracekit.named_queries import get_query
+
+    with Engine([four_causes]) as eng:
+        for name in METRIC_QUERIES:
+            cols = eng.query(name).column_names
+            assert cols == [c.name for c in get_query(name).columns], name
+            assert cols[0] == "run_id"

@@ -11,6 +11,7 @@
 --
 -- @column run_id             id       Run folder the row comes from.
 -- @column pid                id       Process.
+-- @column rank               id       Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
 -- @column device_id          id       GPU that executed the copies.
 -- @column kind               enum     HtoD, DtoH, DtoD, PtoP, HtoH, ... (memcpy.kind).
 -- @column host_memory        enum     Host side memory kind (Pinned, Pageable, Managed, ...); null for device-only copies.
@@ -36,7 +37,7 @@ WITH c AS (
            bytes, end_ns - start_ns AS dur_ns
     FROM memcpy WHERE end_ns > start_ns AND bytes IS NOT NULL
 )
-SELECT run_id, pid, device_id, kind, host_memory, src_device_id, dst_device_id,
+SELECT c.run_id, c.pid, any_value(rk.rank) AS rank, device_id, kind, host_memory, src_device_id, dst_device_id,
        count(*) AS count, CAST(sum(bytes) AS BIGINT) AS total_bytes, CAST(sum(dur_ns) AS BIGINT) AS total_ns,
        1e9 * sum(bytes) / sum(dur_ns) AS bytes_per_s,
        quantile_cont(1e9 * bytes / dur_ns, 0.1) AS p10_bytes_per_s,
@@ -45,5 +46,6 @@ SELECT run_id, pid, device_id, kind, host_memory, src_device_id, dst_device_id,
        max(1e9 * bytes / dur_ns) AS max_bytes_per_s,
        avg(bytes) AS avg_bytes
 FROM c
-GROUP BY ALL
-ORDER BY run_id, pid, device_id, kind, host_memory, src_device_id, dst_device_id;
+LEFT JOIN tk_ranks() rk ON rk.run_id = c.run_id AND rk.pid = c.pid
+GROUP BY c.run_id, c.pid, device_id, kind, host_memory, src_device_id, dst_device_id
+ORDER BY c.run_id, c.pid, device_id, kind, host_memory, src_device_id, dst_device_id;

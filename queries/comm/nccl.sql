@@ -23,6 +23,7 @@
 -- @param ranks BIGINT 0  Ranks in the communicator for the bus-bandwidth factor (0 = infer, see above).
 -- @column run_id              id       Run folder the row comes from.
 -- @column pid                 id       Process.
+-- @column rank                id       Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
 -- @column device_id           id       CUDA device ordinal in that process.
 -- @column collective          text     Collective type (AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, SendRecv, ...).
 -- @column count               count    NCCL kernels.
@@ -101,11 +102,12 @@ with_f AS (
               END AS bus_factor
     FROM with_n
 )
-SELECT run_id, pid, device_id, collective, count, nccl_ns, overlap_ns, nccl_ns - overlap_ns AS exposed_ns,
+SELECT f.run_id, f.pid, rk.rank, device_id, collective, count, nccl_ns, overlap_ns, nccl_ns - overlap_ns AS exposed_ns,
        overlap_ns / nullif(nccl_ns, 0) AS overlap_fraction,
        sized_count, message_bytes, message_bytes / nullif(sized_count, 0) AS avg_message_bytes,
        ranks, bus_factor,
        1e9 * message_bytes / nullif(sized_ns, 0) AS algbw_bytes_per_s,
        1e9 * message_bytes / nullif(sized_ns, 0) * bus_factor AS busbw_bytes_per_s
-FROM with_f
-ORDER BY run_id, pid, device_id, nccl_ns DESC, collective;
+FROM with_f f
+LEFT JOIN tk_ranks() rk ON rk.run_id = f.run_id AND rk.pid = f.pid
+ORDER BY f.run_id, f.pid, device_id, nccl_ns DESC, collective;

@@ -23,6 +23,7 @@
 -- @column step                 text   Step range message; null for scope 'run'.
 -- @column step_number          count  N of `step N`; null for scope 'run'.
 -- @column pid                  id     Process.
+-- @column rank                 id     Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
 -- @column window_start_ns      ns     Window start.
 -- @column wall_ns              ns     Window length.
 -- @column api_ns               ns     Time in CUDA API calls (union per thread, summed over threads).
@@ -122,7 +123,7 @@ gpu AS (
            sum(idle_host_ns) AS gpu_idle_host_ns
     FROM tk_idle_between() GROUP BY run_id, scope, step_id, pid
 )
-SELECT n1.run_id, n1.scope, n1.step_id, n1.step, n1.step_number, n1.pid,
+SELECT n1.run_id, n1.scope, n1.step_id, n1.step, n1.step_number, n1.pid, rk.rank,
        n1.w0 AS window_start_ns, n1.w1 - n1.w0 AS wall_ns,
        coalesce(h.api_ns, 0) AS api_ns, coalesce(h.sync_api_ns, 0) AS sync_api_ns,
        coalesce(h.launch_api_ns, 0) AS launch_api_ns,
@@ -140,4 +141,5 @@ LEFT JOIN host_time h
 LEFT JOIN gpu g
   ON g.run_id = n1.run_id AND g.scope = n1.scope AND g.step_id IS NOT DISTINCT FROM n1.step_id
  AND g.pid = n1.pid
+LEFT JOIN tk_ranks() rk ON rk.run_id = n1.run_id AND rk.pid = n1.pid
 ORDER BY n1.run_id, n1.pid, n1.scope, n1.w0, n1.step_id;

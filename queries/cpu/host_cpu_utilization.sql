@@ -25,6 +25,7 @@
 -- @column step_number      count  N of `step N`; null for scope 'run'.
 -- @column level            enum   'thread', 'process' or 'all'.
 -- @column pid              id     Process (null at level 'all').
+-- @column rank             id     Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
 -- @column tid              id     Thread (null at levels 'process' and 'all').
 -- @column thread_name      text   Thread name from threads (level 'thread'), else the process name (level 'process').
 -- @column window_start_ns  ns     Window start.
@@ -103,7 +104,7 @@ run_cpus AS (
 sched_captured AS (
     SELECT run_id FROM run_tables WHERE table_name = 'cpu_thread_state' AND captured
 )
-SELECT l.run_id, l.scope, l.step_id, l.step, l.step_number, l.level, l.pid, l.tid,
+SELECT l.run_id, l.scope, l.step_id, l.step, l.step_number, l.level, l.pid, rk.rank, l.tid,
        CASE l.level WHEN 'thread' THEN th.name WHEN 'process' THEN p.name END AS thread_name,
        l.w0 AS window_start_ns, l.w1 - l.w0 AS wall_ns,
        CASE WHEN sc.run_id IS NOT NULL THEN CAST(coalesce(l.busy_ns, 0) AS BIGINT) END AS busy_ns,
@@ -116,6 +117,7 @@ LEFT JOIN sched_captured sc ON sc.run_id = l.run_id
 LEFT JOIN run_cpus rc ON rc.run_id = l.run_id
 LEFT JOIN (SELECT run_id, pid, tid, any_value(name) AS name FROM threads GROUP BY ALL) th
   ON l.level = 'thread' AND th.run_id = l.run_id AND th.pid = l.pid AND th.tid = l.tid
+LEFT JOIN tk_ranks() rk ON rk.run_id = l.run_id AND rk.pid = l.pid
 LEFT JOIN (SELECT run_id, pid, any_value(name) AS name FROM processes GROUP BY ALL) p
   ON l.level = 'process' AND p.run_id = l.run_id AND p.pid = l.pid
 ORDER BY l.run_id, l.scope, l.w0, l.step_id,

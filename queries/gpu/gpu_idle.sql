@@ -25,6 +25,7 @@
 -- @column step            text   Step range message; null for scope 'run'.
 -- @column step_number     count  N of `step N`; null for scope 'run'.
 -- @column pid             id     Process that used the GPU.
+-- @column rank            id     Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
 -- @column device_id       id     CUDA device ordinal in that process.
 -- @column window_start_ns ns     Start of the window.
 -- @column wall_ns         ns     Window length.
@@ -36,10 +37,11 @@
 -- @column idle_other_ns   ns     Idle with the next work already launched, or unexplained.
 -- @column idle_fraction   value  idle_ns / wall_ns, a fraction 0-1.
 -- @column host_fraction   value  idle_host_ns / wall_ns: share of the window the GPU waited on the host.
-SELECT run_id, scope, step_id, step, step_number, pid, device_id,
+SELECT i.run_id, scope, step_id, step, step_number, i.pid, rk.rank, device_id,
        w0 AS window_start_ns, w1 - w0 AS wall_ns, gaps, idle_ns,
        idle_host_ns, idle_sync_ns, idle_copy_ns, idle_other_ns,
        idle_ns / nullif(w1 - w0, 0) AS idle_fraction,
        idle_host_ns / nullif(w1 - w0, 0) AS host_fraction
-FROM tk_idle_between()
-ORDER BY run_id, pid, device_id, scope, w0, step_id;
+FROM tk_idle_between() i
+LEFT JOIN tk_ranks() rk ON rk.run_id = i.run_id AND rk.pid = i.pid
+ORDER BY i.run_id, i.pid, device_id, scope, w0, step_id;

@@ -18,6 +18,7 @@
 -- @column step              text   Step range message (`step 3`, `step 0 (warmup)`); null for scope 'run'.
 -- @column step_number       count  N of `step N`; null for scope 'run'.
 -- @column pid               id     Process that used the GPU.
+-- @column rank              id     Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
 -- @column device_id         id     CUDA device ordinal in that process.
 -- @column window_start_ns   ns     Start of the window.
 -- @column wall_ns           ns     Window length (end - start).
@@ -31,7 +32,7 @@
 WITH k AS (SELECT * FROM tk_busy_between('kernel')),
 c AS (SELECT * FROM tk_busy_between('copy')),
 a AS (SELECT * FROM tk_busy_between('any'))
-SELECT a.run_id, a.scope, a.step_id, a.step, a.step_number, a.pid, a.device_id,
+SELECT a.run_id, a.scope, a.step_id, a.step, a.step_number, a.pid, rk.rank, a.device_id,
        a.w0 AS window_start_ns, a.w1 - a.w0 AS wall_ns,
        k.busy_ns AS kernel_busy_ns, c.busy_ns AS copy_busy_ns,
        k.busy_ns + c.busy_ns - a.busy_ns AS overlap_ns,
@@ -41,5 +42,6 @@ SELECT a.run_id, a.scope, a.step_id, a.step, a.step_number, a.pid, a.device_id,
 FROM a
 JOIN k USING (run_id, scope, w0, w1, pid, device_id)
 JOIN c USING (run_id, scope, w0, w1, pid, device_id)
+LEFT JOIN tk_ranks() rk ON rk.run_id = a.run_id AND rk.pid = a.pid
 WHERE k.step_id IS NOT DISTINCT FROM a.step_id AND c.step_id IS NOT DISTINCT FROM a.step_id
 ORDER BY a.run_id, a.pid, a.device_id, a.scope, a.w0, a.step_id;

@@ -17,6 +17,7 @@
 --
 -- @column run_id             id     Run folder the row comes from.
 -- @column pid                id     Process.
+-- @column rank               id     Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
 -- @column device_id          id     CUDA device ordinal the kernel ran on.
 -- @column stream_id          id     Stream (unique with pid and device_id).
 -- @column correlation_id     id     CUPTI correlation ID of the kernel.
@@ -34,7 +35,7 @@
 -- @column has_queue          flag   queue_delay_ns >= 0 (the launches nsys kernexecsum counts in QCount).
 -- @column total_ns           ns     max(call end, kernel end) - call start.
 -- @column clock_skew         flag   launch_latency_ns < 0: the kernel started before its launch call (clock skew).
-SELECT k.run_id, k.pid, k.device_id, k.stream_id, k.correlation_id, k.name,
+SELECT k.run_id, k.pid, rk.rank, k.device_id, k.stream_id, k.correlation_id, k.name,
        k.start_ns AS kernel_start_ns, k.end_ns - k.start_ns AS kernel_duration_ns,
        l.correlation_id IS NOT NULL AS has_api,
        l.name AS api_name,
@@ -51,4 +52,5 @@ SELECT k.run_id, k.pid, k.device_id, k.stream_id, k.correlation_id, k.name,
 FROM kernels k
 LEFT JOIN tk_launch_calls() l
   ON l.run_id = k.run_id AND l.pid = k.pid AND l.correlation_id = k.correlation_id
+LEFT JOIN tk_ranks() rk ON rk.run_id = k.run_id AND rk.pid = k.pid
 ORDER BY k.run_id, k.pid, k.start_ns, k.device_id, k.stream_id;

@@ -9,6 +9,7 @@
 --
 -- @column run_id            id     Run folder the row comes from.
 -- @column pid               id     Process.
+-- @column rank              id     Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
 -- @column device_id         id     CUDA device ordinal the kernels ran on.
 -- @column name              text   Kernel name.
 -- @column launch_kind       enum   'kernel', 'graph', 'other' or null (no API row), as in launch_latency.
@@ -35,7 +36,7 @@ WITH ll AS (
     LEFT JOIN tk_launch_calls() l
       ON l.run_id = k.run_id AND l.pid = k.pid AND l.correlation_id = k.correlation_id
 )
-SELECT run_id, pid, device_id, name, launch_kind,
+SELECT ll.run_id, ll.pid, any_value(rk.rank) AS rank, device_id, name, launch_kind,
        count(*) AS count,
        count(*) FILTER (WHERE start_ns < api_start_ns) AS clock_skew_count,
        avg(start_ns - api_start_ns) AS latency_avg_ns,
@@ -49,5 +50,6 @@ SELECT run_id, pid, device_id, name, launch_kind,
        quantile_cont(start_ns - api_end_ns, 0.9) AS queue_p90_ns,
        quantile_cont(start_ns - api_end_ns, 0.99) AS queue_p99_ns
 FROM ll
-GROUP BY run_id, pid, device_id, name, launch_kind
-ORDER BY run_id, pid, device_id, count(*) DESC, name, launch_kind;
+LEFT JOIN tk_ranks() rk ON rk.run_id = ll.run_id AND rk.pid = ll.pid
+GROUP BY ll.run_id, ll.pid, device_id, name, launch_kind
+ORDER BY ll.run_id, ll.pid, device_id, count(*) DESC, name, launch_kind;
