@@ -17,8 +17,10 @@
 --   busbw_bytes_per_s = algbw * bus_factor, with n = ranks:
 --     AllReduce 2(n-1)/n; AllGather, ReduceScatter, AllToAll (n-1)/n; Broadcast, Reduce,
 --     SendRecv, Send, Recv 1; other types: null.
--- ranks = the `ranks` parameter when > 0, else the collectives' group_size, else the number of
--- GPUs (pid, device_id) of the run that ran NCCL kernels (right for a trace of every rank).
+-- ranks = the `ranks` parameter when > 0, else the collectives' group_size, else the world size
+-- the manifest records (workload.world_size from `tracekit collect`, or the Kineto trace's
+-- distributedInfo.world_size), else the number of GPUs (pid, device_id) of the run that ran NCCL
+-- kernels (right for a trace of every rank).
 --
 -- @param ranks BIGINT 0  Ranks in the communicator for the bus-bandwidth factor (0 = infer, see above).
 -- @column run_id              id       Run folder the row comes from.
@@ -78,8 +80,11 @@ o1 AS (
      AND o.device_id IS NOT DISTINCT FROM i.device_id AND o.end_ns >= i.start_ns
 ),
 run_ranks AS (
-    SELECT run_id, count(DISTINCT (pid, device_id)) AS gpus, max(group_size) AS group_size
-    FROM named GROUP BY run_id
+    SELECT n.run_id, count(DISTINCT (n.pid, n.device_id)) AS gpus, max(n.group_size) AS group_size,
+           any_value(coalesce(TRY_CAST(json_extract_string(r.manifest, '$.workload.world_size') AS INTEGER),
+                              list_max(TRY_CAST(json_extract(r.manifest, '$.sources.*.files[*].world_size') AS INTEGER[]))))
+               AS world_size
+    FROM named n LEFT JOIN runs r ON r.run_id = n.run_id GROUP BY n.run_id
 ),
 agg AS (
     SELECT run_id, pid, device_id, collective, count(*) AS count,
@@ -92,7 +97,7 @@ agg AS (
 ),
 with_n AS (
     SELECT a.*, CASE WHEN getvariable('ranks') > 0 THEN getvariable('ranks')
-                     ELSE coalesce(r.group_size, r.gpus) END AS ranks
+                     ELSE coalesce(r.group_size, r.world_size, r.gpus) END AS ranks
     FROM agg a JOIN run_ranks r USING (run_id)
 ),
 with_f AS (
