@@ -174,8 +174,8 @@ def _from_sql(export: Export, table: str, numeric: set[str]) -> str:
     cols = ['rowid AS "rowid"']  # range_id and the scheduler order use the source rowid
     for c in export.columns[table]:
         if c in numeric:
-            cols.append(f"CASE WHEN typeof(\"{c}\") = 'integer' OR (typeof(\"{c}\") = 'real' AND "
-                        f"abs(\"{c}\") < 9.2e18) THEN \"{c}\" END AS \"{c}\"")
+            cols.append(f"CASE typeof(\"{c}\") WHEN 'integer' THEN \"{c}\" WHEN 'real' THEN "
+                        f"CASE WHEN abs(\"{c}\") < 9.2e18 THEN \"{c}\" END END AS \"{c}\"")
         else:
             cols.append(f'"{c}"')
     return f'(SELECT {", ".join(cols)} FROM "{table}")'
