@@ -279,6 +279,7 @@ def test_report_agrees_with_ncu_2022_3_csv_export(ncu_run):
 
 
 @requires_ncu
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [f"{TWO}.ncu-rep", "ncu_v100_gene_dram_time.ncu-rep", "ncu_v100_gene_flops_time.ncu-rep"])
 def test_report_agrees_with_local_ncu_import(ncu_run, tmp_path, name):
     out = subprocess.run(["ncu", "--import", str(NCU / name), "--csv", "--page", "raw"],

@@ -308,3 +308,59 @@ def test_gpu_peak_table_is_well_formed():
     for (d, res, dt, sp), v in val.items():
         if sp == "sparse":
             assert v == pytest.approx(2 * val[(d, res, dt, "dense")], rel=1e-3)  # datasheets round
+
+
+@pytest.mark.slow
+def test_roofline_by_nvtx_on_a_real_nsys_export(tmp_path):
+    """nsys: the H200 nvFuser benchmark export (19 kernels, NVTX ranges). ncu side: a raw CSV
+    written here with one launch per nsys kernel, in launch order, spelled the way ncu's
+    demangler spells names ('<4, ...>' for nsys's '<(int)4, ...>', '(anonymous namespace)' for
+    '<unnamed>', 'float *' spacing). All 19 must match, and a range's FLOPs are its kernels'."""
+    import csv
+    import re
+
+    from tests.conftest import FIXTURES
+    from tracekit.convert import convert
+
+    nsys_file = FIXTURES / "nsys" / "nsys2024.6_h200_nvfuser_bench.sqlite"
+    probe = convert([nsys_file], tmp_path / "probe")
+    with Engine([probe]) as eng:
+        ks = eng.sql("SELECT name FROM kernels ORDER BY start_ns, correlation_id").to_pylist()
+    assert len(ks) == 19
+
+    def as_ncu(name: str) -> str:
+        name = re.sub(r"\((?:unsigned )?(?:int|long|bool|char|short)\)(-?\d)", r"\1", name)
+        return name.replace("<unnamed>", "(anonymous namespace)").replace("*", " *").replace("  *", " *")
+
+    header = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Device", "CC",
+              "device__attribute_display_name", "gpu__time_duration.sum", "dram__bytes.sum",
+              OP.format("fadd"), OP.format("fmul"), OP.format("ffma")]
+    units = ["", "", "", "", "", "", "", "", "", "", "nsecond", "byte", "inst", "inst", "inst"]
+    f = tmp_path / "bench.ncu.csv"
+    with open(f, "w", newline="") as fh:
+        fh.write("==PROF== Connected to process 1 (python)\n")
+        w = csv.writer(fh, quoting=csv.QUOTE_ALL)
+        w.writerow(header)
+        w.writerow(units)
+        for i, k in enumerate(ks):  # launch i: ffma = 1000 (i + 1), dram = 100 (i + 1) bytes
+            w.writerow([i, 1, "python", "host", as_ncu(k["name"]), 1, 7, 0, "9.0", "NVIDIA H200",
+                        1000, 100 * (i + 1), 0, 0, 1000 * (i + 1)])
+    run = convert([nsys_file, f], tmp_path / "both")
+    sel = {"max_depth": "9", "group_by": "instance", "name_regex": "^KernelExecutor::runFusion$"}
+    with Engine([run]) as eng:
+        whole = eng.query("roofline_by_nvtx", sel).to_pylist()
+        order = {x["start_ns"]: i for i, x in enumerate(
+            eng.sql("SELECT start_ns FROM kernels ORDER BY start_ns, correlation_id").to_pylist())}
+        inside = eng.sql("""
+            SELECT k.start_ns, k.end_ns - k.start_ns AS d FROM kernels k JOIN cuda_api a USING (run_id, pid, correlation_id)
+            JOIN nvtx_ranges r ON r.run_id = k.run_id AND r.pid = k.pid AND a.start_ns BETWEEN r.start_ns AND r.end_ns
+            WHERE r.name = 'KernelExecutor::runFusion' ORDER BY k.start_ns""").to_pylist()
+    assert len(whole) == 1 and inside
+    row = whole[0]
+    assert row["ncu_launches"] == 19 and row["ncu_matched"] == 19   # every name matched despite the spelling
+    assert row["kernels"] == row["exact_kernels"] == len(inside) and row["coverage_pct"] == 100
+    assert row["time_ns"] == sum(x["d"] for x in inside)
+    # launch i carries ffma 1000 (i + 1) -> 2000 (i + 1) FLOP, and 100 (i + 1) DRAM bytes
+    assert row["fp32_flop"] == sum(2000 * (order[x["start_ns"]] + 1) for x in inside)
+    assert row["dram_bytes"] == sum(100 * (order[x["start_ns"]] + 1) for x in inside)
+    assert row["flop_per_s"] == pytest.approx(row["fp32_flop"] / row["covered_time_ns"] * 1e9)

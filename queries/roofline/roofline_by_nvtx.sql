@@ -2,7 +2,8 @@
 --
 -- Needs a run folder with both an nsys export and ncu results of the same workload
 -- (`tracekit convert run.sqlite run.ncu-rep -o RUN`). Matching rule: kernel names are compared
--- with all whitespace removed (nsys and ncu demangle with different spacing); the k-th ncu launch
+-- by tk_kernel_key (whitespace removed, nsys's '(int)4' casts and '<unnamed>' spelled as ncu
+-- spells them: nsys and ncu demangle differently); the k-th ncu launch
 -- of a name (by launch_id) matches the k-th nsys kernel of that name (by start time) among the
 -- kernels whose launching CUDA API call lies inside the NVTX range instance the ncu pass targeted
 -- (params range/instance; without range, the whole capture). Matched kernels take their own
@@ -63,7 +64,7 @@ check_target AS (
 ),
 k AS (
     SELECT k.run_id, k.pid, k.device_id, k.correlation_id, k.start_ns, k.end_ns - k.start_ns AS dur_ns,
-           regexp_replace(k.name, '\s+', '', 'g') AS key,
+           tk_kernel_key(k.name) AS key,
            coalesce(a.start_ns, k.start_ns) AS launch_ns
     FROM kernels k
     LEFT JOIN cuda_api a ON a.run_id = k.run_id AND a.pid = k.pid AND a.correlation_id = k.correlation_id
@@ -77,7 +78,7 @@ k_target AS (
 ),
 ncu AS (
     SELECT *, row_number() OVER (PARTITION BY run_id, key ORDER BY launch_id) AS ord
-    FROM (SELECT *, regexp_replace(kernel_name, '\s+', '', 'g') AS key FROM tk_roofline_launches())
+    FROM (SELECT *, tk_kernel_key(kernel_name) AS key FROM tk_roofline_launches())
 ),
 matched AS (
     SELECT kt.run_id, kt.pid, kt.correlation_id, kt.start_ns, kt.key, n.launch_id,

@@ -6,6 +6,18 @@
 -- variables gpu, ceilings, tensor_datatype, sparsity (set by the named queries; NULL = default).
 -- A quantity whose inputs are absent is NULL and named in `missing`; never 0.
 
+-- tk_kernel_key(name): a kernel name as nsys and ncu both spell it. Their demanglers differ:
+-- nsys writes integer template arguments with a C cast ('<(int)4, (unsigned long)3>') and
+-- anonymous namespaces as '<unnamed>'; ncu writes '<4, 3>' and '(anonymous namespace)'; spacing
+-- differs ('float *' vs 'float*'). The key drops the casts, unifies the namespace and removes
+-- all whitespace.
+CREATE OR REPLACE TEMP MACRO tk_kernel_key(name) AS
+    regexp_replace(
+        regexp_replace(
+            regexp_replace(name, '\((?:unsigned |signed )?(?:int|long long|long|short|char|bool|unsigned)\)\s*(-?[0-9])', '\1', 'g'),
+            '<unnamed>|\(anonymous namespace\)', 'anon', 'g'),
+        '\s+', '', 'g');
+
 CREATE OR REPLACE TEMP MACRO tk_bound(flop_per_s, intensity, peak_flop, peak_bw, min_roof_pct) AS
     CASE
         WHEN flop_per_s IS NULL OR intensity IS NULL OR peak_flop IS NULL OR peak_bw IS NULL THEN NULL
