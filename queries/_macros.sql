@@ -222,7 +222,7 @@ classified AS (
     SELECT g.run_id, g.pid, g.device_id, g.gap_start, g.gap_end, g.gap_end - g.gap_start AS gap_ns,
            g.next_activity, g.next_correlation_id,
            l.name AS next_launch_name, l.start_ns AS next_launch_start_ns, l.end_ns AS next_launch_end_ns,
-           CASE WHEN l.end_ns <= g.gap_start THEN 'other'
+           CASE WHEN g.next_activity IS NULL OR l.end_ns <= g.gap_start THEN 'other'
                 WHEN coalesce(g.in_sync, false) THEN 'sync'
                 WHEN coalesce(g.in_copy, false) THEN 'copy'
                 WHEN l.end_ns > g.gap_start THEN 'host'

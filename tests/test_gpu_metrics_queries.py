@@ -434,3 +434,13 @@ def test_output_columns_are_the_documented_ones(four_causes):
             cols = eng.query(name).column_names
             assert cols == [c.name for c in get_query(name).columns], name
             assert cols[0] == "run_id"
+
+
+def test_gap_after_the_last_activity_is_other(run_factory):
+    # kernel [0,100) is the GPU's last activity; step 0 runs to 200 with the host in a sync
+    # [50,150): the step's tail [100,200) has no next activity -> other (100 ns), not sync
+    run = run_factory({"kernels": kernels([(0, 100, 1, 0, 1, 1, "k")]),
+                       "cuda_api": api([(50, 150, 1, 1, 9, "cudaDeviceSynchronize")]),
+                       "nvtx_ranges": steps([(1, "step 0", 0, 200)])})
+    [i] = q(run, "gpu_idle", where={"scope": "step"})
+    assert (i["wall_ns"], i["idle_ns"], i["idle_other_ns"], i["idle_sync_ns"]) == (200, 100, 100, 0)
