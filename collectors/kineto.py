@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tracekit.collectors import kineto_reader as R
+from tracekit.engine import fetch_arrow
 from tracekit.errors import InputError
 from tracekit.progress import NULL_PROGRESS, Progress
 from tracekit.runfolder import RunWriter, describe_input
@@ -83,6 +84,10 @@ _PART_COLUMNS = {
     "nvtx_ranges": {"start_ns": i64, "end_ns": i64, "duration_ns": i64, "pid": i64, "tid": i64,
                     "style": s, "domain": s, "name": s, "category": s},
 }
+# ac2g flow ends: not a run-folder table; used for the manifest's flow counts and to find the
+# correlation ID of a GPU activity whose args lack it (the flow end at the same track and time).
+_FLOW_COLUMNS = {"id": i64, "is_start": b, "pid": i64, "tid": i64, "ts_ns": i64}
+_ALL_PART_COLUMNS = {**_PART_COLUMNS, "_flows": _FLOW_COLUMNS}
 GPU_TABLES = ("kernels", "memcpy", "memset", "cuda_sync")
 
 
@@ -163,7 +168,7 @@ class _Columns:
 
     def __init__(self, table):
         self.table = table
-        self.cols = {c: [] for c in _PART_COLUMNS[table]}
+        self.cols = {c: [] for c in _ALL_PART_COLUMNS[table]}
         self.n = 0
 
 
@@ -179,8 +184,7 @@ class _FileState:
         self.cpu_threads: set[tuple[int, int]] = set()
         self.api_pids: set[int] = set()
         self.copy_sizes: dict[int, int] = {}  # correlation -> bytes, from API args (ROCm)
-        self.flows_s: set = set()
-        self.flows_f: set = set()
+        self.flow_counts: dict[str, int] = {}
         self.counts: dict[str, int] = {}
         self.skipped: dict[str, int] = {}
         self.invalid_kernels = 0
@@ -197,14 +201,14 @@ class _Parts:
     def __init__(self, root: Path):
         self.root = root
         root.mkdir()
-        self.files: dict[str, list[tuple[int, Path]]] = {t: [] for t in _PART_COLUMNS}
+        self.files: dict[str, list[tuple[int, Path]]] = {t: [] for t in _ALL_PART_COLUMNS}
         self.n = 0
         self.current: Path | None = None  # the trace being read, for error messages
 
     def flush(self, cols: _Columns, file_index: int):
         if not cols.n:
             return
-        types = _PART_COLUMNS[cols.table]
+        types = _ALL_PART_COLUMNS[cols.table]
         try:
             batch = pa.RecordBatch.from_arrays(
                 [pa.array(v, type=types[c]) for c, v in cols.cols.items()], names=list(types))
@@ -225,7 +229,8 @@ def _read_file(st: _FileState, parts: _Parts, progress: Progress, range_counter:
     parts.current = path
     advance = progress.task(f"kineto {path.name[:40]:<40}", total=path.stat().st_size)
     stream = R.TraceStream(path, on_bytes=advance)
-    tabs = {t: _Columns(t) for t in _PART_COLUMNS}
+    tabs = {t: _Columns(t) for t in _ALL_PART_COLUMNS}
+    FL = tabs["_flows"]
     K, A, MC, MS, SY, NV = (tabs[t] for t in ("kernels", "cuda_api", "memcpy", "memset", "cuda_sync", "nvtx_ranges"))
     counts = st.counts
     skipped = st.skipped
@@ -365,7 +370,19 @@ def _read_file(st: _FileState, parts: _Parts, progress: Progress, range_counter:
             _metadata_event(st, e)
         elif ph == "s" or ph == "f":
             if e.get("cat") == "ac2g":
-                (st.flows_s if ph == "s" else st.flows_f).add(_int(e.get("id")))
+                try:
+                    ts = to_ns(e.get("ts"))
+                except ValueError:
+                    ts = None
+                c = FL.cols
+                c["id"].append(_int(e.get("id")))
+                c["is_start"].append(ph == "s")
+                c["pid"].append(_int(e.get("pid")))
+                c["tid"].append(_int(e.get("tid")))
+                c["ts_ns"].append(ts)
+                FL.n += 1
+                if FL.n >= CHUNK_ROWS:
+                    parts.flush(FL, fi)
         else:
             key = f"ph={ph}"
             skipped[key] = skipped.get(key, 0) + 1
@@ -410,6 +427,55 @@ def _host_pid(st: _FileState) -> int | None:
     return next(iter(cpu)) if len(cpu) == 1 else None
 
 
+def _flow_sql(parts: _Parts, st: _FileState) -> str | None:
+    files = [str(p) for fi, p in parts.files["_flows"] if fi == st.index]
+    if not files:
+        return None
+    return "read_parquet([" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "])"
+
+
+def _flow_counts(parts: _Parts, st: _FileState) -> dict:
+    """Counts of ac2g flows by which ends the trace has (computed by DuckDB: bounded memory)."""
+    src = _flow_sql(parts, st)
+    out = {"ac2g_flows": 0, "both_ends": 0, "start_only": 0, "finish_only": 0}
+    if src is None:
+        return out
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        row = con.sql(
+            "SELECT count(*), count(*) FILTER (WHERE s > 0 AND f > 0), "
+            "count(*) FILTER (WHERE s > 0 AND f = 0), count(*) FILTER (WHERE s = 0 AND f > 0) "
+            "FROM (SELECT id, count(*) FILTER (WHERE is_start) AS s, "
+            f"count(*) FILTER (WHERE NOT is_start) AS f FROM {src} GROUP BY id)").fetchall()[0]
+    finally:
+        con.close()
+    return dict(zip(out, (int(v or 0) for v in row)))
+
+
+def _correlation_from_flows(cols: dict, parts: _Parts, st: _FileState):
+    """For GPU rows without args.correlation: the id of the ac2g flow end on the same track
+    (pid = device, tid = stream) at the same time, else null."""
+    src = _flow_sql(parts, st)
+    if src is None:
+        return cols["correlation_id"]
+    import duckdb
+
+    keys = pa.table({"_row": pa.array(range(len(cols["start_ns"])), i64),
+                     "pid": cols["device_id"].cast(i64), "tid": cols["stream_id"],
+                     "ts_ns": cols["start_ns"], "corr": cols["correlation_id"]})
+    con = duckdb.connect()
+    try:
+        con.register("k", keys)
+        got = fetch_arrow(con.sql(
+            "SELECT coalesce(k.corr, (SELECT min(f.id) FROM " + src + " f WHERE NOT f.is_start "
+            "AND f.pid = k.pid AND f.tid = k.tid AND f.ts_ns = k.ts_ns)) AS c FROM k ORDER BY k._row"))
+    finally:
+        con.close()
+    return got.column("c")
+
+
 def _fixed_batches(table: str, parts: _Parts, states: list[_FileState], range_counter: list[int]):
     step = pc.match_substring_regex
     for fi, p in parts.files[table]:
@@ -417,6 +483,8 @@ def _fixed_batches(table: str, parts: _Parts, states: list[_FileState], range_co
         t = pq.read_table(p)
         base = st.base_ns
         cols = {n: t.column(n) for n in t.column_names}
+        if table in GPU_TABLES and cols["correlation_id"].null_count:
+            cols["correlation_id"] = _correlation_from_flows(cols, parts, st)
         if base:
             try:
                 cols["start_ns"] = pc.add_checked(cols["start_ns"], pa.scalar(base, i64))
@@ -519,7 +587,6 @@ def _jsonable(v):
 def _source_entry(st: _FileState) -> dict:
     meta = {k: _jsonable(v) for k, v in st.metadata.items() if k not in ("deviceProperties", "INFO")}
     dist = meta.get("distributedInfo") or {}
-    both = st.flows_s & st.flows_f
     return {
         "file": st.path.name,
         "rank": dist.get("rank"),
@@ -535,8 +602,7 @@ def _source_entry(st: _FileState) -> dict:
         "invalid_kernels": st.invalid_kernels,
         "invalid_kernel_names": dict(sorted(st.invalid_kernel_names.items())[:20]),
         "bad_timestamps": st.bad_timestamps,
-        "flows": {"ac2g_complete": len(both), "ac2g_start_only": len(st.flows_s - both),
-                  "ac2g_finish_only": len(st.flows_f - both)},
+        "flows": st.flow_counts,
         "tracekit_ranges": st.has_tracekit_step,
     }
 
@@ -556,6 +622,7 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
             writer.manifest["inputs"].append(describe_input(st.path, "kineto-json"))
             _read_file(st, parts, progress, range_counter)
             st.base_ns = _base_ns(st)
+            st.flow_counts = _flow_counts(parts, st)
             st.host_pid = _host_pid(st)
             if st.host_pid is None and (parts.files["kernels"] or parts.files["memcpy"]):
                 writer.warn(f"{st.path.name}: several host processes; GPU activities have no pid")

@@ -297,6 +297,25 @@ def test_timestamps_exact_strings_base_and_overlap(tmp_path):
     assert man["sources"]["kineto"]["files"][0]["invalid_kernel_names"] == {"invalid": 1}
 
 
+def test_flow_links_and_correlation_fallback(tmp_path):
+    """A kernel without args.correlation takes the id of the ac2g flow that ends on it; flows
+    with one end are counted."""
+    k = _kernel(Decimal("20.5"), 2, corr=None)
+    del k["args"]["correlation"]
+    api = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 11,
+           "ts": 19, "dur": 1, "args": {"correlation": 77}}
+    flows = [{"ph": "s", "id": 77, "pid": 10, "tid": 11, "ts": 19, "cat": "ac2g", "name": "ac2g"},
+             {"ph": "f", "id": 77, "pid": 0, "tid": 7, "ts": Decimal("20.5"), "cat": "ac2g",
+              "name": "ac2g", "bp": "e"},
+             {"ph": "s", "id": 78, "pid": 10, "tid": 11, "ts": 30, "cat": "ac2g", "name": "ac2g"}]
+    text = json.dumps(_trace([api, k] + flows), default=str).replace('"20.5"', "20.5")
+    run = convert([_write(tmp_path, None, raw_text=text)], tmp_path / "run")
+    assert pq.read_table(run / "kernels.parquet").column("correlation_id").to_pylist() == [77]
+    man = json.loads((run / "manifest.json").read_text())
+    assert man["sources"]["kineto"]["files"][0]["flows"] == {
+        "ac2g_flows": 2, "both_ends": 1, "start_only": 1, "finish_only": 0}
+
+
 def test_metadata_before_and_after_events():
     head = b'{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "x"}], "traceEvents": [{"ph": "X"'
     assert head_metadata(head) == {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "x"}]}
