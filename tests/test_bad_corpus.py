@@ -1,0 +1,193 @@
+"""The corpus of broken inputs (tests/data/bad/cases.json) and the nsys schema registry.
+
+Every case of the corpus is one failure class: a committed file, or a ``recipe`` below that builds
+it from a fixture (fixtures are not copied into the repository). Each must end with its exact
+one-line message and exit status, and leave no run folder behind.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, NSYS_FIXTURES
+from tracekit.cli import run
+from tracekit.collectors import nsys_versions as V
+from tracekit.collectors.sqlite_export import Export
+
+BAD = Path(__file__).parent / "data" / "bad"
+CASES = json.loads((BAD / "cases.json").read_text())
+SMALL = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"  # schema 3.24.0, 3 kernels
+
+
+def copy_export(src: Path, dst: Path, *sql: str) -> Path:
+    """Copy an export and apply SQL statements to the copy."""
+    shutil.copyfile(src, dst)
+    dst.chmod(0o644)
+    with sqlite3.connect(dst) as c:
+        for s in sql:
+            c.executescript(s)
+    return dst
+
+
+def unconstrained(table: str) -> str:
+    """SQL that rebuilds ``table`` without its NOT NULL constraints (so tests can store NULLs)."""
+    return (f'CREATE TABLE "_tmp" AS SELECT * FROM "{table}"; DROP TABLE "{table}"; '
+            f'ALTER TABLE "_tmp" RENAME TO "{table}";')
+
+
+def _nsys_truncated(dst: Path) -> None:
+    dst.write_bytes(SMALL.read_bytes()[: SMALL.stat().st_size // 3])
+
+
+def _foreign_sqlite(dst: Path) -> None:
+    with sqlite3.connect(dst) as c:
+        c.execute("CREATE TABLE measurements (t INTEGER, value REAL)")
+        c.execute("INSERT INTO measurements VALUES (1, 2.5)")
+
+
+def _kineto_truncated(dst: Path) -> None:
+    with gzip.open(FIXTURES / "kineto" / "kineto_a100_triton.json.gz", "rb") as f:
+        dst.write_bytes(f.read()[:3000])
+
+
+RECIPES = {
+    "nsys_truncated": _nsys_truncated,
+    "foreign_sqlite": _foreign_sqlite,
+    "nsys_kernel_without_start": lambda d: copy_export(
+        SMALL, d, 'ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME COLUMN start TO "startTime"'),
+    "nsys_kernel_null_end": lambda d: copy_export(
+        SMALL, d, unconstrained("CUPTI_ACTIVITY_KIND_KERNEL"),
+        'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = NULL WHERE rowid = 2'),
+    "nsys_kernel_text_start": lambda d: copy_export(
+        SMALL, d, "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'not a time' WHERE rowid = 1"),
+    "nsys_stringids_broken": lambda d: copy_export(
+        SMALL, d, "DROP TABLE StringIds; CREATE TABLE StringIds (x INTEGER)"),
+    "nsys_newer_schema": lambda d: copy_export(
+        SMALL, d,
+        "UPDATE META_DATA_EXPORT SET value = '9.0.0' WHERE name = 'EXPORT_SCHEMA_VERSION'",
+        "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL ADD COLUMN futureColumn INTEGER",
+        "ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL DROP COLUMN gridId"),
+    "kineto_truncated": _kineto_truncated,
+}
+
+
+def build_case(case: dict, folder: Path) -> Path:
+    if "recipe" in case:
+        path = folder / case["file"]
+        RECIPES[case["recipe"]](path)
+        return path
+    return BAD / case["file"]
+
+
+def test_every_case_has_a_builder_or_file():
+    for case in CASES:
+        assert ("recipe" in case and case["recipe"] in RECIPES) or (BAD / case["file"]).is_file(), case
+    assert len({c["class"] for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["class"] for c in CASES])
+def test_bad_input_case(case, tmp_path, capsys):
+    src = build_case(case, tmp_path)
+    out = tmp_path / "out" / "run"
+    rc = run(["convert", str(src), "-o", str(out)])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("tracekit: ")]
+    assert rc == case["exit"], err
+    if case["exit"] == 0:
+        assert err == [f"tracekit: warning: {case['warning']}"]
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert case["warning"].split(": ", 1)[1] in manifest["warnings"]
+        return
+    assert len(err) == 1, err
+    assert err[0].startswith("tracekit: error: ")
+    msg = err[0][len("tracekit: error: "):]
+    # the message names the file (full path as given) and then says what is wrong
+    name, expected = case["message"].split(": ", 1)
+    assert msg.startswith(str(src.parent / name) + ": " + expected) or \
+        msg.startswith(str(src) + ": " + expected), (msg, case["message"])
+    assert not out.exists()
+    assert not (out.parent.exists() and any(out.parent.iterdir()))
+
+
+def test_newer_schema_is_read_best_effort(tmp_path):
+    """Rows all there, the dropped column NULL and listed, the run usable."""
+    from tracekit.convert import convert
+    from tracekit.runfolder import open_run
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "newer.sqlite"
+    RECIPES["nsys_newer_schema"](src)
+    out = convert([src], tmp_path / "run")
+    run_ = open_run(out)
+    reg = run_.manifest["sources"]["nsys"]["schema_registry"]
+    assert reg["status"] == "newer" and reg["version"] == "9.0.0" and reg["newest_known"] == "3.25.0"
+    assert reg["unknown_columns"] == {"CUPTI_ACTIVITY_KIND_KERNEL": ["futureColumn"]}
+    assert reg["missing_columns"] == {"CUPTI_ACTIVITY_KIND_KERNEL": ["gridId"]}
+    k = pq.read_table(run_.table_path("kernels"))
+    assert k.num_rows == 3 and k.column("grid_id").null_count == 3
+    assert k.column("start_ns").null_count == 0
+    assert "grid_id" in run_.manifest["sources"]["nsys"]["missing_columns"]["kernels"]
+
+
+# -- schema registry -----------------------------------------------------------------------------
+
+def _version(path: Path) -> str:
+    from tracekit.collectors.nsys import _metadata
+
+    with Export(path) as ex:
+        return V.version_key(_metadata(ex)["export_schema_version"])
+
+
+@pytest.mark.parametrize("path", NSYS_FIXTURES, ids=[p.stem for p in NSYS_FIXTURES])
+def test_registry_matches_fixture(path):
+    reg = V.registry()["versions"]
+    key = _version(path)
+    assert key in reg, f"{path.name}: schema {key} not registered; regenerate nsys_schemas.json"
+    entry = reg[key]
+    assert path.name in entry["fixtures"]
+    with Export(path) as ex:
+        tables = V.table_columns(ex.columns)
+    assert set(tables) <= set(entry["tables"])
+    for t, cols in tables.items():
+        if key == V.PRE_3:  # two pre-3.0 exports of different nsys releases: their union
+            assert set(cols) <= set(entry["tables"][t]), t
+        else:
+            assert cols == entry["tables"][t], t
+    assert V.compare(None if key == V.PRE_3 else key, ex.columns)["status"] == "known"
+
+
+def test_registry_covers_every_table_read():
+    assert V.registry()["read_tables"] == list(V.READ_TABLES), \
+        "tables read changed: regenerate collectors/nsys_schemas.json"
+    from tracekit.collectors import nsys_mapping as M
+
+    for tmap in M.TABLE_MAPS.values():
+        assert set(tmap.sources) <= set(V.READ_TABLES)
+
+
+def test_registry_versions_seen_in_fixtures():
+    assert V.known_versions() == ["pre-3.0", "3.0.0", "3.1.2", "3.4.0", "3.16.1", "3.17.1",
+                                  "3.23.3", "3.24.0", "3.25.0"]
+
+
+def test_compare_statuses():
+    cols = {"CUPTI_ACTIVITY_KIND_KERNEL": V.registry()["versions"]["3.25.0"]["tables"]
+            ["CUPTI_ACTIVITY_KIND_KERNEL"]}
+    assert V.compare("3.25.0", cols)["status"] == "known"
+    assert V.compare("3.5.0", cols)["status"] == "unlisted"
+    newer = V.compare("3.26.0", cols)
+    assert newer["status"] == "newer" and newer["unknown_columns"] == {} \
+        and newer["missing_columns"] == {}
+    assert V.compare("10.0", cols)["status"] == "newer"
+
+
+def test_every_fixture_converts_without_registry_warning(nsys_run):
+    for p in NSYS_FIXTURES[:3]:
+        m = json.loads((nsys_run(p.stem) / "manifest.json").read_text())
+        assert m["sources"]["nsys"]["schema_registry"]["status"] == "known"
+        assert not [w for w in m["warnings"] if "newer than any" in w]
