@@ -444,3 +444,14 @@ def test_gap_after_the_last_activity_is_other(run_factory):
                        "nvtx_ranges": steps([(1, "step 0", 0, 200)])})
     [i] = q(run, "gpu_idle", where={"scope": "step"})
     assert (i["wall_ns"], i["idle_ns"], i["idle_other_ns"], i["idle_sync_ns"]) == (200, 100, 100, 0)
+
+
+def test_unknown_pid_and_device_are_still_one_gpu(run_factory):
+    # an input that records neither process nor device for its kernels (nulls): one GPU row,
+    # busy [0,10) + [20,30) = 20 of wall 30
+    run = run_factory({"kernels": {"start_ns": [0, 20], "end_ns": [10, 30], "name": ["k", "k"],
+                                   "stream_id": [1, 2]}})
+    [u] = q(run, "gpu_utilization")
+    assert (u["pid"], u["device_id"], u["wall_ns"], u["busy_ns"], u["idle_ns"]) == (None, None, 30, 20, 10)
+    [i] = q(run, "gpu_idle")
+    assert (i["idle_ns"], i["gaps"]) == (10, 1)

@@ -40,8 +40,9 @@ SELECT a.run_id, a.scope, a.step_id, a.step, a.step_number, a.pid, rk.rank, a.de
        k.busy_ns / nullif(a.w1 - a.w0, 0) AS utilization,
        a.busy_ns / nullif(a.w1 - a.w0, 0) AS busy_fraction
 FROM a
-JOIN k USING (run_id, scope, w0, w1, pid, device_id)
-JOIN c USING (run_id, scope, w0, w1, pid, device_id)
+JOIN k ON k.run_id = a.run_id AND k.scope = a.scope AND k.step_id IS NOT DISTINCT FROM a.step_id
+      AND k.pid IS NOT DISTINCT FROM a.pid AND k.device_id IS NOT DISTINCT FROM a.device_id
+JOIN c ON c.run_id = a.run_id AND c.scope = a.scope AND c.step_id IS NOT DISTINCT FROM a.step_id
+      AND c.pid IS NOT DISTINCT FROM a.pid AND c.device_id IS NOT DISTINCT FROM a.device_id
 LEFT JOIN tk_ranks() rk ON rk.run_id = a.run_id AND rk.pid = a.pid
-WHERE k.step_id IS NOT DISTINCT FROM a.step_id AND c.step_id IS NOT DISTINCT FROM a.step_id
 ORDER BY a.run_id, a.pid, a.device_id, a.scope, a.w0, a.step_id;
