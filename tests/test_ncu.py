@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tests.conftest import FIXTURES
+from conftest import FIXTURES
 from tracekit.cli import run as cli_run
 from tracekit.collectors import detect
 from tracekit.collectors import ncu as ncu_collector

@@ -7,7 +7,6 @@ supply them.
 
 from __future__ import annotations
 
-import math
 
 import pytest
 
@@ -319,7 +318,7 @@ def test_roofline_by_nvtx_on_a_real_nsys_export(tmp_path):
     import csv
     import re
 
-    from tests.conftest import FIXTURES
+    from conftest import FIXTURES
     from tracekit.convert import convert
 
     nsys_file = FIXTURES / "nsys" / "nsys2024.6_h200_nvfuser_bench.sqlite"

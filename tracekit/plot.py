@@ -11,7 +11,6 @@ ncu kernel time of its run.
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
