@@ -455,3 +455,15 @@ def test_unknown_pid_and_device_are_still_one_gpu(run_factory):
     assert (u["pid"], u["device_id"], u["wall_ns"], u["busy_ns"], u["idle_ns"]) == (None, None, 30, 20, 10)
     [i] = q(run, "gpu_idle")
     assert (i["idle_ns"], i["gaps"]) == (10, 1)
+
+
+def test_interconnect_steps_of_two_processes(run_factory):
+    # ranks in processes 1 and 2 both have a step covering the sample at t=10: one row per step
+    steps2 = steps([(1, "step 0", 0, 20)], pid=1)
+    other = steps([(2, "step 0", 5, 25)], pid=2)
+    both = {k: steps2[k] + other[k] for k in steps2}
+    run = run_factory({"gpu_metrics": {"timestamp_ns": [10], "device_id": [0],
+                                       "metric_name": ["NVLink RX Bandwidth [Throughput %]"], "value": [40.0]},
+                       "nvtx_ranges": both})
+    rows = q(run, "interconnect", where={"scope": "step"})
+    assert sorted(r["step_id"] for r in rows) == [1, 2] and all(r["avg_value"] == 40.0 for r in rows)

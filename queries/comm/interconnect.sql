@@ -6,7 +6,7 @@
 -- a '[bytes/s]'-style unit is a rate): tracekit converts nothing. direction is 'rx' or 'tx' from an
 -- RX/TX word in the name (null otherwise, e.g. BAR1 requests). Scope 'run' covers every sample of
 -- the GPU; scope 'step' the samples with step start <= timestamp < step end, for every step of
--- the run (samples carry no process). Returns no rows when the capture had no GPU metrics (see
+-- the run (samples carry no process, so in a multi-process run each process's steps get a row). Returns no rows when the capture had no GPU metrics (see
 -- run_tables for whether gpu_metrics was captured).
 --
 -- @column run_id       id     Run folder the row comes from.
@@ -37,9 +37,12 @@ WITH m AS (
 scoped AS (
     SELECT m.*, 'run' AS scope, CAST(NULL AS BIGINT) AS step_id, CAST(NULL AS VARCHAR) AS step FROM m
     UNION ALL
-    SELECT m.*, 'step', s.step_id, s.step
-    FROM m ASOF JOIN tk_steps() s ON s.run_id = m.run_id AND m.timestamp_ns >= s.start_ns
-    WHERE m.timestamp_ns < s.end_ns
+    SELECT mp.* EXCLUDE (step_pid), 'step', s.step_id, s.step
+    FROM (SELECT m.*, p.pid AS step_pid
+          FROM m JOIN (SELECT DISTINCT run_id, pid FROM tk_steps()) p ON p.run_id = m.run_id) mp
+    ASOF JOIN tk_steps() s
+      ON s.run_id = mp.run_id AND s.pid = mp.step_pid AND mp.timestamp_ns >= s.start_ns
+    WHERE mp.timestamp_ns < s.end_ns
 )
 SELECT run_id, scope, step_id, step, device_id, link, direction, metric_name, unit,
        count(*) AS samples, avg(value) AS avg_value, quantile_cont(value, 0.5) AS p50_value,
