@@ -10,7 +10,8 @@
 --   launch_api_ns    time in launch calls: cudaLaunch*/cuLaunch* (Ex, ExC, Cooperative variants;
 --                    not cudaLaunchHostFunc) and cudaGraphLaunch/cuGraphLaunch;
 --   launches         launch calls that START in the window (a graph launch counts once);
---   host_ns_per_launch = (api_ns - sync_api_ns) / launches: host CUDA time per launch, waits excluded;
+--   host_ns_per_launch = (api_ns - sync_api_ns) / launches: host CUDA time per launch, explicit
+--                    synchronizations excluded (blocking cudaMemcpy calls, which also wait, stay in);
 --   gpu_idle_host_ns = gpu_idle's idle_host_ns summed over the process's GPUs for the same step
 --                    (scope 'run': over each GPU's own active span), and gpu_wall_ns the matching
 --                    sum of GPU window lengths, so host_bound_fraction is the share of GPU time the
