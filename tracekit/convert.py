@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tracekit.collectors import detect
 from tracekit.errors import InputError
+from tracekit.integrity import count_duplicates
 from tracekit.progress import NULL_PROGRESS, Progress
 from tracekit.runfolder import RunWriter
 
@@ -34,6 +35,7 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
         writer.manifest["sources"] = {}
         for name, (mod, paths) in groups.items():
             mod.collect(paths, writer, progress)
+        count_duplicates(writer)  # manifest duplicate_rows + warning (tracekit.integrity)
         if extra_manifest:
             writer.manifest.update(extra_manifest)
     return Path(run_dir)

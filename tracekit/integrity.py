@@ -1,0 +1,45 @@
+"""Checks of converted tables that no single collector can make while streaming.
+
+:func:`count_duplicates` finds rows identical in every column (a profiler that flushed a buffer
+twice, a trace concatenated with itself). They are kept -- dropping rows silently would change
+totals that ``nsys stats`` reports -- and counted in the manifest (``duplicate_rows``) with a
+warning, so a doubled total can be explained.
+"""
+
+from __future__ import annotations
+
+# Event tables checked, and the columns left out of the comparison: IDs tracekit assigns per row
+# (and values derived from them) would make every row unique.
+EVENT_TABLES = {
+    "kernels": (), "cuda_api": (), "memcpy": (), "memset": (), "cuda_sync": (),
+    "nvtx_ranges": ("range_id", "parent_range_id", "depth"), "nvtx_marks": (), "osrt_api": (),
+}
+
+
+def count_duplicates(writer) -> dict[str, int]:
+    """Count duplicated rows of the event tables written so far by ``writer`` (a RunWriter
+    inside its with-block); record them in its manifest and warn. Returns {table: extra rows}."""
+    import duckdb
+
+    from tracekit import schema
+
+    found: dict[str, int] = {}
+    con = duckdb.connect()
+    try:
+        for name, skip in EVENT_TABLES.items():
+            info = writer.manifest["tables"].get(name)
+            if not info or info["rows"] < 2:
+                continue
+            cols = ", ".join(f'"{c}"' for c in schema.table(name).column_names if c not in skip)
+            path = str(writer.path / info["file"]).replace("'", "''")
+            n = con.execute(
+                f"SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {cols} "
+                f"FROM read_parquet('{path}'))) FROM read_parquet('{path}')").fetchall()[0][0]
+            if n:
+                found[name] = int(n)
+                writer.warn(f"{n} duplicate row(s) in {name} (identical to another row in every "
+                            "column); kept, so totals count them")
+    finally:
+        con.close()
+    writer.manifest["duplicate_rows"] = found
+    return found
