@@ -191,3 +191,118 @@ def test_every_fixture_converts_without_registry_warning(nsys_run):
         m = json.loads((nsys_run(p.stem) / "manifest.json").read_text())
         assert m["sources"]["nsys"]["schema_registry"]["status"] == "known"
         assert not [w for w in m["warnings"] if "newer than any" in w]
+
+
+# -- semantics of broken but readable data -------------------------------------------------------
+
+SEM_SRC = FIXTURES / "nsys" / "nsys2023.1_rtx3090_conv_fp16.sqlite"  # 36 kernels, 59 NVTX ranges
+# CUPTI_ACTIVITY_KIND_KERNEL rowids: 1 unknown string ID, 2 zero and 3 negative duration,
+# 4 no API row, 5 duplicated. NVTX_EVENTS: the first two push/pop ranges never closed, and one
+# start/end range opened on one thread and closed on another is added.
+SEM_SQL = [
+    "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET shortName = 999999 WHERE rowid = 1",
+    'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start WHERE rowid = 2',
+    'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "end" = start - 100 WHERE rowid = 3',
+    "DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId = "
+    "(SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 4)",
+    "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid = 5",
+    'UPDATE NVTX_EVENTS SET "end" = NULL WHERE rowid IN '
+    "(SELECT rowid FROM NVTX_EVENTS WHERE eventType = 59 ORDER BY rowid LIMIT 2)",
+    'INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, endGlobalTid) '
+    "SELECT min(start) + 10, min(start) + 510, 60, 'crossing', "
+    "min(globalTid), min(globalTid) + 1 FROM NVTX_EVENTS WHERE eventType = 59",
+]
+
+
+@pytest.fixture(scope="module")
+def sem_run(tmp_path_factory):
+    from tracekit.convert import convert
+
+    d = tmp_path_factory.mktemp("sem")
+    src = copy_export(SEM_SRC, d / "broken.sqlite", *SEM_SQL)
+    with sqlite3.connect(src) as c:
+        first = c.execute("SELECT rowid, start, globalTid FROM NVTX_EVENTS WHERE eventType = 59 "
+                          "ORDER BY rowid LIMIT 2").fetchall()
+        k = {r[0]: r[1:] for r in c.execute(
+            'SELECT rowid, start, "end", correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL')}
+    return convert([src], d / "run"), {"open": first, "kernels": k}
+
+
+def _table(run_dir, name):
+    import pyarrow.parquet as pq
+
+    return pq.read_table(run_dir / f"{name}.parquet")
+
+
+def _manifest(run_dir):
+    return json.loads((run_dir / "manifest.json").read_text())
+
+
+def test_open_nvtx_ranges_reported_not_dropped_nor_stretched(sem_run):
+    run_dir, info = sem_run
+    r = _table(run_dir, "nvtx_ranges").to_pylist()
+    assert len(r) == 60  # 59 push/pop + the added start/end range
+    open_ = [x for x in r if x["is_open"]]
+    assert sorted(x["start_ns"] for x in open_) == sorted(s for _, s, _ in info["open"])
+    assert all(x["end_ns"] is None and x["duration_ns"] is None for x in open_)
+    m = _manifest(run_dir)
+    assert m["sources"]["nsys"]["stats"]["nvtx_open_ranges"] == 2
+    assert any(w.startswith("2 NVTX range(s) were never closed") for w in m["warnings"])
+
+
+def test_start_end_range_closed_on_another_thread_is_matched(sem_run):
+    run_dir, _ = sem_run
+    r = [x for x in _table(run_dir, "nvtx_ranges").to_pylist() if x["name"] == "crossing"]
+    assert len(r) == 1
+    x = r[0]
+    assert x["style"] == "start/end" and not x["is_open"]
+    assert x["duration_ns"] == 500 and x["end_ns"] - x["start_ns"] == 500
+    assert x["end_tid"] == x["tid"] + 1
+
+
+def test_unknown_string_id_is_an_explicit_name(sem_run):
+    run_dir, _ = sem_run
+    k = _table(run_dir, "kernels")
+    assert k.num_rows == 37  # 36 + the duplicate: no row dropped
+    assert k.column("short_name").to_pylist().count("<unknown string 999999>") == 1
+    assert k.column("short_name").null_count == 0
+
+
+def test_kernel_without_api_row_is_kept_and_flagged(sem_run):
+    from tracekit.engine import Engine
+
+    run_dir, info = sem_run
+    start, _end, corr = info["kernels"][4]
+    k = _table(run_dir, "kernels").to_pylist()
+    assert [x["start_ns"] for x in k if x["correlation_id"] == corr] == [start]
+    rows = Engine([run_dir]).query("launch_latency", {}).to_pylist()
+    no_api = [x for x in rows if not x["has_api"]]
+    assert [(x["correlation_id"], x["kernel_start_ns"]) for x in no_api] == [(corr, start)]
+    assert no_api[0]["api_name"] is None and no_api[0]["launch_latency_ns"] is None
+
+
+def test_nonpositive_durations_counted_kept_in_summaries_excluded_from_time(sem_run):
+    """Rule (docs/robustness.md): rows with duration <= 0 are kept and counted in the manifest;
+    summary queries (nsys stats equivalents) include them as nsys stats does; time metrics (busy,
+    idle, utilization: tk_gpu_activity) leave them out."""
+    from tracekit.engine import Engine
+
+    run_dir, info = sem_run
+    m = _manifest(run_dir)
+    assert m["sources"]["nsys"]["stats"]["nonpositive_duration_rows"]["kernels"] == 2
+    assert "2 row(s) of kernels have a zero or negative duration" in m["warnings"]
+    k = _table(run_dir, "kernels").to_pylist()
+    assert sorted(x["duration_ns"] for x in k)[:2] == [-100, 0]
+    e = Engine([run_dir])
+    summ = e.query("kernel_summary", {})
+    assert sum(summ.column("instances").to_pylist()) == 37
+    assert sum(summ.column("total_ns").to_pylist()) == sum(x["end_ns"] - x["start_ns"] for x in k)
+    busy = e.sql("SELECT count(*) AS n FROM tk_gpu_activity() WHERE activity = 'kernel'")
+    assert busy.column("n").to_pylist() == [35]
+
+
+def test_duplicate_rows_detected(sem_run):
+    run_dir, _ = sem_run
+    m = _manifest(run_dir)
+    assert m["duplicate_rows"] == {"kernels": 1}
+    assert any(w.startswith("1 duplicate row(s) in kernels") for w in m["warnings"])
