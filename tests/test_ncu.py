@@ -325,3 +325,34 @@ def test_naive_gemm_flops_match_2mnk(ncu_run):
         assert r["peak_flop_per_s"] == pytest.approx(2 * 1408 * 1.535e9, rel=0.01)
         assert r["peak_dram_bytes_per_s"] == pytest.approx(336e9, rel=0.01)
         assert r["precision"] == "fp32" and r["bound"] in ("compute", "latency")
+
+
+def test_v100_separate_passes_merge(ncu_run):
+    """NERSC-style runs: DRAM bytes in one report, fp64 counts in another, same 8 launches.
+    merge_passes pools them: intensities exist only merged; time comes from the faster
+    (uninstrumented) pass whatever the input order."""
+    dram, flops = "ncu_v100_gene_dram_time.ncu-rep", "ncu_v100_gene_flops_time.ncu-rep"
+    out = []
+    for names in ((dram, flops), (flops, dram)):
+        with Engine([ncu_run(*names)]) as eng:
+            plain = eng.query("roofline").to_pylist()
+            merged = {r["kernel_name"].split("(")[0]: r for r in eng.query("roofline", {"merge_passes": "true"}).to_pylist()}
+        assert len(plain) == 2 and all(r["dram_intensity"] is None for r in plain)  # each pass alone: no intensity
+        assert all(r["launches"] == 8 for r in plain)  # 4 per kernel and pass
+        out.append(merged)
+    for merged in out:
+        ij = merged["ij_deriv_kernel"]
+        assert ij["launches"] == 4 and "merged from 2 ncu passes" in ij["notes"]
+        assert ij["fp64_flop"] == 4 * (0 + 55050240 + 2 * 137625600) == 1321205760
+        assert ij["dram_bytes"] == pytest.approx(2763841248)
+        assert ij["dram_intensity"] == pytest.approx(1321205760 / 2763841248)
+        assert ij["bound"] == "memory"
+    assert out[0]["ij_deriv_kernel"]["time_ns"] == pytest.approx(out[1]["ij_deriv_kernel"]["time_ns"], rel=0.005)
+    assert out[0]["ij_deriv_kernel"]["time_ns"] < 4e6  # the FLOP-counting pass took 568 ms
+    # the details CSV of the same two passes (one file, two processes) gives the same roofline
+    with Engine([ncu_run("ncu_v100_gene_roofline_region.details.csv")]) as eng:
+        d = {r["kernel_name"].split("(")[0]: r for r in eng.query(
+            "roofline", {"merge_passes": "true", "gpu": "Tesla V100-SXM2-16GB"}).to_pylist()}
+    for k, r in out[0].items():
+        for col in ("fp64_flop", "dram_bytes", "time_ns", "dram_intensity", "flop_per_s"):
+            assert d[k][col] == pytest.approx(r[col], rel=1e-6), (k, col)

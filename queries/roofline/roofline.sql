@@ -16,6 +16,7 @@
 -- @param gpu VARCHAR NULL  Look up the table under this device name instead of the report's (e.g. for --page details CSVs that do not name the GPU).
 -- @param tensor_datatype VARCHAR NULL  Datatype of the tensor ceiling when the counters do not tell it (default fp16).
 -- @param sparsity VARCHAR dense  Tensor ceiling from the table: 'dense' or 'sparse'.
+-- @param merge_passes BOOLEAN false  Pool the metrics of the k-th launch of each kernel name across passes (input files / processes), for counters collected in separate ncu runs.
 -- @param min_roof_pct DOUBLE 20  Below this percentage of the roof at its intensity a kernel is labelled 'latency' (neither memory- nor compute-bound).
 -- @column run_id  id  Run folder the row comes from.
 -- @column kernel_name  text  Kernel name as ncu prints it (demangled).

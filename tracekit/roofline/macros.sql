@@ -27,12 +27,35 @@ CREATE OR REPLACE TEMP MACRO tk_bound(flop_per_s, intensity, peak_flop, peak_bw,
     END;
 
 CREATE OR REPLACE TEMP MACRO tk_roofline_launches() AS TABLE
-WITH picked AS (
-    SELECT m.run_id, m.launch_id, s.alias, arg_min(m.value, s.prio) AS v
+WITH passes AS (
+    -- merge_passes: the k-th launch of a kernel name in each pass (input file and process) is one
+    -- launch profiled in several passes (NERSC-style separate time / FLOP / byte passes); its
+    -- metrics are pooled under the first pass's launch_id. Otherwise every launch stands alone.
+    SELECT run_id, launch_id,
+        CASE WHEN coalesce(getvariable('merge_passes'), false)
+             THEN min(launch_id) OVER (PARTITION BY run_id, kernel_name, occ) ELSE launch_id END AS rep_id,
+        CASE WHEN coalesce(getvariable('merge_passes'), false)
+             THEN count(*) OVER (PARTITION BY run_id, kernel_name, occ) ELSE 1 END AS passes
+    FROM (SELECT run_id, launch_id, kernel_name,
+                 row_number() OVER (PARTITION BY run_id, coalesce(source_file, ''), pid, kernel_name ORDER BY launch_id) AS occ
+          FROM ncu_launches)
+),
+picked_all AS (
+    SELECT m.run_id, p.rep_id, m.launch_id, s.alias, s.prio, m.value,
+           min(s.prio) OVER (PARTITION BY m.run_id, p.rep_id, s.alias) AS best_prio
     FROM ncu_metrics m JOIN tk_ncu_spec s ON m.metric_name = s.metric_name
+    JOIN passes p ON p.run_id = m.run_id AND p.launch_id = m.launch_id
     WHERE m.value IS NOT NULL
       AND (m.metric_name <> 'Duration' OR m.section LIKE 'GPU Speed Of Light%')
-    GROUP BY m.run_id, m.launch_id, s.alias
+),
+picked AS (
+    -- the preferred metric of each input; across merged passes, time-like inputs take the
+    -- smallest value (instrumented passes, e.g. SASS instruction counting, run slower), the
+    -- others the first pass's value
+    SELECT run_id, rep_id AS launch_id, alias,
+           CASE WHEN alias IN ('dur', 'cycles') THEN min(value) ELSE arg_min(value, launch_id) END AS v
+    FROM picked_all WHERE prio = best_prio
+    GROUP BY run_id, rep_id, alias
 ),
 wide AS (
     SELECT run_id, launch_id,
@@ -85,20 +108,26 @@ wide AS (
     FROM picked GROUP BY run_id, launch_id
 ),
 tensor_ops AS (
-    -- per-datatype tensor-path op counters (not the _sparsity_on/_off splits, not integer sources)
-    SELECT run_id, launch_id, sum(value) AS ops,
-           arg_max(regexp_extract(metric_name, '^sm__ops_path_tensor_src_([a-z0-9]+)', 1), value) AS dtype
-    FROM ncu_metrics
-    WHERE regexp_matches(metric_name, '^sm__ops_path_tensor_src_(fp64|tf32|fp16|bf16|fp8)(_dst_[a-z0-9]+)?\.sum$')
-      AND value IS NOT NULL
-    GROUP BY run_id, launch_id
+    -- per-datatype tensor-path op counters (not the _sparsity_on/_off splits, not integer sources);
+    -- with merged passes, those of the first pass that has them
+    SELECT p.run_id, p.rep_id AS launch_id, arg_min(o.ops, o.launch_id) AS ops, arg_min(o.dtype, o.launch_id) AS dtype
+    FROM (
+        SELECT run_id, launch_id, sum(value) AS ops,
+               arg_max(regexp_extract(metric_name, '^sm__ops_path_tensor_src_([a-z0-9]+)', 1), value) AS dtype
+        FROM ncu_metrics
+        WHERE regexp_matches(metric_name, '^sm__ops_path_tensor_src_(fp64|tf32|fp16|bf16|fp8)(_dst_[a-z0-9]+)?\.sum$')
+          AND value IS NOT NULL
+        GROUP BY run_id, launch_id
+    ) o JOIN passes p ON p.run_id = o.run_id AND p.launch_id = o.launch_id
+    GROUP BY p.run_id, p.rep_id
 ),
 base AS (
     SELECT l.run_id, l.launch_id, l.kernel_name, l.function_name, l.device_name,
            l.compute_capability, l.pid, l.nvtx_range,
-           coalesce(getvariable('gpu'), l.device_name) AS gpu,
+           coalesce(getvariable('gpu'), l.device_name) AS gpu, ps.passes,
            w.m_cycles AS cycles, w.* EXCLUDE (run_id, launch_id), t.ops AS tensor_ops, t.dtype AS tensor_ops_dtype
     FROM ncu_launches l
+    JOIN passes ps ON ps.run_id = l.run_id AND ps.launch_id = l.launch_id AND ps.rep_id = l.launch_id
     LEFT JOIN wide w ON w.run_id = l.run_id AND w.launch_id = l.launch_id
     LEFT JOIN tensor_ops t ON t.run_id = l.run_id AND t.launch_id = l.launch_id
 ),
@@ -239,6 +268,7 @@ SELECT run_id, launch_id, kernel_name, function_name, device_name, compute_capab
         CASE WHEN ceil_mode = 'none' THEN 'ceilings: not computed (--param ceilings=none)' END
     ), '') AS missing,
     nullif(concat_ws('; ',
+        CASE WHEN passes > 1 THEN 'merged from ' || passes || ' ncu passes' END,
         CASE WHEN time_from_cycles THEN 'time_ns = sm__cycles_elapsed.avg / sm__cycles_elapsed.avg.per_second' END,
         CASE WHEN dfma_from_rate OR ffma_from_rate OR hfma_from_rate OR dadd_from_rate OR fadd_from_rate OR hadd_from_rate
                   OR dmul_from_rate OR fmul_from_rate OR hmul_from_rate
