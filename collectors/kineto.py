@@ -32,6 +32,7 @@ from tracekit.engine import fetch_arrow
 from tracekit.errors import InputError
 from tracekit.progress import NULL_PROGRESS, Progress
 from tracekit.runfolder import RunWriter, describe_input
+from tracekit.workloads import annotate as _annotate
 
 NAME = "kineto"
 CHUNK_ROWS = 65536
@@ -45,11 +46,12 @@ ANNOTATION_DOMAINS = {
 }
 TRACEKIT_DOMAIN = "tracekit"
 # tracekit's runners name their record_function ranges exactly like their NVTX ranges (domain
-# `tracekit`): one range per step whose message carries the step number, and phase ranges.
-# A user_annotation goes to domain `tracekit` when its trace has at least one range matching
-# TRACEKIT_STEP and its own name matches TRACEKIT_STEP or TRACEKIT_PHASE (see docs/kineto.md).
-TRACEKIT_STEP = r"^step[ _#:]?[0-9]+$"
-TRACEKIT_PHASE = r"^(data|forward|backward|optimizer|comm|communication|allreduce)([ :/].*)?$"
+# `tracekit`, convention in tracekit.workloads.annotate): `step N` / `step N (warmup)` per step,
+# `data`, `forward`, `backward`, `optimizer`, `comm ...`. A user_annotation goes to domain
+# `tracekit` when its trace has at least one user_annotation matching TRACEKIT_STEP and its own
+# name matches TRACEKIT_STEP or TRACEKIT_PHASE (see docs/kineto.md).
+TRACEKIT_STEP = _annotate.STEP_SQL_REGEX
+TRACEKIT_PHASE = "^(" + "|".join(_annotate.PHASES) + ")$|^comm( .*)?$"
 
 API_CATEGORIES = {"cuda_runtime": "runtime", "cuda_driver": "driver"}
 SKIPPED_CATEGORIES = {"Trace", "ac2g", "fwdbwd"}
@@ -81,8 +83,8 @@ _PART_COLUMNS = {
                "mem_kind": s},
     "cuda_sync": {"start_ns": i64, "end_ns": i64, "duration_ns": i64, "device_id": i32,
                   "context_id": i64, "stream_id": i64, "correlation_id": i64, "sync_type": s},
-    "nvtx_ranges": {"start_ns": i64, "end_ns": i64, "duration_ns": i64, "pid": i64, "tid": i64,
-                    "style": s, "domain": s, "name": s, "category": s},
+    "nvtx_ranges": {"seq": i64, "start_ns": i64, "end_ns": i64, "duration_ns": i64, "pid": i64,
+                    "tid": i64, "style": s, "domain": s, "name": s, "category": s},
 }
 # ac2g flow ends: not a run-folder table; used for the manifest's flow counts and to find the
 # correlation ID of a GPU activity whose args lack it (the flow end at the same track and time).
@@ -191,6 +193,7 @@ class _FileState:
         self.invalid_kernel_names: dict[str, int] = {}
         self.bad_timestamps = 0
         self.has_tracekit_step = False
+        self.nvtx_rows = 0
         self.metadata: dict = {}
         self.metadata_complete = True
 
@@ -339,6 +342,8 @@ def _read_file(st: _FileState, parts: _Parts, progress: Progress, range_counter:
             elif cat in ANNOTATION_DOMAINS:
                 c = NV.cols
                 name = e.get("name") or ""
+                c["seq"].append(st.nvtx_rows)
+                st.nvtx_rows += 1
                 c["start_ns"].append(start)
                 c["end_ns"].append(start + dur)
                 c["duration_ns"].append(dur)
@@ -477,7 +482,9 @@ def _correlation_from_flows(cols: dict, parts: _Parts, st: _FileState):
 
 
 def _fixed_batches(table: str, parts: _Parts, states: list[_FileState], range_counter: list[int]):
-    step = pc.match_substring_regex
+    if table == "nvtx_ranges":
+        yield from _nvtx_batches(parts, states, range_counter)
+        return
     for fi, p in parts.files[table]:
         st = states[fi]
         t = pq.read_table(p)
@@ -499,22 +506,88 @@ def _fixed_batches(table: str, parts: _Parts, states: list[_FileState], range_co
             vals = pa.array(list(st.copy_sizes.values()), i64)
             looked = pc.take(vals, pc.index_in(cols["correlation_id"], value_set=keys))
             cols["bytes"] = pc.coalesce(cols["bytes"], looked)
-        if table == "nvtx_ranges":
-            n = t.num_rows
-            cols["range_id"] = pa.array(range(range_counter[0], range_counter[0] + n), i64)
-            range_counter[0] += n
-            cols["is_open"] = pa.array([False] * n, b)
-            if st.host_pid is not None:
-                cols["pid"] = pc.coalesce(cols["pid"], pa.scalar(st.host_pid, i64))
-            if st.has_tracekit_step:
-                names = cols["name"]
-                is_tk = pc.and_(
-                    pc.equal(cols["domain"], "pytorch.user_annotation"),
-                    pc.or_(step(names, TRACEKIT_STEP), step(names, TRACEKIT_PHASE)))
-                cols["domain"] = pc.if_else(is_tk, pa.scalar(TRACEKIT_DOMAIN), cols["domain"])
         yield pa.table(cols)
         del t, cols
         p.unlink()
+
+
+_NVTX_SQL = """
+WITH r AS (
+    SELECT seq + {offset} AS range_id, start_ns + {base} AS start_ns, end_ns + {base} AS end_ns,
+           duration_ns, coalesce(pid, {host_pid}) AS pid, tid, style,
+           CASE WHEN {tracekit} AND domain = 'pytorch.user_annotation'
+                 AND (regexp_matches(name, {step_re}) OR regexp_matches(name, {phase_re}))
+                THEN '{tk_domain}' ELSE domain END AS domain,
+           name, category
+    FROM {src}
+),
+-- push/pop nesting per thread: +1 at each start, -1 at each end (ends before starts at equal
+-- times; longer ranges first among equal starts); a zero-length range is a point (+0) inside
+-- whatever is open. depth = ranges open just before the start; parent = the last range started
+-- before it on the thread one level up (ASOF).
+ev AS (
+    SELECT pid, tid, start_ns AS t, CASE WHEN end_ns > start_ns THEN 1 ELSE 2 END AS kind,
+           end_ns - start_ns AS len, range_id FROM r WHERE style = 'push/pop'
+    UNION ALL
+    SELECT pid, tid, end_ns, 0, 0, range_id FROM r WHERE style = 'push/pop' AND end_ns > start_ns
+),
+walk AS (
+    SELECT range_id, pid, tid, kind,
+           sum(CASE kind WHEN 1 THEN 1 WHEN 0 THEN -1 ELSE 0 END) OVER w
+             - CASE kind WHEN 1 THEN 1 ELSE 0 END AS depth,
+           row_number() OVER w AS pos
+    FROM ev
+    WINDOW w AS (PARTITION BY pid, tid ORDER BY t, kind, len DESC, range_id
+                 ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+),
+opens AS (SELECT * FROM walk WHERE kind > 0),
+nest AS (
+    SELECT c.range_id, c.depth, p.range_id AS parent_range_id
+    FROM opens c ASOF LEFT JOIN (SELECT * FROM opens WHERE kind = 1) p
+      ON p.pid IS NOT DISTINCT FROM c.pid AND p.tid IS NOT DISTINCT FROM c.tid
+     AND p.depth = c.depth - 1 AND c.pos > p.pos
+)
+SELECT r.start_ns, r.end_ns, r.duration_ns, false AS is_open, r.range_id, r.pid, r.tid,
+       r.style, r.domain, r.name, r.category, CAST(n.depth AS INTEGER) AS depth,
+       CASE WHEN n.depth > 0 THEN n.parent_range_id END AS parent_range_id
+FROM r LEFT JOIN nest n USING (range_id)
+ORDER BY r.range_id
+"""
+
+
+def _nvtx_batches(parts: _Parts, states: list[_FileState], range_counter: list[int]):
+    """nvtx_ranges of each trace through DuckDB (spills to disk: bounded memory): base time,
+    host pid of GPU annotations, the tracekit domain, range IDs, push/pop depth and parent."""
+    import duckdb
+
+    for st in states:
+        files = [str(p) for fi, p in parts.files["nvtx_ranges"] if fi == st.index]
+        if not files:
+            continue
+        src = "read_parquet([" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "])"
+        sql = _NVTX_SQL.format(
+            offset=range_counter[0], base=st.base_ns,
+            host_pid="NULL" if st.host_pid is None else st.host_pid,
+            tracekit="true" if st.has_tracekit_step else "false",
+            step_re=_sql_str(TRACEKIT_STEP), phase_re=_sql_str(TRACEKIT_PHASE),
+            tk_domain=TRACEKIT_DOMAIN, src=src)
+        con = duckdb.connect()
+        try:
+            con.execute(f"SET temp_directory = {_sql_str(str(parts.root / 'duckdb-tmp'))}")
+            con.execute("SET preserve_insertion_order = true")
+            reader = con.sql(sql).to_arrow_reader(CHUNK_ROWS)
+            for batch in reader:
+                yield batch
+        except duckdb.OutOfRangeException:
+            raise InputError("timestamps + baseTimeNanoseconds overflow int64 nanoseconds",
+                             path=st.path) from None
+        finally:
+            con.close()
+        range_counter[0] += st.nvtx_rows
+
+
+def _sql_str(v: str) -> str:
+    return "'" + v.replace("'", "''") + "'"
 
 
 def _processes(states: list[_FileState]) -> pa.Table:

@@ -174,6 +174,20 @@ def test_annotations_and_manifest(name, runs):
         assert pids == api_pids
 
 
+@pytest.mark.parametrize("name", ["kineto_a100_nccl_2ranks_rank0", "kineto_cpu_only_rank"])
+def test_push_pop_nesting(name, runs):
+    """depth and parent_range_id: every child lies inside its parent, one level down, same thread;
+    depth 0 has no parent."""
+    eng = Engine([runs(name)])
+    bad = _sql(eng, "SELECT count(*) FROM nvtx_ranges c JOIN nvtx_ranges p ON p.range_id = c.parent_range_id "
+                    "WHERE c.start_ns < p.start_ns OR c.end_ns > p.end_ns OR p.depth <> c.depth - 1 "
+                    "OR p.tid <> c.tid")[0][0]
+    assert bad == 0
+    assert _sql(eng, "SELECT count(*) FROM nvtx_ranges WHERE style = 'push/pop' AND (depth IS NULL OR depth < 0 "
+                     "OR (depth = 0) <> (parent_range_id IS NULL))")[0][0] == 0
+    assert _sql(eng, "SELECT count(*) FROM nvtx_ranges WHERE depth > 0")[0][0] > 100
+
+
 def test_cpu_only_trace_captures_no_gpu_tables(runs):
     run = runs("kineto_cpu_only_rank")
     man = json.loads((run / "manifest.json").read_text())
@@ -360,12 +374,15 @@ def test_truncated_gzip_is_input_error(tmp_path):
 def test_tracekit_domain_rule(tmp_path):
     def ua(name, ts, dur):
         return {"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
-    doc = _trace([ua("step 0", 0, 100), ua("forward", 1, 40), ua("backward", 50, 40),
-                  ua("ProfilerStep#0", 0, 100), ua("my_range", 2, 3)])
+    doc = _trace([ua("step 0 (warmup)", 0, 100), ua("forward", 1, 40), ua("backward", 50, 40),
+                  ua("comm allreduce", 60, 5), ua("step 1", 100, 100),
+                  ua("ProfilerStep#0", 0, 100), ua("my_range", 2, 3), ua("forwarding", 3, 1)])
     run = convert([_write(tmp_path, doc)], tmp_path / "run")
     got = {r["name"]: r["domain"] for r in pq.read_table(run / "nvtx_ranges.parquet").to_pylist()}
-    assert got == {"step 0": "tracekit", "forward": "tracekit", "backward": "tracekit",
-                   "ProfilerStep#0": "pytorch.user_annotation", "my_range": "pytorch.user_annotation"}
+    assert got == {"step 0 (warmup)": "tracekit", "forward": "tracekit", "backward": "tracekit",
+                   "comm allreduce": "tracekit", "step 1": "tracekit",
+                   "ProfilerStep#0": "pytorch.user_annotation", "my_range": "pytorch.user_annotation",
+                   "forwarding": "pytorch.user_annotation"}
     # without a step range, a range called "forward" stays a plain user annotation
     doc = _trace([ua("forward", 1, 40)])
     run = convert([_write(tmp_path, doc, "t2.json")], tmp_path / "run2")
@@ -415,6 +432,10 @@ def test_torch_cpu_trace_converts(torch_cpu_run):
         eng,         "SELECT name FROM nvtx_ranges WHERE domain = 'tracekit' AND name NOT LIKE 'step %'"))
     assert phases == {"forward": 3, "backward": 3, "optimizer": 3}
     assert _sql(eng, "SELECT count(*) FROM nvtx_ranges WHERE domain = 'pytorch.cpu_op'")[0][0] == raw.ops["cpu_op"]
+    nest = _sql(eng, "SELECT c.name, c.depth, p.name FROM nvtx_ranges c LEFT JOIN nvtx_ranges p "
+                     "ON p.range_id = c.parent_range_id WHERE c.domain = 'tracekit' ORDER BY c.start_ns")
+    assert nest[:4] == [("step 0", 0, None), ("forward", 1, "step 0"), ("backward", 1, "step 0"),
+                        ("optimizer", 1, "step 0")]
     man = json.loads((run / "manifest.json").read_text())
     assert "kernels" in man["not_captured"]
     assert _sql(eng, "SELECT count(*) FROM processes")[0][0] == 1
