@@ -74,6 +74,30 @@ def test_tiny_preset_trains_on_cpu(workload):
     assert len(r["step_wall_ns"]) == 2 and all(isinstance(t, int) and t > 0 for t in r["step_wall_ns"])
 
 
+# gnmt: LSTMs on the meta device run step by step in Python (slow); maskrcnn: below.
+@pytest.mark.parametrize("workload", [w for w in IDS if w not in ("gnmt", "maskrcnn")])
+def test_full_preset_shapes_are_consistent(workload):
+    """The full presets (GPU-sized) build and run forward + backward on the meta device: every
+    layer's shapes fit together without allocating memory or computing anything."""
+    with torch.device("meta"):
+        task = REGISTRY[workload].build("full", 2, torch.device("meta"))
+    loss = task.loss(task.model, task.make_batch(None))
+    loss.backward()
+    assert loss.shape == () and loss.is_meta
+
+
+def test_maskrcnn_full_shapes():
+    s = REGISTRY["maskrcnn"].presets["full"].shapes
+    with torch.device("meta"):
+        task = REGISTRY["maskrcnn"].build("full", 2, torch.device("meta"))
+    x, gt, rpn_labels, *_ = task.make_batch(None)
+    obj, deltas, cls, box, mask = task.model(x, gt)
+    cells = (800 // 16) * (1344 // 16)  # stride-16 C4 map: 50 x 84
+    assert obj.shape == (2, cells * 15) == rpn_labels.shape and deltas.shape == (2, cells * 15, 4)
+    assert cls.shape == (2 * 512, 81) and box.shape == (2 * 512, 81, 4)
+    assert mask.shape == (2 * 128, 81, 28, 28) and s["roi_size"] * 2 == 28
+
+
 @pytest.mark.parametrize("workload", ["resnet_cifar", "transformer", "dlrm"])
 def test_bf16_autocast_on_cpu(workload):
     r = cpu_run(workload, precision="bf16")

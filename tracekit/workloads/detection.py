@@ -174,7 +174,7 @@ class MaskRCNN(nn.Module):
                                        nn.Conv2d(md, s["classes"], 1))
         fh, fw = trunk_hw(s["image"][0], s["image"][1], self.STRIDES)
         self.register_buffer("anchors", make_anchors(fh, fw, 16, s["anchor_sizes"], s["anchor_ratios"],
-                                                     "cpu"), persistent=False)
+                                                     None), persistent=False)
 
     def forward(self, images, gt_boxes):
         s = self.s
