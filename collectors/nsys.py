@@ -26,7 +26,7 @@ from tracekit.schema import table as schema_table
 
 NAME = "nsys"
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
-DUCKDB_MEMORY_LIMIT = "1GB"
+DUCKDB_MEMORY_LIMIT = "512MB"
 OUT_BATCH_ROWS = 65536
 
 
@@ -288,10 +288,15 @@ class _Work:
         self.con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
         self.con.execute(f"SET temp_directory = '{folder / 'spill'}'")
         self.con.execute("SET threads = 4")
+        self.con.execute("SET enable_progress_bar = false")
+        self.con.execute("SET preserve_insertion_order = false")
 
-    def load(self, batches: Iterable[pa.RecordBatch]) -> bool:
+    def load(self, batches: Iterable[pa.RecordBatch], columns: list[str] | None = None) -> bool:
+        """Insert ``batches`` (only ``columns`` when given) into table ``src``."""
         created = False
         for b in batches:
+            if columns is not None:
+                b = b.select(columns)
             self.con.register("batch_view", b)
             if created:
                 self.con.execute("INSERT INTO src SELECT * FROM batch_view")
@@ -356,12 +361,70 @@ DROP TABLE lvl;
 
 
 def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.RecordBatch]:
-    """Add ``depth`` and ``parent_range_id`` to push/pop NVTX ranges (rows kept in rowid order)."""
-    if not work.load(batches):
+    """Add ``depth`` and ``parent_range_id`` to push/pop NVTX ranges (rows kept in rowid order).
+
+    The decoded batches are spilled to an Arrow IPC file in the work folder while only the six
+    columns the nesting needs go into DuckDB; the result (sorted by range_id) is then merged back
+    batch by batch.
+    """
+    import pyarrow.ipc as ipc
+
+    spill = work.folder / "nvtx_ranges.arrow"
+    writer = None
+
+    def tee():
+        nonlocal writer
+        for b in batches:
+            if writer is None:
+                writer = ipc.new_file(str(spill), b.schema)
+            writer.write_batch(b)
+            yield b
+
+    try:
+        loaded = work.load(tee(), ["range_id", "pid", "tid", "start_ns", "end_ns", "style"])
+    finally:
+        if writer is not None:
+            writer.close()
+    if not loaded:
         return
     work.con.execute(NVTX_NESTING_SQL)
-    yield from work.stream("SELECT src.*, nest.depth, nest.parent_range_id FROM src "
-                           "LEFT JOIN nest USING (range_id) ORDER BY src.range_id")
+    nest = work.stream("SELECT range_id, depth, parent_range_id FROM nest ORDER BY range_id")
+    yield from _merge_by_range_id(ipc.open_file(str(spill)), nest)
+
+
+def _merge_by_range_id(reader, nest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Join ``nest`` rows (sorted by range_id) onto the spilled batches (rowid order)."""
+    pending: list[pa.RecordBatch] = []
+    pending_max = -1
+    exhausted = False
+    for i in range(reader.num_record_batches):
+        b = reader.get_batch(i)
+        ids = b.column("range_id")
+        top = pc.max(ids).as_py()
+        while not exhausted and pending_max < top:
+            nb = next(nest, None)
+            if nb is None:
+                exhausted = True
+            elif nb.num_rows:
+                pending.append(nb)
+                pending_max = nb.column("range_id")[-1].as_py()
+        table = pa.Table.from_batches(pending) if pending else None
+        if table is not None and table.num_rows:
+            nid = table.column("range_id")
+            idx = pc.index_in(ids, value_set=nid)
+            depth = pc.take(table.column("depth"), idx)
+            parent = pc.take(table.column("parent_range_id"), idx)
+            # keep only the rows beyond this batch for the next one
+            rest = table.filter(pc.greater(nid, top))
+            pending = rest.to_batches()
+        else:
+            depth = pa.nulls(b.num_rows, pa.int32())
+            parent = pa.nulls(b.num_rows, pa.int64())
+        yield b.append_column("depth", _flat(depth)).append_column("parent_range_id", _flat(parent))
+
+
+def _flat(a):
+    return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
 
 
 def sched_intervals(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.RecordBatch]:

@@ -325,6 +325,9 @@ OSRT_API = TableMap(
         "nesting_level": (col("nestingLevel"),),
         "return_value": (col("returnValue"),),
     },
+    # event class 27 = OS runtime call; 31/32 are nsys's zero-length "profiling started/finished"
+    # marker rows, which nsys stats' osrtsum leaves out too
+    where="t.eventClass = 27",
 )
 
 CPU_THREAD_STATE = TableMap(

@@ -48,7 +48,9 @@ SOURCE_COUNTS = {
     "cuda_sync": "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
     "nvtx_ranges": "SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60, 70, 71)",
     "nvtx_marks": "SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (34, 65)",
-    "osrt_api": "SELECT count(*) FROM OSRT_API",
+    # event class 27 = OS runtime call (31/32 are zero-length profiling start/finish markers,
+    # left out as nsys stats' osrtsum does)
+    "osrt_api": "SELECT count(*) FROM OSRT_API WHERE eventClass = 27",
     "processes": "SELECT count(*) FROM PROCESSES",
     "threads": "SELECT count(*) FROM ThreadNames",
     "gpu_metrics": "SELECT count(*) FROM GPU_METRICS",
@@ -124,10 +126,27 @@ def test_fixture_invariants(nsys_run, stem):
         assert run.manifest["sources"]["nsys"]["stats"]["nvtx_open_ranges"] == open_src
 
 
-def test_fixture_manifest_counts_nonpositive_durations(nsys_run):
-    run = open_run(nsys_run("nsys2025.5_cuda_graph"))
-    src = sqlite3.connect(f"file:{NSYS_FIXTURES[STEMS.index('nsys2025.5_cuda_graph')]}?mode=ro", uri=True)
-    n = src.execute('SELECT count(*) FROM OSRT_API WHERE "end" - start <= 0').fetchone()[0]
-    assert n == 3
-    assert run.manifest["sources"]["nsys"]["stats"]["nonpositive_duration_rows"] == {"osrt_api": 3}
-    assert "3 row(s) of osrt_api have a zero or negative duration" in run.manifest["warnings"]
+def test_manifest_counts_nonpositive_durations(tmp_path):
+    """No fixture has such rows: add two OS runtime calls whose end is not after their start."""
+    import shutil
+
+    from tracekit.convert import convert
+
+    stem = "nsys2025.5_cuda_graph"
+    dst = tmp_path / "edited.sqlite"
+    shutil.copyfile(NSYS_FIXTURES[STEMS.index(stem)], dst)
+    dst.chmod(0o644)
+    con = sqlite3.connect(dst)
+    con.executescript("""
+        INSERT INTO OSRT_API SELECT start, start, eventClass, globalTid, nameId, returnValue, nestingLevel,
+               callchainId, argumentsId FROM OSRT_API WHERE eventClass = 27 LIMIT 1;
+        INSERT INTO OSRT_API SELECT start, start - 5, eventClass, globalTid, nameId, returnValue, nestingLevel,
+               callchainId, argumentsId FROM OSRT_API WHERE eventClass = 27 LIMIT 1;""")
+    con.commit()
+    con.close()
+    run = open_run(convert([dst], tmp_path / "run"))
+    assert run.manifest["tables"]["osrt_api"]["rows"] == 653
+    assert run.manifest["sources"]["nsys"]["stats"]["nonpositive_duration_rows"] == {"osrt_api": 2}
+    assert "2 row(s) of osrt_api have a zero or negative duration" in run.manifest["warnings"]
+    got = duckdb.sql(f"SELECT min(duration_ns) FROM '{run.table_path('osrt_api')}'").fetchall()
+    assert got == [(-5,)]
