@@ -114,19 +114,21 @@ FROM dev d JOIN tk_steps() s ON s.run_id = d.run_id AND s.pid = d.pid;
 CREATE OR REPLACE TEMP MACRO tk_busy_between(busy_set) AS TABLE
 WITH isl AS MATERIALIZED (SELECT * FROM tk_busy_islands(busy_set)),
 w AS MATERIALIZED (SELECT * FROM tk_gpu_windows()),
-at0 AS (
-    SELECT w.*, coalesce(i.cum_before_ns + least(w.w0, i.end_ns) - i.start_ns, 0) AS b0
-    FROM w ASOF LEFT JOIN isl i
-      ON w.run_id = i.run_id AND w.pid IS NOT DISTINCT FROM i.pid
-     AND w.device_id IS NOT DISTINCT FROM i.device_id AND w.w0 >= i.start_ns
+-- both edges of every window probe the islands in one ASOF join
+probes AS (
+    SELECT w.*, false AS is_end, w0 AS t FROM w
+    UNION ALL
+    SELECT w.*, true, w1 FROM w
 ),
-at1 AS (
-    SELECT at0.*, coalesce(i.cum_before_ns + least(at0.w1, i.end_ns) - i.start_ns, 0) AS b1
-    FROM at0 ASOF LEFT JOIN isl i
-      ON at0.run_id = i.run_id AND at0.pid IS NOT DISTINCT FROM i.pid
-     AND at0.device_id IS NOT DISTINCT FROM i.device_id AND at0.w1 >= i.start_ns
+probed AS (
+    SELECT p.*, coalesce(i.cum_before_ns + least(p.t, i.end_ns) - i.start_ns, 0) AS b
+    FROM probes p ASOF LEFT JOIN isl i
+      ON p.run_id = i.run_id AND p.pid IS NOT DISTINCT FROM i.pid
+     AND p.device_id IS NOT DISTINCT FROM i.device_id AND p.t >= i.start_ns
 )
-SELECT run_id, scope, step_id, step, step_number, pid, device_id, w0, w1, CAST(b1 - b0 AS BIGINT) AS busy_ns FROM at1;
+SELECT run_id, scope, step_id, step, step_number, pid, device_id, w0, w1,
+       CAST(sum(CASE WHEN is_end THEN b ELSE -b END) AS BIGINT) AS busy_ns
+FROM probed GROUP BY run_id, scope, step_id, step, step_number, pid, device_id, w0, w1;
 
 -- tk_launch_calls(): CUDA API calls per (run_id, pid, correlation_id) -- the call that launched
 -- a GPU activity carrying that correlation ID. name loses CUPTI's version suffix (_v7000).
@@ -247,34 +249,30 @@ WINDOW w AS (PARTITION BY run_id, pid, device_id ORDER BY gap_start ROWS BETWEEN
 CREATE OR REPLACE TEMP MACRO tk_idle_between() AS TABLE
 WITH g AS MATERIALIZED (SELECT * FROM tk_gpu_gaps()),
 w AS MATERIALIZED (SELECT * FROM tk_gpu_windows()),
-at0 AS (
-    SELECT w.*,
-           coalesce(g.cum_idle_before_ns + least(w.w0, g.gap_end) - g.gap_start, 0) AS i0,
-           coalesce(g.cum_host_before_ns + CASE WHEN g.cause = 'host' THEN least(w.w0, g.gap_end) - g.gap_start ELSE 0 END, 0) AS h0,
-           coalesce(g.cum_sync_before_ns + CASE WHEN g.cause = 'sync' THEN least(w.w0, g.gap_end) - g.gap_start ELSE 0 END, 0) AS s0,
-           coalesce(g.cum_copy_before_ns + CASE WHEN g.cause = 'copy' THEN least(w.w0, g.gap_end) - g.gap_start ELSE 0 END, 0) AS c0,
-           coalesce(g.cum_other_before_ns + CASE WHEN g.cause = 'other' THEN least(w.w0, g.gap_end) - g.gap_start ELSE 0 END, 0) AS o0,
-           -- gaps wholly before w0: earlier gaps, plus this one when it ends at or before w0
-           coalesce(g.gaps_before + CASE WHEN g.gap_end <= w.w0 THEN 1 ELSE 0 END, 0) AS n0
-    FROM w ASOF LEFT JOIN g
-      ON w.run_id = g.run_id AND w.pid IS NOT DISTINCT FROM g.pid
-     AND w.device_id IS NOT DISTINCT FROM g.device_id AND w.w0 >= g.gap_start
+probes AS (
+    SELECT w.*, false AS is_end, w0 AS t FROM w
+    UNION ALL
+    SELECT w.*, true, w1 FROM w
 ),
-at1 AS (
-    SELECT a.*,
-           coalesce(g.cum_idle_before_ns + least(a.w1, g.gap_end) - g.gap_start, 0) AS i1,
-           coalesce(g.cum_host_before_ns + CASE WHEN g.cause = 'host' THEN least(a.w1, g.gap_end) - g.gap_start ELSE 0 END, 0) AS h1,
-           coalesce(g.cum_sync_before_ns + CASE WHEN g.cause = 'sync' THEN least(a.w1, g.gap_end) - g.gap_start ELSE 0 END, 0) AS s1,
-           coalesce(g.cum_copy_before_ns + CASE WHEN g.cause = 'copy' THEN least(a.w1, g.gap_end) - g.gap_start ELSE 0 END, 0) AS c1,
-           coalesce(g.cum_other_before_ns + CASE WHEN g.cause = 'other' THEN least(a.w1, g.gap_end) - g.gap_start ELSE 0 END, 0) AS o1,
-           -- gaps starting before w1
-           coalesce(g.gaps_before + CASE WHEN g.gap_start < a.w1 THEN 1 ELSE 0 END, 0) AS n1
-    FROM at0 a ASOF LEFT JOIN g
-      ON a.run_id = g.run_id AND a.pid IS NOT DISTINCT FROM g.pid
-     AND a.device_id IS NOT DISTINCT FROM g.device_id AND a.w1 > g.gap_start
+probed AS (
+    SELECT p.*,
+           coalesce(g.cum_idle_before_ns + least(p.t, g.gap_end) - g.gap_start, 0) AS i,
+           coalesce(g.cum_host_before_ns + CASE WHEN g.cause = 'host' THEN least(p.t, g.gap_end) - g.gap_start ELSE 0 END, 0) AS h,
+           coalesce(g.cum_sync_before_ns + CASE WHEN g.cause = 'sync' THEN least(p.t, g.gap_end) - g.gap_start ELSE 0 END, 0) AS s,
+           coalesce(g.cum_copy_before_ns + CASE WHEN g.cause = 'copy' THEN least(p.t, g.gap_end) - g.gap_start ELSE 0 END, 0) AS c,
+           coalesce(g.cum_other_before_ns + CASE WHEN g.cause = 'other' THEN least(p.t, g.gap_end) - g.gap_start ELSE 0 END, 0) AS o,
+           -- at the window start: gaps wholly before it; at the end: gaps starting before it
+           coalesce(g.gaps_before + CASE WHEN p.is_end AND g.gap_start < p.t THEN 1
+                                         WHEN NOT p.is_end AND g.gap_end <= p.t THEN 1 ELSE 0 END, 0) AS n
+    FROM probes p ASOF LEFT JOIN g
+      ON p.run_id = g.run_id AND p.pid IS NOT DISTINCT FROM g.pid
+     AND p.device_id IS NOT DISTINCT FROM g.device_id AND p.t >= g.gap_start
 )
 SELECT run_id, scope, step_id, step, step_number, pid, device_id, w0, w1,
-       CAST(i1 - i0 AS BIGINT) AS idle_ns, CAST(h1 - h0 AS BIGINT) AS idle_host_ns,
-       CAST(s1 - s0 AS BIGINT) AS idle_sync_ns, CAST(c1 - c0 AS BIGINT) AS idle_copy_ns,
-       CAST(o1 - o0 AS BIGINT) AS idle_other_ns, n1 - n0 AS gaps
-FROM at1;
+       CAST(sum(CASE WHEN is_end THEN i ELSE -i END) AS BIGINT) AS idle_ns,
+       CAST(sum(CASE WHEN is_end THEN h ELSE -h END) AS BIGINT) AS idle_host_ns,
+       CAST(sum(CASE WHEN is_end THEN s ELSE -s END) AS BIGINT) AS idle_sync_ns,
+       CAST(sum(CASE WHEN is_end THEN c ELSE -c END) AS BIGINT) AS idle_copy_ns,
+       CAST(sum(CASE WHEN is_end THEN o ELSE -o END) AS BIGINT) AS idle_other_ns,
+       CAST(sum(CASE WHEN is_end THEN n ELSE -n END) AS BIGINT) AS gaps
+FROM probed GROUP BY run_id, scope, step_id, step, step_number, pid, device_id, w0, w1;

@@ -90,57 +90,62 @@ wt AS (
     FROM windows w JOIN (SELECT DISTINCT run_id, pid, tid, cls FROM cum) t
       ON t.run_id = w.run_id AND t.pid = w.pid
 ),
-at0 AS (
-    SELECT wt.*, coalesce(c.cum_before_ns + least(wt.w0, c.end_ns) - c.start_ns, 0) AS b0
-    FROM wt ASOF LEFT JOIN cum c
-      ON wt.run_id = c.run_id AND wt.pid = c.pid AND wt.tid IS NOT DISTINCT FROM c.tid
-     AND wt.cls = c.cls AND wt.w0 >= c.start_ns
+probes AS (
+    SELECT wt.*, false AS is_end, w0 AS t FROM wt
+    UNION ALL
+    SELECT wt.*, true, w1 FROM wt
 ),
-at1 AS (
-    SELECT a.*, coalesce(c.cum_before_ns + least(a.w1, c.end_ns) - c.start_ns, 0) AS b1
-    FROM at0 a ASOF LEFT JOIN cum c
-      ON a.run_id = c.run_id AND a.pid = c.pid AND a.tid IS NOT DISTINCT FROM c.tid
-     AND a.cls = c.cls AND a.w1 >= c.start_ns
+probed AS (
+    SELECT p.*, coalesce(c.cum_before_ns + least(p.t, c.end_ns) - c.start_ns, 0) AS b
+    FROM probes p ASOF LEFT JOIN cum c
+      ON p.run_id = c.run_id AND p.pid = c.pid AND p.tid IS NOT DISTINCT FROM c.tid
+     AND p.cls = c.cls AND p.t >= c.start_ns
 ),
 host_time AS (
     SELECT run_id, scope, step_id, pid, w0, w1,
-           CAST(sum(b1 - b0) FILTER (WHERE cls = 'all') AS BIGINT) AS api_ns,
-           CAST(sum(b1 - b0) FILTER (WHERE cls = 'sync') AS BIGINT) AS sync_api_ns,
-           CAST(sum(b1 - b0) FILTER (WHERE cls = 'launch') AS BIGINT) AS launch_api_ns
-    FROM at1 GROUP BY run_id, scope, step_id, pid, w0, w1
+           CAST(sum(CASE WHEN is_end THEN b ELSE -b END) FILTER (WHERE cls = 'all') AS BIGINT) AS api_ns,
+           CAST(sum(CASE WHEN is_end THEN b ELSE -b END) FILTER (WHERE cls = 'sync') AS BIGINT) AS sync_api_ns,
+           CAST(sum(CASE WHEN is_end THEN b ELSE -b END) FILTER (WHERE cls = 'launch') AS BIGINT) AS launch_api_ns
+    FROM probed GROUP BY run_id, scope, step_id, pid, w0, w1
 ),
-n0 AS (
-    SELECT w.*, coalesce(l.n, 0) AS c0
-    FROM windows w ASOF LEFT JOIN launch_calls l
-      ON w.run_id = l.run_id AND w.pid = l.pid AND w.w0 > l.start_ns
+-- launch calls starting in [w0, w1): (calls starting before w1) - (calls starting before w0)
+launch_probes AS (
+    SELECT w.*, false AS is_end, w0 AS t FROM windows w
+    UNION ALL
+    SELECT w.*, true, w1 FROM windows w
 ),
-n1 AS (
-    SELECT n0.*, coalesce(l.n, 0) AS c1
-    FROM n0 ASOF LEFT JOIN launch_calls l
-      ON n0.run_id = l.run_id AND n0.pid = l.pid AND n0.w1 > l.start_ns
+launch_counts AS (
+    SELECT p.run_id, p.scope, p.step_id, p.pid, p.w0, p.w1,
+           sum(CASE WHEN p.is_end THEN coalesce(l.n, 0) ELSE -coalesce(l.n, 0) END) AS launches
+    FROM launch_probes p ASOF LEFT JOIN launch_calls l
+      ON p.run_id = l.run_id AND p.pid = l.pid AND p.t > l.start_ns
+    GROUP BY p.run_id, p.scope, p.step_id, p.pid, p.w0, p.w1
 ),
 gpu AS (
     SELECT run_id, scope, step_id, pid, count(*) AS gpus, sum(w1 - w0) AS gpu_wall_ns,
            sum(idle_host_ns) AS gpu_idle_host_ns
     FROM tk_idle_between() GROUP BY run_id, scope, step_id, pid
 )
-SELECT n1.run_id, n1.scope, n1.step_id, n1.step, n1.step_number, n1.pid, rk.rank,
-       n1.w0 AS window_start_ns, n1.w1 - n1.w0 AS wall_ns,
+SELECT w.run_id, w.scope, w.step_id, w.step, w.step_number, w.pid, rk.rank,
+       w.w0 AS window_start_ns, w.w1 - w.w0 AS wall_ns,
        coalesce(h.api_ns, 0) AS api_ns, coalesce(h.sync_api_ns, 0) AS sync_api_ns,
        coalesce(h.launch_api_ns, 0) AS launch_api_ns,
-       n1.c1 - n1.c0 AS launches,
-       (coalesce(h.api_ns, 0) - coalesce(h.sync_api_ns, 0)) / nullif(n1.c1 - n1.c0, 0) AS host_ns_per_launch,
-       coalesce(h.launch_api_ns, 0) / nullif(n1.c1 - n1.c0, 0) AS launch_call_avg_ns,
+       coalesce(lc.launches, 0) AS launches,
+       (coalesce(h.api_ns, 0) - coalesce(h.sync_api_ns, 0)) / nullif(lc.launches, 0) AS host_ns_per_launch,
+       coalesce(h.launch_api_ns, 0) / nullif(lc.launches, 0) AS launch_call_avg_ns,
        coalesce(g.gpus, 0) AS gpus,
        CAST(coalesce(g.gpu_wall_ns, 0) AS BIGINT) AS gpu_wall_ns,
        CAST(coalesce(g.gpu_idle_host_ns, 0) AS BIGINT) AS gpu_idle_host_ns,
        g.gpu_idle_host_ns / nullif(g.gpu_wall_ns, 0) AS host_bound_fraction
-FROM n1
+FROM windows w
 LEFT JOIN host_time h
-  ON h.run_id = n1.run_id AND h.scope = n1.scope AND h.step_id IS NOT DISTINCT FROM n1.step_id
- AND h.pid = n1.pid AND h.w0 = n1.w0 AND h.w1 = n1.w1
+  ON h.run_id = w.run_id AND h.scope = w.scope AND h.step_id IS NOT DISTINCT FROM w.step_id
+ AND h.pid = w.pid AND h.w0 = w.w0 AND h.w1 = w.w1
+LEFT JOIN launch_counts lc
+  ON lc.run_id = w.run_id AND lc.scope = w.scope AND lc.step_id IS NOT DISTINCT FROM w.step_id
+ AND lc.pid = w.pid AND lc.w0 = w.w0 AND lc.w1 = w.w1
 LEFT JOIN gpu g
-  ON g.run_id = n1.run_id AND g.scope = n1.scope AND g.step_id IS NOT DISTINCT FROM n1.step_id
- AND g.pid = n1.pid
-LEFT JOIN tk_ranks() rk ON rk.run_id = n1.run_id AND rk.pid = n1.pid
-ORDER BY n1.run_id, n1.pid, n1.scope, n1.w0, n1.step_id;
+  ON g.run_id = w.run_id AND g.scope = w.scope AND g.step_id IS NOT DISTINCT FROM w.step_id
+ AND g.pid = w.pid
+LEFT JOIN tk_ranks() rk ON rk.run_id = w.run_id AND rk.pid = w.pid
+ORDER BY w.run_id, w.pid, w.scope, w.w0, w.step_id;

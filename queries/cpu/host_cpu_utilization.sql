@@ -71,23 +71,22 @@ wt AS (
     SELECT w.*, t.pid, t.tid, t.cls
     FROM windows w JOIN (SELECT DISTINCT run_id, pid, tid, cls FROM cum) t ON t.run_id = w.run_id
 ),
-at0 AS (
-    SELECT wt.*, coalesce(c.cum_before_ns + least(wt.w0, c.end_ns) - c.start_ns, 0) AS b0
-    FROM wt ASOF LEFT JOIN cum c
-      ON wt.run_id = c.run_id AND wt.pid IS NOT DISTINCT FROM c.pid AND wt.tid IS NOT DISTINCT FROM c.tid
-     AND wt.cls = c.cls AND wt.w0 >= c.start_ns
+probes AS (
+    SELECT wt.*, false AS is_end, w0 AS t FROM wt
+    UNION ALL
+    SELECT wt.*, true, w1 FROM wt
 ),
-at1 AS (
-    SELECT a.*, coalesce(c.cum_before_ns + least(a.w1, c.end_ns) - c.start_ns, 0) AS b1
-    FROM at0 a ASOF LEFT JOIN cum c
-      ON a.run_id = c.run_id AND a.pid IS NOT DISTINCT FROM c.pid AND a.tid IS NOT DISTINCT FROM c.tid
-     AND a.cls = c.cls AND a.w1 >= c.start_ns
+probed AS (
+    SELECT p.*, coalesce(c.cum_before_ns + least(p.t, c.end_ns) - c.start_ns, 0) AS b
+    FROM probes p ASOF LEFT JOIN cum c
+      ON p.run_id = c.run_id AND p.pid IS NOT DISTINCT FROM c.pid AND p.tid IS NOT DISTINCT FROM c.tid
+     AND p.cls = c.cls AND p.t >= c.start_ns
 ),
 per_thread AS (
     SELECT run_id, scope, step_id, step, step_number, w0, w1, pid, tid,
-           sum(b1 - b0) FILTER (WHERE cls = 'sched') AS busy_ns,
-           sum(b1 - b0) FILTER (WHERE cls = 'osrt') AS osrt_ns
-    FROM at1 GROUP BY ALL
+           sum(CASE WHEN is_end THEN b ELSE -b END) FILTER (WHERE cls = 'sched') AS busy_ns,
+           sum(CASE WHEN is_end THEN b ELSE -b END) FILTER (WHERE cls = 'osrt') AS osrt_ns
+    FROM probed GROUP BY run_id, scope, step_id, step, step_number, w0, w1, pid, tid
 ),
 levels AS (
     SELECT run_id, scope, step_id, step, step_number, w0, w1,
