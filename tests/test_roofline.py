@@ -363,3 +363,16 @@ def test_roofline_by_nvtx_on_a_real_nsys_export(tmp_path):
     assert row["fp32_flop"] == sum(2000 * (order[x["start_ns"]] + 1) for x in inside)
     assert row["dram_bytes"] == sum(100 * (order[x["start_ns"]] + 1) for x in inside)
     assert row["flop_per_s"] == pytest.approx(row["fp32_flop"] / row["covered_time_ns"] * 1e9)
+
+
+def test_plot_sizes_points_by_nsys_time_when_the_run_has_it(joined, tmp_path):
+    pytest.importorskip("matplotlib")
+    from tracekit.plot import plot_roofline, roofline_data
+
+    _, _, shares = roofline_data([joined], {"ceilings": "none"})
+    # nsys durations: gemm 100 + 200 + 150 (both spellings), copy 40 + 20, other_kernel 100; total 610
+    assert shares[("joined", "gemm(float *, int)")] == pytest.approx(450 / 610)
+    assert shares[("joined", "copy_kernel")] == pytest.approx(60 / 610)
+    info = plot_roofline([joined], tmp_path / "j.png", params={"ceilings": "none"})
+    # copy_kernel has bytes but 0 FLOP: a zero intensity cannot sit on log axes, so it is skipped
+    assert info["plotted"] == ["gemm(float *, int)"] and info["skipped"] == {"copy_kernel": "0 FLOP: no place on log axes"}

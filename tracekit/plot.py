@@ -4,8 +4,9 @@
 axes (arithmetic intensity in FLOP/byte against FLOP/s), one horizontal ceiling per precision the
 ceilings know (fp64, fp32, fp16, tensor), one diagonal ceiling per memory level (DRAM, L2, L1),
 and one point per kernel name and memory level (DRAM circle, L2 square, L1 triangle; the same
-colour for a kernel's points) with its area proportional to the kernel's share of the summed
-ncu kernel time of its run.
+colour for a kernel's points) with its area proportional to the kernel's share of GPU time: of
+the nsys kernel time when the run folder also holds an nsys pass (names matched with
+``tk_kernel_key``), else of the summed ncu kernel time.
 """
 
 from __future__ import annotations
@@ -37,8 +38,21 @@ def _short(name: str, width: int = 40) -> str:
     return s if len(s) <= width else s[: width - 1] + "…"
 
 
+_NSYS_SHARE_SQL = """
+WITH n AS (
+    SELECT run_id, key, t / sum(t) OVER (PARTITION BY run_id) AS share
+    FROM (SELECT run_id, tk_kernel_key(name) AS key, sum(end_ns - start_ns) AS t
+          FROM kernels WHERE end_ns > start_ns GROUP BY 1, 2)
+)
+SELECT l.run_id, l.kernel_name, n.share
+FROM (SELECT DISTINCT run_id, kernel_name FROM ncu_launches) l
+JOIN n ON n.run_id = l.run_id AND n.key = tk_kernel_key(l.kernel_name)
+"""
+
+
 def roofline_data(run_dirs: Sequence[str | os.PathLike], params: dict[str, str] | None = None):
-    """(kernel rows of the ``roofline`` query, ceiling rows per device) for ``run_dirs``."""
+    """(kernel rows of the ``roofline`` query, ceiling rows per device, {(run_id, kernel_name):
+    share of the run's nsys kernel time} for runs that also hold an nsys pass)."""
     from tracekit.engine import Engine
 
     params = dict(params or {})
@@ -46,7 +60,8 @@ def roofline_data(run_dirs: Sequence[str | os.PathLike], params: dict[str, str] 
     with Engine(run_dirs) as eng:
         kernels = eng.query("roofline", params).to_pylist()
         ceilings = eng.sql(_CEILINGS_SQL).to_pylist()
-    return kernels, ceilings
+        shares = {(r["run_id"], r["kernel_name"]): r["share"] for r in eng.sql(_NSYS_SHARE_SQL).to_pylist()}
+    return kernels, ceilings, shares
 
 
 def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike, *,
@@ -57,7 +72,8 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
     :class:`InputError` when no kernel has both a FLOP count and a byte count at some level
     (the message quotes what is missing), :class:`ToolNotFoundError` without matplotlib.
     """
-    kernels, ceilings = roofline_data(run_dirs, params)
+    kernels, ceilings, nsys_shares = roofline_data(run_dirs, params)
+    nsys_runs = {run for run, _ in nsys_shares}
     if not kernels:
         raise InputError("no ncu launches in the run folder(s): convert an ncu CSV or .ncu-rep into them")
     try:
@@ -76,12 +92,20 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
     for k in kernels:
         levels = [(lv, k[f"{lv}_intensity"]) for lv, _, _ in LEVELS if k[f"{lv}_intensity"]]
         if k["flop_per_s"] is None or not levels:
-            why = "no FLOP counters (sm__sass_thread_inst_executed_op_*, tensor)" if k["flop"] is None else \
-                "no byte counters at any level (dram__bytes, lts__t_bytes, l1tex__t_bytes)" if not levels else \
-                "no kernel time"
+            if k["flop"] is None:
+                why = "no FLOP counters (sm__sass_thread_inst_executed_op_*, tensor)"
+            elif k["flop"] == 0:
+                why = "0 FLOP: no place on log axes"
+            elif not levels:
+                why = "no byte counters at any level (dram__bytes, lts__t_bytes, l1tex__t_bytes)"
+            else:
+                why = "no kernel time"
             skipped[k["kernel_name"]] = why
             continue
-        share = (k["time_ns"] or 0.0) / (total_by_run.get(k["run_id"]) or 1.0)
+        if k["run_id"] in nsys_runs:  # the traced run's time, not ncu's replay time
+            share = nsys_shares.get((k["run_id"], k["kernel_name"]), 0.0)
+        else:
+            share = (k["time_ns"] or 0.0) / (total_by_run.get(k["run_id"]) or 1.0)
         points.append((k, levels, share))
     if not points:
         name, why = next(iter(skipped.items()))
@@ -138,7 +162,8 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
     ax.set_ylim(min(ys) / 10, max(y_all) * 3)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("performance (FLOP/s)")
-    ax.set_title(title or "Hierarchical roofline (point area: share of kernel time)")
+    basis = "nsys kernel time" if nsys_runs else "ncu kernel time"
+    ax.set_title(title or f"Hierarchical roofline (point area: share of {basis})")
     ax.grid(True, which="major", linewidth=0.3)
     ax.legend(loc="lower right", fontsize=7)
     fig.tight_layout()
