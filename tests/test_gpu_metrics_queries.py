@@ -210,13 +210,15 @@ def test_cpu_overhead_per_step(four_causes):
 
 
 def test_cpu_overhead_counts_nested_calls_once(run_factory):
-    # a runtime launch [0,10) with a driver launch nested in it [2,8) on the same thread:
-    # the union is 10 ns of API time, but both calls are launch calls that start in the window
+    # a runtime launch [0,10) with a driver launch nested in it [2,8) on the same thread, and a
+    # launches [12,15) and [15,17): API time is the union 10 + 3 + 2 = 15 ns; 3 launches, not 4
     run = run_factory({"cuda_api": api([(0, 10, 1, 1, 1, "cudaLaunchKernel"),
-                                        (2, 8, 1, 1, 2, "cuLaunchKernel")]),
+                                        (2, 8, 1, 1, 2, "cuLaunchKernel"),
+                                        (12, 15, 1, 1, 3, "cudaLaunchKernel"),
+                                        (15, 17, 1, 1, 4, "cudaLaunchKernel")]),  # touches the previous one
                        "nvtx_ranges": steps([(1, "step 0", 0, 20)])})
     [s] = q(run, "cpu_overhead", where={"scope": "step"})
-    assert (s["api_ns"], s["launch_api_ns"], s["launches"], s["gpus"]) == (10, 10, 2, 0)
+    assert (s["api_ns"], s["launch_api_ns"], s["launches"], s["gpus"]) == (15, 15, 3, 0)
     assert s["host_bound_fraction"] is None
 
 

@@ -9,7 +9,9 @@
 --   sync_api_ns      time in synchronization calls (name contains Synchronize) -- the host waiting;
 --   launch_api_ns    time in launch calls: cudaLaunch*/cuLaunch* (Ex, ExC, Cooperative variants;
 --                    not cudaLaunchHostFunc) and cudaGraphLaunch/cuGraphLaunch;
---   launches         launch calls that START in the window (a graph launch counts once);
+--   launches         launch calls that START in the window (a graph launch counts once; a launch
+--                    call nested in another on the same thread, e.g. cuLaunchKernel inside
+--                    cudaLaunchKernel when both are traced, is the same launch);
 --   host_ns_per_launch = (api_ns - sync_api_ns) / launches: host CUDA time per launch, explicit
 --                    synchronizations excluded (blocking cudaMemcpy calls, which also wait, stay in);
 --   gpu_idle_host_ns = gpu_idle's idle_host_ns summed over the process's GPUs for the same step
@@ -55,7 +57,7 @@ swept AS (
     FROM tagged
 ),
 numbered AS (
-    SELECT *, sum(CASE WHEN prev_max_end IS NULL OR start_ns > prev_max_end THEN 1 ELSE 0 END)
+    SELECT *, sum(CASE WHEN prev_max_end IS NULL OR start_ns >= prev_max_end THEN 1 ELSE 0 END)
                   OVER (PARTITION BY run_id, pid, tid, cls ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS island
     FROM swept
 ),
@@ -68,9 +70,11 @@ cum AS (
                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS BIGINT), 0) AS cum_before_ns
     FROM islands
 ),
+-- a launch is an island of launch calls on one thread: a driver launch nested in a runtime
+-- launch (both traced) is one launch
 launch_calls AS (
     SELECT run_id, pid, start_ns, row_number() OVER (PARTITION BY run_id, pid ORDER BY start_ns) AS n
-    FROM tagged WHERE cls = 'launch'
+    FROM islands WHERE cls = 'launch'
 ),
 proc_span AS (
     SELECT run_id, pid, min(start_ns) AS w0, max(end_ns) AS w1 FROM (
