@@ -589,6 +589,11 @@ def _convert(path: Path, sqlite_path: Path, writer: RunWriter, progress: Progres
         shutil.rmtree(work_root, ignore_errors=True)
         source["stats"] = {"nvtx_open_ranges": stats.open_nvtx,
                            "nonpositive_duration_rows": stats.nonpositive}
+        if stats.open_nvtx and export.has("NVTX_EVENTS", "start", "end"):
+            # nsys stats closes open ranges at the last NVTX timestamp; queries that reproduce it
+            # can read this value
+            last = export.rows('SELECT max(max(start), coalesce(max("end"), max(start))) FROM NVTX_EVENTS')
+            source["stats"]["nvtx_last_timestamp_ns"] = last[0][0]
         if stats.open_nvtx:
             writer.warn(f"{stats.open_nvtx} NVTX range(s) were never closed (nvtx_ranges.is_open; "
                         "end_ns and duration_ns are null)")

@@ -178,6 +178,7 @@ def test_nvtx_edited_export(tmp_path):
                       "category": "io", "color": 16711680}]
     m = manifest(run)
     assert m["sources"]["nsys"]["stats"]["nvtx_open_ranges"] == 1
+    assert m["sources"]["nsys"]["stats"]["nvtx_last_timestamp_ns"] == 400  # as nsys stats closes open ranges
     assert m["sources"]["nsys"]["stats"]["nonpositive_duration_rows"]["nvtx_ranges"] == 1  # zero length
     assert any("never closed" in w for w in m["warnings"])
 
