@@ -75,20 +75,41 @@ def nsys_traces(info: NsysInfo, cuda: bool) -> list[str]:
     return [t for t in wanted if t in info.traces]
 
 
+_NSYS_SHORT = {"-t": "--trace", "-s": "--sample", "-f": "--force-overwrite", "-o": "--output",
+               "-c": "--capture-range", "-p": "--nvtx-capture", "-d": "--duration"}
+
+
+def _option_names(args: list[str]) -> set[str]:
+    names = set()
+    for a in args:
+        if a.startswith("-"):
+            name = a.split("=", 1)[0]
+            names.add(_NSYS_SHORT.get(name, name))
+    return names
+
+
 def nsys_profile_command(info: NsysInfo, target: list[str], output_base: str, *, cuda: bool,
                          extra: list[str] = ()) -> list[str]:
-    """``nsys profile`` of ``target`` writing ``output_base.nsys-rep`` (see the module notes)."""
-    cmd = [info.path, "profile", f"--trace={','.join(nsys_traces(info, cuda))}"]
+    """``nsys profile`` of ``target`` writing ``output_base.nsys-rep`` (see the module notes).
+    An option given in ``extra`` replaces tracekit's choice for it (nsys refuses an option given
+    twice), e.g. ``--trace=cuda,nvtx`` or ``--sample=none``; the output name cannot be changed."""
+    mine = [f"--trace={','.join(nsys_traces(info, cuda))}"]
     if "process-tree" in info.sample_values:
-        cmd.append("--sample=process-tree")
+        mine.append("--sample=process-tree")
     if info.supports("--cpuctxsw"):
-        cmd.append("--cpuctxsw=process-tree")
+        mine.append("--cpuctxsw=process-tree")
     if cuda and info.supports("--gpu-metrics-device"):
-        cmd.append("--gpu-metrics-device=all")
+        mine.append("--gpu-metrics-device=all")
     if cuda and info.supports("--cuda-memory-usage"):
-        cmd.append("--cuda-memory-usage=true")
-    cmd += ["--stats=false", "--force-overwrite=true", "-o", output_base, *extra, *target]
-    return cmd
+        mine.append("--cuda-memory-usage=true")
+    mine += ["--stats=false", "--force-overwrite=true"]
+    overridden = _option_names(list(extra))
+    if "--output" in overridden:
+        from tracekit.errors import InputError
+
+        raise InputError("--extra-profiler-args cannot set nsys's output (-o): tracekit chooses it")
+    mine = [a for a in mine if a.split("=", 1)[0] not in overridden]
+    return [info.path, "profile", *mine, "-o", output_base, *extra, *target]
 
 
 def nsys_export_command(info: NsysInfo, report: str, sqlite_path: str) -> list[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -57,10 +58,15 @@ def _say(msg: str, quiet: bool) -> None:
 
 
 def _tail(text: str, n: int = 3) -> str:
-    """The last ``n`` non-empty lines of a process's output, joined into one line."""
+    """The profiler's own last words, in one line: its last lines that say error/illegal/failed/
+    exception/... (a Python traceback's last line, nsys's "Illegal --trace argument"), else its
+    last ``n`` lines; progress bars and usage boilerplate left out."""
     lines = [ln.strip() for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
-    lines = [ln for ln in lines if not ln.startswith("[") or "%" not in ln]  # progress bars
-    return " | ".join(lines[-n:]) or "(no output)"
+    lines = [ln for ln in lines if not (ln.startswith("[") and "%" in ln)
+             and not re.match(r"(usage:|Try '|Possible |\$ )", ln)]
+    key = [ln for ln in lines if re.search(
+        r"error|illegal|invalid|fail|not found|exception|denied|killed|unrecognized|no such", ln, re.I)]
+    return " | ".join(key[-2:] if key else lines[-n:]) or "(no output)"
 
 
 def _run(cmd: list[str], what: str, log: Path, timeout: float | None, env: dict | None = None) -> str:
@@ -181,7 +187,7 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
         if not cuda:
             raise tools.ToolNotFoundError("--profiler ncu needs an NVIDIA GPU and driver, and this "
                                           "machine has none; use --profiler nsys or torch here")
-    if not tools.torch_importable(sys.executable):
+    if not tools.torch_importable():
         raise tools.ToolNotFoundError(f"torch is not importable by {sys.executable}: {tools.TORCH_INSTALL}")
 
     run_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -200,7 +206,15 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
             exp_cmd = C.nsys_export_command(nsys, base + ".nsys-rep", base + ".sqlite")
             _say(f"running {workload.name} ({workload.preset}) under nsys {nsys.version}", quiet)
             cmds += [prof_cmd]
-            _run(prof_cmd, f"nsys profile ({workload.name})", log, o.timeout_s)
+            try:
+                _run(prof_cmd, f"nsys profile ({workload.name})", log, o.timeout_s)
+            except ProfilerError:
+                # nsys 2022.4 sometimes fails to start its agent while other nsys sessions run
+                # (SystemException from sem_open, before the target starts): retry that once
+                if "sem_open" not in log.read_text(errors="replace") or Path(base + ".nsys-rep").exists():
+                    raise
+                notes.append("nsys profile retried once after a transient agent start failure (sem_open)")
+                _run(prof_cmd, f"nsys profile ({workload.name})", log, o.timeout_s)
             if not Path(base + ".nsys-rep").is_file():
                 raise ProfilerError(f"nsys wrote no report: {_tail(log.read_text(errors='replace'))}")
             cmds.append(exp_cmd)

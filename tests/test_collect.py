@@ -1,0 +1,268 @@
+"""tracekit collect: exact command lines, tool errors, and real end-to-end runs on this CPU.
+
+The end-to-end tests (marked ``slow``, run in CI) train tiny workloads under the real nsys 2022.4
+and under torch.profiler, convert them, and check step_summary against the runner's own
+perf_counter step times recorded in the manifest (an independent clock).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracekit.cli import run as cli
+from tracekit.collect import commands as C
+from tracekit.collect import tools
+from tracekit.collect.orchestrate import choose_profiler
+from tracekit.engine import Engine
+from tracekit.workloads.registry import REGISTRY
+
+from conftest import requires_nsys
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+HAS_KINETO = importlib.util.find_spec("tracekit.collectors.kineto") is not None
+requires_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch not installed (pip install '.[collect]')")
+requires_kineto = pytest.mark.skipif(
+    not HAS_KINETO, reason="tracekit.collectors.kineto (the Kineto collector) has not landed yet")
+
+FAKE_2022_4 = tools.NsysInfo(
+    path="/usr/bin/nsys", version="2022.4.2.1",
+    traces=("cuda", "nvtx", "cublas", "cublas-verbose", "cusparse", "osrt", "cudnn", "opengl", "none"),
+    sample_values=("process-tree", "system-wide", "none"),
+    options=frozenset({"--trace", "--sample", "--cpuctxsw", "--gpu-metrics-device", "--capture-range"}))
+FAKE_NEWER = tools.NsysInfo(
+    path="/opt/nsys", version="2024.6.1", traces=FAKE_2022_4.traces + ("nccl",),
+    sample_values=("process-tree", "system-wide", "none"),
+    options=FAKE_2022_4.options | {"--cuda-memory-usage"})
+
+
+# ------------------------------------------------------------------------------ command lines
+def test_nsys_command_cpu_2022_4():
+    target = C.runner_command(C.Workload("resnet50", steps=3, warmup_steps=1), "/w/r-{rank}.json",
+                              python="/py")
+    cmd = C.nsys_profile_command(FAKE_2022_4, target, "/w/profile", cuda=False, extra=["--duration=60"])
+    assert cmd == [
+        "/usr/bin/nsys", "profile", "--trace=nvtx,osrt", "--sample=process-tree",
+        "--cpuctxsw=process-tree", "--stats=false", "--force-overwrite=true", "-o", "/w/profile",
+        "--duration=60", "/py", "-m", "tracekit.workloads", "resnet50", "--preset", "tiny",
+        "--steps", "3", "--warmup-steps", "1", "--result-json", "/w/r-{rank}.json"]
+
+
+def test_nsys_command_gpu_traces_what_the_version_supports():
+    old = C.nsys_profile_command(FAKE_2022_4, ["app"], "o", cuda=True)
+    new = C.nsys_profile_command(FAKE_NEWER, ["app"], "o", cuda=True)
+    assert old[2] == "--trace=cuda,nvtx,osrt,cublas,cudnn"  # 2022.4 has no nccl trace
+    assert new[2] == "--trace=cuda,nvtx,osrt,cublas,cudnn,nccl"
+    assert "--gpu-metrics-device=all" in old and "--cuda-memory-usage=true" not in old
+    assert "--cuda-memory-usage=true" in new
+    # an option in --extra-profiler-args replaces tracekit's (nsys refuses one given twice)
+    mine = C.nsys_profile_command(FAKE_2022_4, ["app"], "o", cuda=False, extra=["-t", "nvtx", "--sample=none"])
+    assert mine == ["/usr/bin/nsys", "profile", "--cpuctxsw=process-tree", "--stats=false",
+                    "--force-overwrite=true", "-o", "o", "-t", "nvtx", "--sample=none", "app"]
+
+
+def test_runner_command_under_torchrun():
+    cmd = C.runner_command(C.Workload("ncf", nproc=2, batch_size=4, precision="bf16"), "r-{rank}.json",
+                           python="/py", torch_profile="/w/torch")
+    assert cmd == ["/py", "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", "-m",
+                   "tracekit.workloads", "ncf", "--preset", "tiny", "--batch-size", "4", "--precision",
+                   "bf16", "--result-json", "r-{rank}.json", "--torch-profile", "/w/torch"]
+
+
+def test_ncu_command_filters_steps_by_nvtx():
+    cmd = C.ncu_profile_command("/usr/bin/ncu", ["app"], "/w/p", steps=[1, 2], warmup_steps=2,
+                                launch_count=40, metric_args=C.ncu_metric_args(["default", "roofline"]))
+    assert cmd == ["/usr/bin/ncu", "--target-processes", "all", "--nvtx",
+                   "--nvtx-include", "tracekit@step 1 (warmup)/", "--nvtx-include", "tracekit@step 2/",
+                   "--set", "roofline", "--section", "LaunchStats", "--section", "Occupancy",
+                   "--launch-count", "40", "--force-overwrite", "--export", "/w/p", "app"]
+    assert C.ncu_metric_args(["default"])[:4] == ["--section", "SpeedOfLight", "--section",
+                                                   "SpeedOfLight_RooflineChart"]
+    assert C.ncu_csv_command("ncu", "p.ncu-rep") == ["ncu", "--import", "p.ncu-rep", "--csv", "--page", "raw"]
+
+
+@requires_nsys
+def test_installed_nsys_capabilities_from_its_help():
+    info = tools.nsys_info()
+    assert info.version.startswith("20")
+    assert {"nvtx", "osrt", "cuda"} <= set(info.traces)
+    assert "process-tree" in info.sample_values and info.supports("--cpuctxsw")
+    if info.version.startswith("2022.4"):
+        assert "nccl" not in info.traces
+
+
+# ------------------------------------------------------------------------------------ errors
+def test_auto_says_which_profiler(monkeypatch, capsys):
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: None)
+    assert choose_profiler("auto") == "torch"
+    assert "using torch (nsys is not on PATH)" in capsys.readouterr().err
+    monkeypatch.setattr(shutil, "which", lambda name, *a, **k: "/x/nsys")
+    assert choose_profiler("auto") == "nsys"
+    assert "using nsys" in capsys.readouterr().err
+
+
+def _one_error_line(capsys) -> str:
+    err = [ln for ln in capsys.readouterr().err.strip().splitlines()
+           if not ln.startswith("tracekit collect: ")]  # progress lines
+    assert len(err) == 1 and err[0].startswith("tracekit: error: "), err
+    return err[0]
+
+
+def test_missing_nsys_is_one_line_with_install_advice(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing on PATH
+    tools._nsys_info.cache_clear()
+    rc = cli(["collect", "resnet_cifar", "-o", str(tmp_path / "r"), "--profiler", "nsys"])
+    line = _one_error_line(capsys)
+    assert rc == 2 and "nsys not found on PATH" in line and "apt-get install nsight-systems" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(tools.cuda_present(), reason="this machine has a GPU")
+def test_ncu_without_gpu_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(tools, "ncu_version", lambda: ("/usr/bin/ncu", "2022.3.0.0"))
+    rc = cli(["collect", "resnet_cifar", "-o", str(tmp_path / "r"), "--profiler", "ncu"])
+    assert rc == 2 and "needs an NVIDIA GPU" in _one_error_line(capsys)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["nosuch"], "unknown workload 'nosuch'"),
+    (["resnet50", "--preset", "huge"], "unknown preset 'huge'"),
+    (["resnet50", "--steps", "0"], "--steps must be at least 1"),
+    (["resnet50", "--profiler", "vtune"], "unknown profiler 'vtune'"),
+])
+def test_bad_options(tmp_path, capsys, args, message):
+    rc = cli(["collect", *args, "-o", str(tmp_path / "r")])
+    assert rc == 2 and message in _one_error_line(capsys)
+
+
+def test_existing_run_folder_needs_force(tmp_path, capsys):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "x").write_text("keep me")
+    rc = cli(["collect", "resnet_cifar", "-o", str(tmp_path / "r"), "--profiler", "torch"])
+    assert rc == 2 and "already exists (use --force" in _one_error_line(capsys)
+    assert (tmp_path / "r" / "x").read_text() == "keep me"
+
+
+@requires_nsys
+@requires_torch
+def test_profiler_failure_surfaces_its_own_message(tmp_path, capsys):
+    rc = cli(["collect", "resnet_cifar", "-o", str(tmp_path / "r"), "--profiler", "nsys",
+              "--extra-profiler-args", "--trace=bogus"])
+    line = _one_error_line(capsys)
+    assert rc == 1 and "nsys profile (resnet_cifar) failed" in line
+    assert "Illegal --trace argument 'bogus'" in line
+    assert list(tmp_path.iterdir()) == []  # no run folder, no work folder
+
+
+# -------------------------------------------------------------------------------- end to end
+def _collect(tmp_path, workload, profiler, *extra) -> Path:
+    out = tmp_path / f"{workload}-{profiler}"
+    rc = cli(["collect", workload, "-o", str(out), "--profiler", profiler, *extra])
+    assert rc == 0, f"collect {workload} under {profiler} failed"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # work folder gone
+    return out
+
+
+def _steps(run: Path) -> list[dict]:
+    with Engine([run]) as eng:
+        return eng.query("step_summary").to_pylist()
+
+
+def _check_against_runner(run: Path, rows: list[dict]) -> dict:
+    """Each step's trace wall time agrees with the runner's own perf_counter timing of it (the
+    runner's clock starts just before the step range opens and stops just after it closes)."""
+    m = json.loads((run / "manifest.json").read_text())
+    w = m["workload"]
+    by_pid = {r["pid"]: r for r in w["ranks"]}
+    for row in rows:
+        rank = by_pid[row["pid"]]
+        assert row["rank"] == rank["rank"]
+        own = rank["step_wall_ns"][row["step"]]
+        assert own >= row["wall_ns"] * 0.98 and own - row["wall_ns"] < max(0.05 * own, 20e6), (row, own)
+        assert row["samples_per_s"] == pytest.approx(w["samples_per_step"] / (row["wall_ns"] / 1e9))
+        for phase in ("data_ns", "forward_ns", "backward_ns", "optimizer_ns"):
+            assert 0 < row[phase] < row["wall_ns"], (phase, row)
+        assert row["gpu_busy_ns"] is None  # CPU: no kernels table, so not 0
+    return m
+
+
+@pytest.mark.slow
+@requires_nsys
+@requires_torch
+def test_nsys_main_command(tmp_path):
+    """The README's main command: collect under nsys, then step_summary."""
+    run = _collect(tmp_path, "resnet_cifar", "nsys", "--steps", "2", "--warmup-steps", "1")
+    rows = _steps(run)
+    assert [(r["rank"], r["step"], r["warmup"]) for r in rows] == [(0, 0, True), (0, 1, False), (0, 2, False)]
+    m = _check_against_runner(run, rows)
+    assert all(r["comm_ns"] == 0 for r in rows)  # one process: no communication
+    w, env, col = m["workload"], m["environment"], m["collect"]
+    assert (w["name"], w["preset"], w["precision"], w["world_size"], w["steps"], w["warmup_steps"],
+            w["batch_size"], w["samples_per_step"]) == ("resnet_cifar", "tiny", "fp32", 1, 2, 1, 8, 8)
+    assert env["versions"]["nsys"] == tools.nsys_info().version and env["versions"]["torch"]
+    assert env["host_cpu"]["cores"] == os.cpu_count() and env["host_cpu"]["model"]
+    assert col["profiler"] == "nsys" and len(col["commands"]) == 2
+    assert col["argv"][0][:3] == [tools.nsys_info().path, "profile", "--trace=nvtx,osrt"]
+    assert col["argv"][1][1] == "export"
+    assert m["sources"]["nsys"]["nsys_version"]
+
+
+@pytest.mark.slow
+@requires_nsys
+@requires_torch
+def test_nsys_two_rank_gloo_ddp(tmp_path):
+    run = _collect(tmp_path, "ncf", "nsys", "--nproc", "2", "--steps", "2", "--warmup-steps", "1")
+    rows = _steps(run)
+    assert sorted({r["rank"] for r in rows}) == [0, 1]
+    for rank in (0, 1):
+        assert [(r["step"], r["warmup"]) for r in rows if r["rank"] == rank] == [(0, True), (1, False), (2, False)]
+    assert len({r["pid"] for r in rows}) == 2
+    _check_against_runner(run, rows)
+    # DDP's comm hook ranges (start/end, other threads) are attributed to the steps by time
+    assert all(r["comm_ns"] > 0 for r in rows), [r["comm_ns"] for r in rows]
+    m = json.loads((run / "manifest.json").read_text())
+    assert m["workload"]["world_size"] == 2 and m["workload"]["ddp_backend"] == "gloo"
+    assert m["workload"]["samples_per_step"] == 2 * m["workload"]["batch_size"]
+
+
+@pytest.mark.slow
+@requires_kineto
+@requires_torch
+def test_torch_profiler_two_rank_gloo_ddp(tmp_path):
+    run = _collect(tmp_path, "ncf", "torch", "--nproc", "2", "--steps", "2", "--warmup-steps", "1")
+    rows = _steps(run)
+    # torch.profiler records the measured steps only (it starts after warm-up)
+    assert sorted((r["rank"], r["step"], r["warmup"]) for r in rows) == [
+        (0, 1, False), (0, 2, False), (1, 1, False), (1, 2, False)]
+    _check_against_runner(run, rows)
+
+
+@pytest.mark.slow
+@requires_nsys
+@requires_torch
+@pytest.mark.parametrize("workload", list(REGISTRY))
+def test_every_tiny_workload_under_nsys(tmp_path, workload):
+    run = _collect(tmp_path, workload, "nsys", "--steps", "1", "--warmup-steps", "1")
+    rows = _steps(run)
+    assert [(r["rank"], r["step"], r["warmup"]) for r in rows] == [(0, 0, True), (0, 1, False)]
+    _check_against_runner(run, rows)
+
+
+@pytest.mark.slow
+@requires_kineto
+@requires_torch
+@pytest.mark.parametrize("workload", list(REGISTRY))
+def test_every_tiny_workload_under_torch_profiler(tmp_path, workload):
+    run = _collect(tmp_path, workload, "torch", "--steps", "1", "--warmup-steps", "1")
+    rows = _steps(run)
+    assert [(r["rank"], r["step"], r["warmup"]) for r in rows] == [(0, 1, False)]
+    _check_against_runner(run, rows)
+    m = json.loads((run / "manifest.json").read_text())
+    assert m["collect"]["profiler"] == "torch" and m["sources"]["kineto"]
