@@ -8,6 +8,10 @@ column types. Two more views describe the runs themselves:
 - ``runs``: ``run_id, path, manifest`` (the manifest as DuckDB JSON)
 - ``run_tables``: ``run_id, table_name, captured, rows, reason`` — whether each table was captured,
   so queries can tell "not captured" (NULL) from "captured, zero events" (0).
+
+The macros of ``queries/_macros.sql`` (``tk_steps()``, ``tk_busy_islands(set)``, ``tk_gpu_gaps()``,
+... — shared definitions of steps, GPU busy intervals and idle gaps; see docs/metrics.md) are
+created on every connection after the views, so named and ad-hoc SQL can call them.
 """
 
 from __future__ import annotations
