@@ -408,3 +408,23 @@ def test_report_without_nsys_says_how_to_install(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nsys is not on PATH" in err and "install" in err.lower()
     assert not (tmp_path / "run").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["x.nsys-rep"]
+
+
+def test_nvtx_nesting_across_batches(tmp_path):
+    """75 000 ranges on 4 threads (more than one 65 536-row batch): depth and parent survive the
+    spill-and-merge of the nesting step. Rows are stored outer ranges first, then middle, then inner."""
+    n = 25000
+    src = edited_export(tmp_path, "nsys2024.6_h200_nvfuser_bench", f"""
+        DELETE FROM NVTX_EVENTS;
+        WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < {n - 1})
+        INSERT INTO NVTX_EVENTS (start, "end", eventType, text, globalTid, domainId)
+          SELECT i * 1000, i * 1000 + 900, 59, 'outer', 77 * 16777216 + i % 4, 0 FROM k
+          UNION ALL SELECT i * 1000 + 100, i * 1000 + 800, 59, 'mid', 77 * 16777216 + i % 4, 0 FROM k
+          UNION ALL SELECT i * 1000 + 200, i * 1000 + 300, 59, 'inner', 77 * 16777216 + i % 4, 0 FROM k;""")
+    run = convert([src], tmp_path / "run")
+    got = duckdb.sql(f"""
+        SELECT name, depth, count(*),
+               count(*) FILTER (WHERE parent_range_id IS NOT DISTINCT FROM
+                   CASE depth WHEN 0 THEN NULL ELSE range_id - {n} END)
+        FROM '{run / 'nvtx_ranges.parquet'}' GROUP BY ALL ORDER BY depth""").fetchall()
+    assert got == [("outer", 0, n, n), ("mid", 1, n, n), ("inner", 2, n, n)]
