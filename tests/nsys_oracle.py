@@ -20,9 +20,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# report name -> the column holding the row's key in nsys stats' CSV
 SUMMARY_REPORTS = ("gpukernsum", "cudaapisum", "nvtxsum", "osrtsum", "gpumemtimesum",
-                   "gpumemsizesum", "kernexecsum")
+                   "gpumemsizesum", "kernexecsum", "nvtxgpuproj")
 
 _LINE = re.compile(r"^Processing \[.*\] with \[.*/(\w+)\.py\](?: to \[(.*)\])?\.\.\. ?(.*)$")
 _ERROR = re.compile(r"ERROR: Report '(\w+)\.py' (.*)")
