@@ -120,16 +120,17 @@ class Export:
 
     # -- string IDs and enums -------------------------------------------------------------
     def strings(self) -> pa.Table:
-        """StringIds as an Arrow table (id int64, value string), sorted by id."""
+        """StringIds as an Arrow table (id int64, value string), read in Arrow batches (no Python
+        object per string). Values are read as BLOB and decoded as UTF-8 (invalid bytes -> U+FFFD),
+        so text, BLOB and number values all come out as text."""
         if self._strings is None:
             self.require("StringIds")
             ids, values = [], []
-            for i, v in self.rows("SELECT id, value FROM StringIds ORDER BY id"):
-                ids.append(i)
-                if isinstance(v, bytes):  # a BLOB value: decode like text, bad bytes -> U+FFFD
-                    v = v.decode("utf-8", "replace")
-                values.append(v if isinstance(v, str) else (None if v is None else str(v)))
-            self._strings = pa.table({"id": pa.array(ids, pa.int64()), "value": pa.array(values, pa.string())})
+            for b in self.scan([("id", "id", "int"), ("value", "value", "blob")], '"StringIds"'):
+                ids.append(b.column("id"))
+                values.append(decode_utf8(b.column("value")))
+            self._strings = pa.table({"id": pa.chunked_array(ids, pa.int64()).combine_chunks(),
+                                      "value": pa.chunked_array(values, pa.string()).combine_chunks()})
         return self._strings
 
     def resolve_strings(self, ids: pa.Array) -> pa.Array:
