@@ -116,6 +116,18 @@ def test_memcpy_summary_with_and_without_memset(run_factory):
     assert rows["DtoH"]["time_pct"] == pytest.approx(500 / 9)
 
 
+
+def test_memcpy_summary_operation_labels(run_factory):
+    # the labels nsys stats prints, unified-memory copies included (kind as the export labels it)
+    kinds = ["PtoP", "Unified Host-to-Device", "Unified Device-to-Host", "Unified Device-to-Device"]
+    run = run_factory({"memcpy": {**_interval([0, 10, 20, 30], [1, 2, 3, 4]), "bytes": [1] * 4, "kind": kinds}})
+    got = {r["kind"]: r["operation"] for r in _query([run], "memcpy_summary")}
+    assert got == {"PtoP": "[CUDA memcpy PtoP]",
+                   "Unified Host-to-Device": "[CUDA Unified Memory memcpy HtoD]",
+                   "Unified Device-to-Host": "[CUDA Unified Memory memcpy DtoH]",
+                   "Unified Device-to-Device": "[CUDA Unified Memory memcpy DtoD]"}
+
+
 def _launch_run(run_factory, name=None):
     # Two launches of kernel "k" from pid 1, thread 11:
     #   call 1 [0, 10]    -> kernel [15, 45]:  api 10, queue 15 - 10 = 5, kernel 30, total 45 - 0 = 45

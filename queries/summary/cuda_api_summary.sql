@@ -3,9 +3,10 @@
 -- One row per run and API function name. Every call in cuda_api counts (runtime and driver
 -- calls alike, as nsys's CUPTI_ACTIVITY_KIND_RUNTIME table holds both), whatever its thread or
 -- return value; durations are end_ns - start_ns, zero and negative ones included, as nsys stats
--- does. Names have CUPTI's version suffix removed (cudaLaunchKernel_v7000 -> cudaLaunchKernel),
--- as nsys stats prints them; nsys groups by the raw name, so two spellings of one function
--- (with and without a suffix) are one row here and two there. time_pct is this name's share of
+-- does. Names have CUPTI's version suffix removed (cudaLaunchKernel_v7000 -> cudaLaunchKernel,
+-- cudaGraphLaunch_v10000 -> cudaGraphLaunch), as nsys stats prints them (nsys 2022.4 removes only
+-- 4-digit suffixes); nsys groups by the raw name, so two spellings of one function are one row
+-- here and two there. time_pct is this name's share of
 -- the summed API time of its run (not of wall time). Sorted by total time, descending.
 --
 -- @param top BIGINT 0  Keep only the N names with the most total time in each run (0 = all).

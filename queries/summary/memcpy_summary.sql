@@ -1,7 +1,7 @@
 -- memcpy_summary: GPU memory copies (and memsets) per copy kind, as `nsys stats --report gpumemtimesum` and `gpumemsizesum`.
 --
 -- One row per run and copy kind (HtoD, DtoH, DtoD, HtoH, PtoP, ...; Unknown when CUPTI did not
--- say). Device memsets are one more row, kind 'memset', operation '[CUDA memset]', exactly as
+-- say; unified-memory copies keep the export's label, e.g. 'Unified Host-to-Device'). Device memsets are one more row, kind 'memset', operation '[CUDA memset]', exactly as
 -- nsys stats lists them next to the copies (turn off with include_memset=false). Every row of
 -- memcpy/memset counts, whatever its device or stream; durations are end_ns - start_ns, zero and
 -- negative ones included, as nsys stats does. time_pct is the row's share of the summed time of
@@ -12,7 +12,7 @@
 -- @param include_memset BOOLEAN true  Include device memsets as the row kind='memset'.
 -- @column run_id                 id       Run folder the row comes from.
 -- @column kind                   enum     Copy kind: HtoD, DtoH, DtoD, HtoH, PtoP, HtoA, AtoH, AtoA, AtoD, DtoA, Unknown, or memset.
--- @column operation              text     The row's label in nsys stats: '[CUDA memcpy HtoD]', ..., '[CUDA memset]'.
+-- @column operation              text     The row's label in nsys stats: '[CUDA memcpy HtoD]', ..., '[CUDA Unified Memory memcpy HtoD]', '[CUDA memset]'.
 -- @column count                  count    Number of operations.
 -- @column total_bytes            bytes    Sum of bytes copied (set).
 -- @column total_ns               ns       Sum of operation durations.
@@ -57,7 +57,13 @@ per_kind AS (
 SELECT
     run_id,
     kind,
-    CASE WHEN kind = 'memset' THEN '[CUDA memset]' ELSE '[CUDA memcpy ' || kind || ']' END AS operation,
+    CASE
+        WHEN kind = 'memset' THEN '[CUDA memset]'
+        WHEN kind = 'Unified Host-to-Device' THEN '[CUDA Unified Memory memcpy HtoD]'
+        WHEN kind = 'Unified Device-to-Host' THEN '[CUDA Unified Memory memcpy DtoH]'
+        WHEN kind = 'Unified Device-to-Device' THEN '[CUDA Unified Memory memcpy DtoD]'
+        ELSE '[CUDA memcpy ' || kind || ']'
+    END AS operation,
     count,
     total_bytes::BIGINT AS total_bytes,
     total_ns::BIGINT AS total_ns,
