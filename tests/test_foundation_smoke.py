@@ -41,3 +41,16 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert cli(["convert", str(empty), "-o", str(tmp_path / "out")]) == 2
     assert "file is empty" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_run_folder_from_an_older_schema_reads_missing_columns_as_null(run_factory):
+    import pyarrow.parquet as pq
+
+    run = run_factory({"kernels": {"start_ns": [0], "end_ns": [5], "duration_ns": [5], "name": ["k"],
+                                   "short_name": ["k"]}})
+    # simulate a folder written before `short_name` existed: drop the column from the file
+    t = pq.read_table(run / "kernels.parquet").drop(["short_name"])
+    pq.write_table(t, run / "kernels.parquet")
+    with Engine([run]) as eng:
+        rows = eng.sql("select name, short_name, duration_ns from kernels").to_pylist()
+    assert rows == [{"name": "k", "short_name": None, "duration_ns": 5}]

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from tracekit import schema
 from tracekit.errors import QueryError
@@ -84,11 +85,9 @@ class Engine:
             for r in self.runs:
                 p = r.table_path(name)
                 if p is not None:
-                    parts.append(f"SELECT {_lit(r.run_id)} AS run_id, * FROM read_parquet({_lit(p)})")
+                    parts.append(_run_select(r, p, tdef))
             if parts:
-                body = "\nUNION ALL BY NAME\n".join(parts)
-                cols = ", ".join(["run_id"] + [f'"{c}"' for c in tdef.column_names])
-                sql = f"CREATE VIEW {name} AS SELECT {cols} FROM ({body})"
+                sql = f"CREATE VIEW {name} AS " + "\nUNION ALL\n".join(parts)
             else:
                 cols = ", ".join(
                     ["CAST(NULL AS VARCHAR) AS run_id"]
@@ -162,6 +161,22 @@ class Engine:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _run_select(run: Run, path, tdef) -> str:
+    """SELECT of one run's Parquet file with exactly the schema's columns, in schema order.
+
+    A column the file lacks (a run folder written before the column was added to the schema)
+    reads as NULL of the schema's type; columns the schema does not know are ignored.
+    """
+    present = set(pq.read_schema(path).names)
+    cols = [f"{_lit(run.run_id)} AS run_id"]
+    for c in tdef.columns:
+        if c.name in present:
+            cols.append(f'CAST("{c.name}" AS {duck_type(c.type)}) AS "{c.name}"')
+        else:
+            cols.append(f'CAST(NULL AS {duck_type(c.type)}) AS "{c.name}"')
+    return f"SELECT {', '.join(cols)} FROM read_parquet({_lit(path)})"
 
 
 def fetch_arrow(result) -> pa.Table:
