@@ -6,19 +6,17 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import shutil
 from collections import Counter, defaultdict
 from decimal import Decimal
 from pathlib import Path
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import KINETO_FIXTURES
-from tracekit.collectors import detect, kineto
+from tracekit.collectors import detect
 from tracekit.collectors.kineto_reader import head_metadata, tail_metadata, to_ns
+
 from tracekit.convert import convert
 from tracekit.engine import Engine
 from tracekit.errors import InputError

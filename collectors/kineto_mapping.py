@@ -1,0 +1,162 @@
+"""Kineto collector, the mapping as data: event categories -> tables and domains, the column
+types of the temporary parts, and the small per-event converters. Used by
+:mod:`tracekit.collectors.kineto` (the pass over the events) and
+:mod:`tracekit.collectors.kineto_finish` (the fix-ups at the end)."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tracekit.errors import InputError
+from tracekit.workloads import annotate as _annotate
+
+CHUNK_ROWS = 65536
+DUCKDB_MEMORY_LIMIT = "512MB"  # for the nesting sweep; DuckDB spills to the run folder beyond it
+
+# Domains of nvtx_ranges rows made from PyTorch events (category -> domain).
+ANNOTATION_DOMAINS = {
+    "cpu_op": "pytorch.cpu_op",
+    "user_annotation": "pytorch.user_annotation",
+    "gpu_user_annotation": "pytorch.gpu_user_annotation",
+    "python_function": "pytorch.python_function",
+}
+TRACEKIT_DOMAIN = "tracekit"
+# tracekit's runners name their record_function ranges exactly like their NVTX ranges (domain
+# `tracekit`, convention in tracekit.workloads.annotate): `step N` / `step N (warmup)` per step,
+# `data`, `forward`, `backward`, `optimizer`, `comm ...`. A user_annotation goes to domain
+# `tracekit` when its trace has at least one user_annotation matching TRACEKIT_STEP and its own
+# name matches TRACEKIT_STEP or TRACEKIT_PHASE (see docs/kineto.md).
+TRACEKIT_STEP = _annotate.STEP_SQL_REGEX
+TRACEKIT_PHASE = "^(" + "|".join(_annotate.PHASES) + ")$|^comm( .*)?$"
+
+API_CATEGORIES = {"cuda_runtime": "runtime", "cuda_driver": "driver"}
+SKIPPED_CATEGORIES = {"Trace", "ac2g", "fwdbwd"}
+SYNC_TYPES = {
+    "Stream Sync": "Stream synchronize",
+    "Event Sync": "Event synchronize",
+    "Context Sync": "Context synchronize",
+    "Stream Wait Event": "Stream wait event",
+}
+MEMCPY_NAME = re.compile(r"^Memcpy\s+(\w+)\s*(?:\((\w+)\s*->\s*(\w+)\))?")
+MEMSET_NAME = re.compile(r"^Memset\s*\((\w+)\)")
+THREAD_NAME = re.compile(r"^thread \d+ \((.*)\)$")
+
+i32, i64, s, b = pa.int32(), pa.int64(), pa.string(), pa.bool_()
+
+# column name -> Arrow type of the temporary parts (before the fix-ups).
+PART_COLUMNS = {
+    "kernels": {"start_ns": i64, "end_ns": i64, "duration_ns": i64, "device_id": i32,
+                "context_id": i64, "stream_id": i64, "correlation_id": i64, "name": s,
+                "grid_x": i32, "grid_y": i32, "grid_z": i32, "block_x": i32, "block_y": i32,
+                "block_z": i32, "registers_per_thread": i32},
+    "cuda_api": {"start_ns": i64, "end_ns": i64, "duration_ns": i64, "pid": i64, "tid": i64,
+                 "correlation_id": i64, "name": s, "api": s},
+    "memcpy": {"start_ns": i64, "end_ns": i64, "duration_ns": i64, "device_id": i32,
+               "context_id": i64, "stream_id": i64, "correlation_id": i64, "bytes": i64,
+               "kind": s, "src_kind": s, "dst_kind": s, "src_device_id": i32, "dst_device_id": i32},
+    "memset": {"start_ns": i64, "end_ns": i64, "duration_ns": i64, "device_id": i32,
+               "context_id": i64, "stream_id": i64, "correlation_id": i64, "bytes": i64,
+               "mem_kind": s},
+    "cuda_sync": {"start_ns": i64, "end_ns": i64, "duration_ns": i64, "device_id": i32,
+                  "context_id": i64, "stream_id": i64, "correlation_id": i64, "sync_type": s},
+    "nvtx_ranges": {"seq": i64, "start_ns": i64, "end_ns": i64, "duration_ns": i64, "pid": i64,
+                    "tid": i64, "style": s, "domain": s, "name": s, "category": s},
+}
+# ac2g flow ends: not a run-folder table; used for the manifest's flow counts and to find the
+# correlation ID of a GPU activity whose args lack it (the flow end at the same track and time).
+FLOW_COLUMNS = {"id": i64, "is_start": b, "pid": i64, "tid": i64, "ts_ns": i64}
+ALL_PART_COLUMNS = {**PART_COLUMNS, "_flows": FLOW_COLUMNS}
+GPU_TABLES = ("kernels", "memcpy", "memset", "cuda_sync")
+
+
+def to_int(v):
+    t = type(v)
+    if t is int:
+        return v
+    if v is None or t is bool:
+        return None
+    if t is Decimal:
+        return int(v) if v == v.to_integral_value() else None
+    if t is str:
+        v = v.strip()
+        try:
+            return int(v, 16) if v[:2].lower() == "0x" else int(v)
+        except ValueError:
+            return None
+    if t is float:
+        return int(v) if v.is_integer() else None
+    return None
+
+
+def dim(v, i):
+    if type(v) is list and len(v) > i:
+        return to_int(v[i])
+    return None
+
+
+class Columns:
+    """Column lists of one temporary part of one table."""
+
+    __slots__ = ("table", "cols", "n")
+
+    def __init__(self, table):
+        self.table = table
+        self.cols = {c: [] for c in ALL_PART_COLUMNS[table]}
+        self.n = 0
+
+
+class FileState:
+    """What one trace file contributes besides its events: metadata events, counters."""
+
+    def __init__(self, index: int, path: Path):
+        self.index = index
+        self.path = path
+        self.process_names: dict[int, str] = {}
+        self.process_labels: dict[int, str] = {}
+        self.thread_names: dict[tuple[int, int], str] = {}
+        self.cpu_threads: set[tuple[int, int]] = set()
+        self.api_pids: set[int] = set()
+        self.copy_sizes: dict[int, int] = {}  # correlation -> bytes, from API args (ROCm)
+        self.flow_counts: dict[str, int] = {}
+        self.counts: dict[str, int] = {}
+        self.skipped: dict[str, int] = {}
+        self.invalid_kernels = 0
+        self.invalid_kernel_names: dict[str, int] = {}
+        self.bad_timestamps = 0
+        self.has_tracekit_step = False
+        self.nvtx_rows = 0
+        self.metadata: dict = {}
+        self.metadata_complete = True
+
+
+class Parts:
+    """Temporary Parquet parts under the run folder being written, per table and file."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        root.mkdir()
+        self.files: dict[str, list[tuple[int, Path]]] = {t: [] for t in ALL_PART_COLUMNS}
+        self.n = 0
+        self.current: Path | None = None  # the trace being read, for error messages
+
+    def flush(self, cols: Columns, file_index: int):
+        if not cols.n:
+            return
+        types = ALL_PART_COLUMNS[cols.table]
+        try:
+            batch = pa.RecordBatch.from_arrays(
+                [pa.array(v, type=types[c]) for c, v in cols.cols.items()], names=list(types))
+        except (pa.ArrowInvalid, OverflowError) as exc:
+            raise InputError(f"a value does not fit table {cols.table} ({exc})", path=self.current) from None
+        self.n += 1
+        p = self.root / f"{cols.table}-{file_index}-{self.n}.parquet"
+        pq.write_table(pa.Table.from_batches([batch]), p, compression="lz4")
+        self.files[cols.table].append((file_index, p))
+        for v in cols.cols.values():
+            v.clear()
+        cols.n = 0
