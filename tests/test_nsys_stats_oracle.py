@@ -448,3 +448,32 @@ def test_fresh_export_without_cuda(fresh):
     for report, query in (("cudaapisum", "cuda_api_summary"), ("gpukernsum", "kernel_summary")):
         assert reps[report].status == "skipped", (report, reps[report].message)
         assert _fresh_ours(run, query) == []
+
+
+@pytest.mark.slow
+def test_fresh_export_open_range(fresh, tmp_path):
+    # A range never closed: nsys stats ends it at the last NVTX timestamp of the export, as
+    # nvtx_summary does. Edited copy of the fresh export: the start/end range "same thread" loses
+    # its end (the last NVTX timestamp is then the end of "never closed", which nsys closed at exit).
+    import shutil
+    import sqlite3
+
+    from tracekit.convert import convert
+
+    _run, _reps = fresh()
+    src = next(Path(str(_run)).parent.glob("prog.sqlite"))
+    edited = tmp_path / "open.sqlite"
+    shutil.copy(src, edited)
+    con = sqlite3.connect(edited)
+    n = con.execute("""UPDATE NVTX_EVENTS SET "end" = NULL WHERE eventType = 60 AND textId IN
+                       (SELECT id FROM StringIds WHERE value = 'same thread')""").rowcount
+    con.commit()
+    con.close()
+    assert n == 1
+    rep = run_reports(edited, ("nvtxsum",), tmp_path / "stats")["nvtxsum"]
+    assert rep.status == "ok", rep.message
+    run = convert([edited], tmp_path / "run")
+    mine = _fresh_ours(run, "nvtx_summary")
+    assert [r["instances"] for r in mine if r["name"] == "same thread"] == [1]
+    rows = _keyed(rep.rows, lambda r: (r["Style"], r["Range"]))
+    _compare_time_summary(rows, mine, None, nvtx_tag, "Instances", "instances")
