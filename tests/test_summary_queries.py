@@ -300,3 +300,21 @@ def test_multi_run_rows_by_run_id(run_factory):
     assert {r["run_id"] for r in _query([a, b], "launch_overhead")} == {"a"}
     assert {r["run_id"] for r in _query([a, b], "cuda_api_summary")} == {"a"}
     assert {r["run_id"] for r in _query([a, b], "nvtx_summary")} == {"b"}
+
+
+SUMMARY_QUERIES = ("kernel_summary", "cuda_api_summary", "osrt_summary", "memcpy_summary", "nvtx_summary",
+                   "nvtx_gpu_projection", "launch_overhead")
+
+
+def test_output_columns_are_documented(run_factory):
+    # every output column, in order, has its @column header line (with a unit); run_id first
+    from tracekit.named_queries import get_query
+
+    run = _projection_run(run_factory)
+    with Engine([run]) as eng:
+        for name in SUMMARY_QUERIES:
+            q = get_query(name)
+            out = eng.query(q).column_names
+            assert out == [c.name for c in q.columns], name
+            assert out[0] == "run_id", name
+            assert q.topic in ("summary", "nvtx"), name
