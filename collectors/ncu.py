@@ -105,7 +105,9 @@ def _launch_columns(table: pa.Table, header: list[str]) -> dict[str, pa.Array]:
 
 def _from_raw(header, table):
     units, rows = table.slice(0, 1), table.slice(1)
-    if table.num_rows and C.col(units, header, "ID")[0].as_py() != "":
+    if not table.num_rows:  # a header and nothing else
+        units = None
+    elif C.col(units, header, "ID")[0].as_py() != "":
         units, rows = None, table  # an export without the units row (--print-units none?)
     launches = _launch_columns(rows, header)
     n = rows.num_rows

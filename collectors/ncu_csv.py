@@ -77,6 +77,11 @@ def read_csv(path: Path) -> tuple[str, list[str], pa.Table, list[str]]:
     width = len(header)
     if any(len(r) > width for r in rows[1:]):
         raise InputError(f"malformed ncu CSV: a row has more cells than the {width}-column header", path=path)
+    # only the details page's trailing rule cells may be missing; a shorter row was cut off
+    least = header.index("Metric Value") + 1 if "Metric Value" in header else width
+    if any(len(r) < least for r in rows[1:]):
+        raise InputError(f"malformed ncu CSV: a row has fewer cells than the {width}-column header "
+                         "(is the file cut short?)", path=path)
     # the details page omits the trailing rule cells on metric rows: pad them
     columns = list(zip(*[r + [""] * (width - len(r)) for r in rows[1:]])) or [()] * width
     table = pa.table({f"c{i}": pa.array(list(c), pa.string()) for i, c in enumerate(columns)})

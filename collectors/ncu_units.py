@@ -62,8 +62,9 @@ def parse_values(raw: pa.Array) -> pa.Array:
     s = pc.replace_substring(pc.utf8_trim_whitespace(raw), ",", "")
     ok = pc.and_(pc.match_substring_regex(s, _NUMBER), pc.invert(pc.is_in(s, pa.array(_MISSING))))
     ok = pc.fill_null(ok, False)
-    clean = pc.if_else(ok, s, pa.scalar(None, pa.string()))
-    return clean.cast(pa.float64())
+    clean = pc.if_else(ok, s, pa.scalar(None, pa.string())).cast(pa.float64())
+    # '1e309' matches the pattern but is no measurement: infinities become null too
+    return pc.if_else(pc.is_finite(clean), clean, pa.scalar(None, pa.float64()))
 
 
 def convert(values: pa.Array, units: pa.Array) -> tuple[pa.Array, pa.Array]:
