@@ -5,6 +5,9 @@ The convention (documented in docs/workloads.md) is fixed here, in one place:
 - ``step N`` / ``step N (warmup)``: one push/pop range per training step on the main thread;
   ``N`` counts from 0 over warm-up and measured steps together. :data:`STEP_RE` parses it.
 - ``data``, ``forward``, ``backward``, ``optimizer``: push/pop ranges nested in the step range.
+- ``measure``: one push/pop range around all measured (non-warm-up) steps, for profilers'
+  capture ranges (nsys ``--capture-range=nvtx --nvtx-capture=measure@tracekit``). On CUDA the
+  loop also calls ``cudaProfilerStart``/``Stop`` at its ends (``--capture-range=cudaProfilerApi``).
 - ``comm allreduce``: one start/end range per DDP gradient bucket, from the moment the comm hook
   launches the all-reduce to the moment its future completes. It may open and close on different
   threads (autograd and communication threads), may overlap other buckets, and lies inside the
@@ -26,6 +29,7 @@ import re
 
 DOMAIN = "tracekit"
 PHASES = ("data", "forward", "backward", "optimizer")
+MEASURE = "measure"
 COMM = "comm allreduce"
 STEP_RE = re.compile(r"^step (?P<step>\d+)(?P<warmup> \(warmup\))?$")
 # The same pattern for SQL (DuckDB regexp_extract): step number is group 1, warm-up is group 2.

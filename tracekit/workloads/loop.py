@@ -20,7 +20,8 @@ from pathlib import Path
 
 from tracekit.errors import InputError, ToolNotFoundError
 from tracekit.workloads import annotate as _annotate
-from tracekit.workloads.annotate import COMM, backend, end_range, nvtx_range, start_range, step_message
+from tracekit.workloads.annotate import (COMM, MEASURE, backend, end_range, nvtx_range, start_range,
+                                         step_message)
 from tracekit.workloads.registry import PRESETS, REGISTRY
 
 PRECISIONS = ("fp32", "amp", "bf16")
@@ -262,6 +263,10 @@ def _train(torch, dist, config, spec, device, batch_size, world, rank, local_ran
     step_ns, losses = [], []
     model.train()
     for i in range(total):
+        if i == config.warmup_steps:  # the measured steps start: profilers' capture range
+            backend().push(MEASURE)
+            if cuda:
+                torch.cuda.profiler.start()
         if prof is not None and i == config.warmup_steps:
             prof.start()  # measured steps only
         t0 = time.perf_counter_ns()
@@ -284,6 +289,9 @@ def _train(torch, dist, config, spec, device, batch_size, world, rank, local_ran
             sync()
             step_ns.append(time.perf_counter_ns() - t0)
         losses.append(float(loss.detach().float()))
+    if cuda:
+        torch.cuda.profiler.stop()
+    backend().pop()  # MEASURE
     if prof is not None:
         prof.stop()
         Path(config.torch_profile).mkdir(parents=True, exist_ok=True)
