@@ -18,6 +18,7 @@ memory does not grow with the trace's size.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -106,6 +107,28 @@ def column_sources() -> dict[tuple[str, str], str]:
 
 
 # --- small converters (per event; kept lean) ----------------------------------------------
+def _well_shaped(e: dict) -> bool:
+    """name/cat are text (or absent) and args an object (or absent): true for every event
+    PyTorch writes; the rest go through :func:`_reshape`."""
+    n, c, a = e.get("name"), e.get("cat"), e.get("args")
+    return (n is None or type(n) is str) and (c is None or type(c) is str) and \
+        (a is None or type(a) is dict)
+
+
+def _reshape(e) -> dict | None:
+    """A damaged event made safe to read: None when it is not an object; a non-object args
+    dropped; a non-text name or category written as JSON text."""
+    if not isinstance(e, dict):
+        return None
+    e = dict(e)
+    if not isinstance(e.get("args"), (dict, type(None))):
+        e["args"] = None
+    for k in ("name", "cat"):
+        if e.get(k) is not None and not isinstance(e[k], str):
+            e[k] = json.dumps(e[k], default=str)
+    return e
+
+
 def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: list[int]) -> None:
     """One streaming pass over one trace: fill parts and ``st``."""
     path = st.path
@@ -134,6 +157,11 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
         c["correlation_id"].append(to_int(corr))
 
     for e in stream:
+        if type(e) is not dict or not _well_shaped(e):
+            e = _reshape(e)
+            if e is None:
+                st.skipped["<event not a JSON object>"] = st.skipped.get("<event not a JSON object>", 0) + 1
+                continue
         ph = e.get("ph")
         if ph == "X":
             cat = e.get("cat")

@@ -241,7 +241,10 @@ def threads_table(states: list[FileState]) -> pa.Table:
 def devices_table(states: list[FileState]) -> pa.Table:
     rows = {}
     for st in states:
-        for d in st.metadata.get("deviceProperties") or []:
+        props = st.metadata.get("deviceProperties")
+        for d in props if isinstance(props, list) else []:
+            if not isinstance(d, dict):
+                continue
             dev = to_int(d.get("id"))
             if dev is None or dev in rows:
                 continue
@@ -288,8 +291,8 @@ def source_entry(st: FileState) -> dict:
         "host_pid": st.host_pid,
         "trace_metadata": meta,
         "metadata_complete": st.metadata_complete,
-        "events_by_category": dict(sorted(st.counts.items())),
-        "skipped": dict(sorted(st.skipped.items())),
+        "events_by_category": dict(sorted(st.counts.items(), key=lambda kv: str(kv[0]))),
+        "skipped": dict(sorted(st.skipped.items(), key=lambda kv: str(kv[0]))),
         "invalid_kernels": st.invalid_kernels,
         "invalid_kernel_names": dict(sorted(st.invalid_kernel_names.items())[:20]),
         "bad_timestamps": st.bad_timestamps,
