@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracekit.errors import InputError, ToolNotFoundError
@@ -334,7 +334,3 @@ def _train(torch, dist, config, spec, device, batch_size, world, rank, local_ran
         elif rank == 0:
             _write_json(Path(path), result)
     return result
-
-
-def config_dict(config: RunConfig) -> dict:
-    return asdict(config)
