@@ -13,9 +13,11 @@ always records each input's name, size and SHA-256.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import shlex
 import shutil
 import subprocess
@@ -69,23 +71,50 @@ def _tail(text: str, n: int = 3) -> str:
     return " | ".join(key[-2:] if key else lines[-n:]) or "(no output)"
 
 
+def _kill_tree(pid: int, token: str) -> None:
+    """Kill what one command started: its process group (``start_new_session``), the processes
+    whose environment carries ``TRACEKIT_COLLECT_TOKEN=token`` (the workload and its ranks, which
+    nsys starts outside that group), and the nsys agent of its session, which nsys detaches and
+    names ``--session-name=profile-X-PID``."""
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+    marker = f"TRACEKIT_COLLECT_TOKEN={token}".encode()
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError, ValueError):
+            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+            agent = b"--start-agent" in cmd and any(
+                c.startswith(b"--session-name=") and c.endswith(b"-%d" % pid) for c in cmd)
+            if agent or marker in (proc / "environ").read_bytes().split(b"\0"):
+                os.kill(int(proc.name), signal.SIGKILL)
+
+
 def _run(cmd: list[str], what: str, log: Path, timeout: float | None, env: dict | None = None) -> str:
     """Run ``cmd`` with stdout+stderr into ``log``; :class:`ProfilerError` quoting its last lines
-    when it fails or times out. Returns the output."""
+    when it fails or runs past ``timeout`` seconds (then it and its nsys agent are killed).
+    Returns the output."""
     with open(log, "ab") as f:
         f.write(("$ " + shlex.join(cmd) + "\n").encode())
         f.flush()
+        token = uuid.uuid4().hex
         try:
-            p = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout,
-                               env={**os.environ, **(env or {})}, start_new_session=True)
-        except subprocess.TimeoutExpired:
-            raise ProfilerError(f"{what} did not finish within {timeout:.0f} s: "
-                                f"{_tail(log.read_text(errors='replace'))}") from None
+            p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
+                                 env={**os.environ, **(env or {}), "TRACEKIT_COLLECT_TOKEN": token})
         except OSError as exc:
             raise ProfilerError(f"cannot start {what} ({cmd[0]}): {exc.strerror}") from None
+        try:
+            rc = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_tree(p.pid, token)
+            p.wait()
+            raise ProfilerError(f"{what} did not finish within {timeout:.0f} s (killed): "
+                                f"{_tail(log.read_text(errors='replace'))}") from None
+        except BaseException:  # KeyboardInterrupt / SIGTERM: leave nothing running
+            _kill_tree(p.pid, token)
+            p.wait()
+            raise
     out = log.read_text(errors="replace")
-    if p.returncode != 0:
-        raise ProfilerError(f"{what} failed (exit status {p.returncode}): {_tail(out)}")
+    if rc != 0:
+        raise ProfilerError(f"{what} failed (exit status {rc}): {_tail(out)}")
     return out
 
 
