@@ -15,6 +15,7 @@ from tracekit.cli import convert, query, schema_cmd  # noqa: F401  (registers co
 from tracekit.cli import collect  # noqa: F401,E402  (tracekit collect)
 from tracekit.cli import plot  # noqa: F401,E402  (tracekit plot ...)
 from tracekit.cli import workloads  # noqa: F401,E402  (tracekit workloads)
+from tracekit.cli import study  # noqa: F401,E402  (tracekit study, tracekit compare)
 from tracekit.cli.app import STATE, app
 from tracekit.errors import TracekitError
 

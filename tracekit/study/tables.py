@@ -1,0 +1,402 @@
+"""The study's tables, computed from the named queries' results on the study's runs.
+
+Every number comes from a named query (``queries/``) run by :class:`tracekit.engine.Engine` over
+all runs at once, then aggregated per run and per group (workload, precision, world size,
+interconnect); :data:`SOURCES` names the query behind each table. Definitions (docs/study.md):
+
+- scaling: ``step_ns`` = mean ``step_summary.wall_ns`` over the measured steps (warm-up steps
+  dropped) of all ranks; ``samples_per_s`` = the manifest's global batch / ``step_ns`` (the
+  harmonic mean of ``step_summary.samples_per_s``); ``scaling_efficiency`` = samples/s at N ÷
+  (N × samples/s at 1) against the 1-rank run of the same workload, precision and interconnect
+  with the same per-GPU batch.
+- precision: ``speedup_vs_fp32`` = fp32 ``step_ns`` ÷ this ``step_ns`` (same workload, world size,
+  interconnect); ``tensor_core_time_share`` from ``roofline`` (time of kernels with tensor FLOPs ÷
+  all profiled kernel time) on ncu passes of the same workload and precision, else from
+  ``kernel_summary`` kernel names (a name-based estimate, ``tensor_core_source`` says which).
+- cpu: ``host_cpu_utilization`` scope 'run', level 'all'.
+- characterization: ``roofline`` per kernel on ncu passes: summed FLOPs / summed time, summed DRAM
+  bytes / summed time; DRAM transactions are 32-byte sectors (``dram__sectors*`` counters when
+  ncu recorded them, else DRAM bytes / 32, said in ``source``).
+- communication: with NCCL kernels, ``nccl`` and ``gpu_utilization`` (share of each GPU's active
+  span in NCCL kernels; exposed NCCL time per GPU and step); without (Gloo on CPUs), the
+  ``comm allreduce`` ranges of ``step_summary`` (``comm_ns / wall_ns``; exposed time unknown).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from tracekit.engine import Engine
+from tracekit.study.runs import RunInfo
+
+# Tensor-core kernels by name: cuBLAS/cuDNN/CUTLASS spellings of HMMA/IMMA tile kernels across
+# Volta..Hopper (s884/h884/s1688/h1688/s16816/h16816 tiles, *_tensorop_*, xmma/gmma/wgmma, hmma,
+# imma). A name-based estimate: a kernel that uses tensor cores under another name is missed.
+TENSOR_CORE_NAME_RE = (r"(?i)(hmma|imma|xmma|wgmma|gmma|tensorop|tensor_op|"
+                       r"[shid](884|1688|16816|8816|16832)|_tc_|tensorcore|mma_sync)")
+
+SOURCES = {
+    "scaling": ["step_summary"],
+    "precision": ["step_summary", "roofline", "kernel_summary"],
+    "cpu": ["host_cpu_utilization"],
+    "characterization": ["roofline"],
+    "communication": ["nccl", "gpu_utilization", "step_summary"],
+    "interconnect": ["step_summary", "nccl", "gpu_utilization"],
+}
+
+COLUMNS = {
+    "scaling": ["workload", "precision", "world_size", "samples_per_s", "step_ns",
+                "scaling_efficiency", "interconnect", "batch_size", "steps", "runs"],
+    "precision": ["workload", "world_size", "precision", "speedup_vs_fp32",
+                  "tensor_core_time_share", "tensor_core_source", "interconnect", "runs"],
+    "cpu": ["workload", "world_size", "cores_busy", "cpu_utilization", "precision",
+            "interconnect", "cpus", "runs"],
+    "characterization": ["workload", "suite", "flop_per_s", "dram_bytes_per_s",
+                         "dram_transactions_per_s", "source", "precision", "kernels", "runs"],
+    "communication": ["workload", "world_size", "comm_share", "exposed_comm_ns", "precision",
+                      "interconnect", "source", "runs"],
+    "interconnect": ["workload", "precision", "world_size", "interconnect", "samples_per_s",
+                     "step_ns", "comm_share", "exposed_comm_ns", "runs"],
+}
+
+
+@dataclass
+class Study:
+    runs: list[RunInfo]
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)  # table -> why empty / partly empty
+    per_run: pd.DataFrame | None = None  # one row per run with its measured values
+
+
+def _runs_col(s: pd.Series) -> str:
+    return ",".join(sorted(set(s)))
+
+
+def _q(eng: Engine, name: str, params: dict | None = None) -> pd.DataFrame:
+    return eng.query(name, params or {}).to_pandas()
+
+
+def _empty(name: str) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS[name]})
+
+
+def _keys(infos: list[RunInfo]) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "run_id": i.run_id, "workload": i.workload, "suite": i.suite, "precision": i.precision,
+        "world_size": i.world_size, "batch_size": i.batch_size, "interconnect": i.interconnect,
+        "kind": i.kind, "samples_per_step": i.samples_per_step,
+    } for i in infos])
+
+
+def per_run_steps(eng: Engine, keys: pd.DataFrame) -> pd.DataFrame:
+    """step_summary aggregated per run: step_ns (mean wall of measured steps), comm_ns, steps."""
+    s = _q(eng, "step_summary", {"include_warmup": "false"})
+    if s.empty:
+        return pd.DataFrame(columns=["run_id", "step_ns", "comm_ns_mean", "steps", "steps_all"])
+    g = s.groupby("run_id")
+    out = pd.DataFrame({
+        "step_ns": g["wall_ns"].mean(),
+        "comm_ns_mean": g["comm_ns"].mean(),  # NaN when NULL (not annotated)
+        "wall_ns_sum": g["wall_ns"].sum(),
+        "comm_ns_sum": g["comm_ns"].sum(min_count=1),
+        "steps": g["step"].nunique(),
+    }).reset_index()
+    allsteps = _q(eng, "step_summary", {"include_warmup": "true"})
+    n_all = allsteps.groupby("run_id")["step"].nunique().rename("steps_all").reset_index()
+    return out.merge(n_all, on="run_id", how="left")
+
+
+def build_tables(infos: list[RunInfo]) -> Study:
+    study = Study(runs=infos)
+    keys = _keys(infos)
+    timeline = keys[keys.kind == "timeline"]
+    ncu = keys[keys.kind == "ncu"]
+    with Engine([i.path for i in infos]) as eng:
+        steps = per_run_steps(eng, keys)
+        pr = timeline.merge(steps, on="run_id", how="left")
+        pr["samples_per_s"] = pr["samples_per_step"].astype("float64") * 1e9 / pr["step_ns"]
+        study.per_run = pr
+        _scaling(study, pr)
+        _precision(study, eng, pr, ncu)
+        _cpu(study, eng, timeline)
+        _characterization(study, eng, ncu, keys)
+        _communication(study, eng, pr)
+        _interconnect(study)
+    for name in COLUMNS:
+        study.tables.setdefault(name, _empty(name))
+    return study
+
+
+# -- scaling ------------------------------------------------------------------------------------
+_GROUP = ["workload", "precision", "world_size", "interconnect"]
+
+
+def _group(df: pd.DataFrame, keys: list[str], agg: dict) -> pd.DataFrame:
+    d = df.copy()
+    for k in keys:  # groupby drops NaN keys
+        d[k] = d[k].astype("object").where(d[k].notna(), "")
+    out = d.groupby(keys, sort=True).agg(**agg).reset_index()
+    for k in keys:
+        out[k] = out[k].replace("", None)
+    return out
+
+
+def _scaling(study: Study, pr: pd.DataFrame) -> None:
+    ok = pr[pr.step_ns.notna()]
+    missing = sorted(set(pr.run_id) - set(ok.run_id))
+    if missing:
+        study.reasons["scaling"] = (f"no training steps (NVTX `step N` ranges) in run(s) "
+                                    f"{', '.join(missing)}")
+    if ok.empty:
+        study.reasons["scaling"] = "no run has training steps (NVTX `step N` ranges)"
+        return
+    t = _group(ok, _GROUP + ["batch_size"], dict(
+        step_ns=("step_ns", "mean"), samples_per_s=("samples_per_s", "mean"),
+        steps=("steps", "sum"), runs=("run_id", _runs_col)))
+    base = t[t.world_size == 1][["workload", "precision", "interconnect", "batch_size",
+                                 "samples_per_s"]]
+    base = base.rename(columns={"samples_per_s": "sps1"})
+    # the 1-GPU run has no interconnect of its own: match it whatever the N-GPU run's is
+    b_any = base.groupby(["workload", "precision", "batch_size"], dropna=False)["sps1"].mean()
+    t = t.merge(b_any.rename("sps1").reset_index(), on=["workload", "precision", "batch_size"],
+                how="left")
+    t["scaling_efficiency"] = t["samples_per_s"] / (t["world_size"] * t["sps1"])
+    if t["scaling_efficiency"].isna().any():
+        no1 = sorted(set(t.loc[t.scaling_efficiency.isna(), "workload"]))
+        study.reasons["scaling"] = ((study.reasons.get("scaling", "") + "; ").lstrip("; ") +
+                                    "scaling_efficiency is empty where no 1-GPU run of the same "
+                                    f"workload, precision and per-GPU batch exists ({', '.join(no1)})")
+    study.tables["scaling"] = t[COLUMNS["scaling"]].sort_values(
+        ["workload", "precision", "world_size"], kind="stable").reset_index(drop=True)
+
+
+# -- precision ----------------------------------------------------------------------------------
+def _tensor_share_ncu(eng: Engine, ncu: pd.DataFrame) -> pd.DataFrame:
+    """Per ncu run: time of kernels with tensor FLOPs / all profiled kernel time (roofline)."""
+    if ncu.empty:
+        return pd.DataFrame(columns=["run_id", "tc_share"])
+    rf = roofline_per_kernel(eng)
+    rf = rf[rf.run_id.isin(ncu.run_id)]
+    if rf.empty:
+        return pd.DataFrame(columns=["run_id", "tc_share"])
+    rf = rf.assign(tc_ns=np.where(rf["tensor_flop"].fillna(0) > 0, rf["time_ns"], 0.0))
+    g = rf.groupby("run_id").agg(tc=("tc_ns", "sum"), t=("time_ns", "sum"),
+                                 known=("tensor_flop", lambda s: s.notna().any())).reset_index()
+    g = g[g.known & (g.t > 0)]
+    g["tc_share"] = g.tc / g.t
+    return g[["run_id", "tc_share"]]
+
+
+def _tensor_share_names(eng: Engine) -> pd.DataFrame:
+    ks = _q(eng, "kernel_summary")
+    if ks.empty:
+        return pd.DataFrame(columns=["run_id", "tc_share"])
+    rx = re.compile(TENSOR_CORE_NAME_RE)
+    ks["tc"] = ks["name"].map(lambda n: bool(rx.search(n or "")))  # per distinct name
+    ks["tc_ns"] = np.where(ks["tc"], ks["total_ns"], 0)
+    g = ks.groupby("run_id").agg(tc=("tc_ns", "sum"), t=("total_ns", "sum")).reset_index()
+    g = g[g.t > 0]
+    g["tc_share"] = g.tc / g.t
+    return g[["run_id", "tc_share"]]
+
+
+def _precision(study: Study, eng: Engine, pr: pd.DataFrame, ncu: pd.DataFrame) -> None:
+    sc = study.tables.get("scaling")
+    if sc is None or sc.empty:
+        study.reasons["precision"] = "no run has training steps"
+        return
+    fp32 = sc[sc.precision == "fp32"][["workload", "world_size", "interconnect", "batch_size",
+                                       "step_ns"]].rename(columns={"step_ns": "fp32_ns"})
+    t = sc.merge(fp32, on=["workload", "world_size", "interconnect", "batch_size"], how="left")
+    t["speedup_vs_fp32"] = t["fp32_ns"] / t["step_ns"]
+    # tensor-core share: ncu passes of the same workload and precision first
+    by_ncu = _tensor_share_ncu(eng, ncu).merge(ncu[["run_id", "workload", "precision"]], on="run_id")
+    by_ncu = by_ncu.groupby(["workload", "precision"]).agg(
+        ncu_share=("tc_share", "mean"), ncu_runs=("run_id", _runs_col)).reset_index()
+    by_name = _tensor_share_names(eng).merge(pr[["run_id"] + _GROUP], on="run_id")
+    by_name = _group(by_name, _GROUP, dict(name_share=("tc_share", "mean")))
+    t = t.merge(by_ncu, on=["workload", "precision"], how="left")
+    t = t.merge(by_name, on=_GROUP, how="left")
+    t["tensor_core_time_share"] = t["ncu_share"].where(t["ncu_share"].notna(), t["name_share"])
+    t["tensor_core_source"] = np.select(
+        [t["ncu_share"].notna(), t["name_share"].notna()],
+        ["ncu counters (roofline tensor_flop)", "name-based estimate (kernel_summary)"],
+        "no GPU kernels captured")
+    t["runs"] = [",".join(sorted(set(filter(None, (r + "," + (n if isinstance(n, str) else "")).split(",")))))
+                 for r, n in zip(t["runs"], t["ncu_runs"])]
+    if not t["fp32_ns"].notna().all():
+        study.reasons["precision"] = ("speedup_vs_fp32 is empty where no fp32 run of the same "
+                                      "workload, world size and per-GPU batch exists")
+    if t["tensor_core_time_share"].isna().any():
+        r = ("tensor_core_time_share is empty for runs without GPU kernels (CPU runs) and "
+             "without an ncu pass")
+        study.reasons["precision"] = "; ".join(filter(None, [study.reasons.get("precision"), r]))
+    study.tables["precision"] = t[COLUMNS["precision"]].sort_values(
+        ["workload", "world_size", "precision"], kind="stable").reset_index(drop=True)
+
+
+# -- cpu ----------------------------------------------------------------------------------------
+def _cpu(study: Study, eng: Engine, timeline: pd.DataFrame) -> None:
+    h = _q(eng, "host_cpu_utilization")
+    h = h[(h.scope == "run") & (h.level == "all") & h.run_id.isin(timeline.run_id)]
+    h = h[h.cores_busy.notna()]
+    without = sorted(set(timeline.run_id) - set(h.run_id))
+    if without:
+        study.reasons["cpu"] = (f"no scheduler data (nsys --cpuctxsw; the torch profiler records "
+                                f"none) in run(s) {', '.join(without)}")
+    if h.empty:
+        return
+    d = h.merge(timeline, on="run_id")
+    t = _group(d, _GROUP, dict(cores_busy=("cores_busy", "mean"),
+                               cpu_utilization=("cpu_utilization", "mean"),
+                               cpus=("cpus", "max"), runs=("run_id", _runs_col)))
+    study.tables["cpu"] = t[COLUMNS["cpu"]].sort_values(
+        ["workload", "precision", "world_size"], kind="stable").reset_index(drop=True)
+
+
+# -- characterization ---------------------------------------------------------------------------
+_ROOFLINE_CACHE: dict[int, pd.DataFrame] = {}
+
+
+def roofline_per_kernel(eng: Engine) -> pd.DataFrame:
+    """``roofline`` per kernel; runs whose ncu rows come from several files pool their passes
+    (``merge_passes``: separate ncu runs for DRAM and FLOP counters)."""
+    key = id(eng)
+    if key in _ROOFLINE_CACHE:
+        return _ROOFLINE_CACHE[key]
+    files = eng.sql("SELECT run_id, count(DISTINCT source_file) AS n FROM ncu_launches GROUP BY ALL").to_pandas()
+    if files.empty:
+        out = pd.DataFrame(columns=["run_id", "kernel_name", "time_ns", "flop", "tensor_flop",
+                                    "dram_bytes", "flop_per_s", "dram_bytes_per_s"])
+    else:
+        parts = []
+        for merge, ids in files.groupby(files.n > 1)["run_id"]:
+            r = _q(eng, "roofline", {"ceilings": "none", "merge_passes": "true" if merge else "false"})
+            parts.append(r[r.run_id.isin(set(ids))])
+        out = pd.concat(parts, ignore_index=True)
+    _ROOFLINE_CACHE.clear()
+    _ROOFLINE_CACHE[key] = out
+    return out
+
+
+_SECTORS_SQL = """
+SELECT run_id, sum(value) AS sectors, count(DISTINCT launch_id) AS launches
+FROM ncu_metrics
+WHERE metric_name IN ('dram__sectors.sum', 'dram__sectors_read.sum', 'dram__sectors_write.sum')
+  AND value IS NOT NULL
+GROUP BY run_id
+"""
+
+
+def _characterization(study: Study, eng: Engine, ncu: pd.DataFrame, keys: pd.DataFrame) -> None:
+    if ncu.empty:
+        study.reasons["characterization"] = (
+            "no ncu pass among the runs: FLOP/s and DRAM traffic need Nsight Compute counters "
+            "(`tracekit collect WORKLOAD --profiler ncu` on a GPU)")
+        return
+    rf = roofline_per_kernel(eng)
+    rf = rf[rf.run_id.isin(ncu.run_id)]
+    if rf.empty:
+        study.reasons["characterization"] = "the ncu passes hold no profiled kernels"
+        return
+    g = rf.groupby("run_id").agg(
+        time_ns=("time_ns", "sum"),
+        flop=("flop", lambda s: s.sum(min_count=1)),
+        dram_bytes=("dram_bytes", lambda s: s.sum(min_count=1)),
+        kernels=("kernel_name", "nunique")).reset_index()
+    sec = eng.sql(_SECTORS_SQL).to_pandas()
+    g = g.merge(sec[["run_id", "sectors"]], on="run_id", how="left")
+    g["flop_per_s"] = g.flop * 1e9 / g.time_ns
+    g["dram_bytes_per_s"] = g.dram_bytes * 1e9 / g.time_ns
+    has_sec = g.sectors.notna()
+    g["dram_transactions_per_s"] = np.where(has_sec, g.sectors * 1e9 / g.time_ns,
+                                            g.dram_bytes_per_s / 32.0)
+    g["source"] = np.where(
+        has_sec, "ncu roofline (FLOP, dram_bytes, time_ns); transactions = dram__sectors (32 B)",
+        "ncu roofline (FLOP, dram_bytes, time_ns); transactions = dram_bytes / 32 (sector size)")
+    d = g.merge(keys[["run_id", "workload", "suite", "precision"]], on="run_id")
+    t = _group(d, ["workload", "suite", "precision", "source"], dict(
+        flop_per_s=("flop_per_s", "mean"), dram_bytes_per_s=("dram_bytes_per_s", "mean"),
+        dram_transactions_per_s=("dram_transactions_per_s", "mean"),
+        kernels=("kernels", "sum"), runs=("run_id", _runs_col)))
+    if t[["flop_per_s", "dram_bytes_per_s"]].isna().any().any():
+        study.reasons["characterization"] = ("empty values: the ncu pass lacks FLOP or DRAM byte "
+                                             "counters (see the roofline query's `missing`)")
+    study.tables["characterization"] = t[COLUMNS["characterization"]].sort_values(
+        ["suite", "workload", "precision"], kind="stable").reset_index(drop=True)
+
+
+# -- communication ------------------------------------------------------------------------------
+def _communication(study: Study, eng: Engine, pr: pd.DataFrame) -> None:
+    pr = pr[pr.step_ns.notna()]
+    if pr.empty:
+        study.reasons["communication"] = "no run has training steps"
+        return
+    nccl = _q(eng, "nccl")
+    gu = _q(eng, "gpu_utilization")
+    gu = gu[gu.scope == "run"]
+    rows = []
+    gpu_runs = set(gu.run_id)
+    n_by_run = nccl.groupby("run_id").agg(nccl_ns=("nccl_ns", "sum"), exposed_ns=("exposed_ns", "sum"))
+    w_by_run = gu.groupby("run_id").agg(wall_ns=("wall_ns", "sum"), gpus=("device_id", "size"))
+    for r in pr.itertuples():
+        row = {"run_id": r.run_id}
+        if r.run_id in gpu_runs:
+            n = n_by_run.loc[r.run_id] if r.run_id in n_by_run.index else None
+            w = w_by_run.loc[r.run_id]
+            nccl_ns = 0.0 if n is None else float(n.nccl_ns)
+            exposed = 0.0 if n is None else float(n.exposed_ns)
+            row["comm_share"] = nccl_ns / w.wall_ns if w.wall_ns else np.nan
+            steps = r.steps_all if r.steps_all and not pd.isna(r.steps_all) else np.nan
+            row["exposed_comm_ns"] = exposed / w.gpus / steps
+            row["source"] = "nccl kernels (nccl, gpu_utilization)"
+        elif r.world_size == 1:
+            row["comm_share"] = 0.0 if pd.isna(r.comm_ns_sum) else r.comm_ns_sum / r.wall_ns_sum
+            row["exposed_comm_ns"] = 0.0
+            row["source"] = "one process: no communication"
+        else:
+            row["comm_share"] = (np.nan if pd.isna(r.comm_ns_sum) else r.comm_ns_sum / r.wall_ns_sum)
+            row["exposed_comm_ns"] = np.nan
+            row["source"] = ("comm ranges (step_summary comm_ns / wall_ns); exposed time needs "
+                             "NCCL kernels" if not pd.isna(r.comm_ns_sum) else
+                             "no comm ranges and no NCCL kernels (torch profiler on CPUs)")
+        rows.append(row)
+    d = pd.DataFrame(rows).merge(pr[["run_id"] + _GROUP], on="run_id")
+    t = _group(d, _GROUP + ["source"], dict(
+        comm_share=("comm_share", "mean"), exposed_comm_ns=("exposed_comm_ns", "mean"),
+        runs=("run_id", _runs_col)))
+    if t.exposed_comm_ns.isna().any() or t.comm_share.isna().any():
+        study.reasons["communication"] = ("exposed_comm_ns is empty for multi-process runs without "
+                                          "NCCL kernels (Gloo on CPUs): no GPU stream to overlap with")
+    study.tables["communication"] = t[COLUMNS["communication"]].sort_values(
+        ["workload", "precision", "world_size"], kind="stable").reset_index(drop=True)
+    study.per_run = study.per_run.merge(d[["run_id", "comm_share", "exposed_comm_ns"]],
+                                        on="run_id", how="left")
+
+
+def _interconnect(study: Study) -> None:
+    pr = study.per_run
+    pr = pr[pr.step_ns.notna() & pr.interconnect.notna()]
+    kinds = set(pr.interconnect)
+    if len(kinds) < 2:
+        study.reasons["interconnect"] = (
+            "needs runs over two interconnects (e.g. NVLink and PCIe) of the same workload, "
+            "precision and world size; found " + (", ".join(sorted(kinds)) or "none recorded") +
+            " (set `interconnect` in an override file)")
+        return
+    multi = pr.groupby(["workload", "precision", "world_size"])["interconnect"].transform("nunique")
+    pr = pr[multi > 1]
+    if pr.empty:
+        study.reasons["interconnect"] = ("no workload, precision and world size was run over more "
+                                         "than one interconnect")
+        return
+    t = _group(pr, _GROUP, dict(samples_per_s=("samples_per_s", "mean"), step_ns=("step_ns", "mean"),
+                                comm_share=("comm_share", "mean"),
+                                exposed_comm_ns=("exposed_comm_ns", "mean"),
+                                runs=("run_id", _runs_col)))
+    study.tables["interconnect"] = t[COLUMNS["interconnect"]].sort_values(
+        ["workload", "precision", "world_size", "interconnect"]).reset_index(drop=True)
