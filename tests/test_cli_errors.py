@@ -6,6 +6,7 @@ Checked both in-process (``tracekit.cli.run``) and through a real ``python -m tr
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import subprocess
@@ -233,3 +234,44 @@ def test_subprocess_success_is_quiet_on_stdout(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr and (tmp_path / "r" / "manifest.json").is_file()
     assert shutil.which(sys.executable)
+
+
+# -- damaged run folders --------------------------------------------------------------------------
+
+@pytest.fixture
+def small_run(tmp_path):
+    out = tmp_path / "run"
+    assert run(["convert", str(SMALL), "-o", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("damage, needles", [
+    ("missing_parquet", ["kernels.parquet is listed in manifest.json but missing"]),
+    ("garbage_parquet", ["kernels.parquet is not readable Parquet"]),
+    ("bad_manifest", ["manifest.json is not valid JSON"]),
+    ("layout_version", ["run folder layout version 99 is not the one this tracekit reads"]),
+])
+def test_damaged_run_folder_is_exit_2_never_zero_rows(damage, needles, small_run, capsys):
+    capsys.readouterr()
+    k = small_run / "kernels.parquet"
+    m = small_run / "manifest.json"
+    if damage == "missing_parquet":
+        k.unlink()
+    elif damage == "garbage_parquet":
+        k.write_bytes(b"not parquet at all")
+    elif damage == "bad_manifest":
+        m.write_text("{broken")
+    else:
+        d = json.loads(m.read_text())
+        d["layout_version"] = 99
+        m.write_text(json.dumps(d))
+    assert run(["query", "kernel_summary", str(small_run)]) == 2
+    _assert_one_line(capsys, str(small_run), *needles)
+
+
+def test_bad_query_parameters(small_run, capsys):
+    capsys.readouterr()
+    assert run(["query", "kernel_summary", str(small_run), "--param", "top=abc"]) == 2
+    _assert_one_line(capsys, "parameter top='abc' is not a valid BIGINT")
+    assert run(["query", "kernel_summary", str(small_run), "--param", "nope=1"]) == 2
+    _assert_one_line(capsys, "has no parameter 'nope'")

@@ -219,12 +219,24 @@ class Run:
         return self.manifest.get("run_id") or self.path.name
 
     def table_path(self, name: str) -> Path | None:
-        """Path of the table's Parquet file, or None when the run did not capture it."""
+        """Path of the table's Parquet file, or None when the run did not capture it.
+
+        Raises :class:`RunFolderError` when the manifest lists the table but its file is missing
+        or not readable Parquet (a damaged folder must not read as zero rows)."""
         info = self.manifest.get("tables", {}).get(name)
         if info is None:
             return None
         p = self.path / info.get("file", f"{name}.parquet")
-        return p if p.exists() else None
+        if not p.exists():
+            raise RunFolderError(f"{p.name} is listed in {MANIFEST} but missing: the run folder is "
+                                 "damaged; convert the input again", path=self.path)
+        if p.is_file():
+            try:
+                pq.read_metadata(p)
+            except (OSError, pa.ArrowException) as exc:
+                raise RunFolderError(f"{p.name} is not readable Parquet ({' '.join(str(exc).split())})",
+                                     path=self.path) from None
+        return p
 
 
 def open_run(path: str | os.PathLike) -> Run:
