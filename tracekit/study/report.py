@@ -60,7 +60,7 @@ def _png(fig) -> str:
 
 def _series_label(row) -> str:
     parts = [row["workload"], row.get("precision")]
-    if row.get("interconnect"):
+    if isinstance(row.get("interconnect"), str) and row.get("interconnect"):
         parts.append(row["interconnect"])
     return " ".join(str(p) for p in parts if p)
 

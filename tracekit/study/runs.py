@@ -158,15 +158,15 @@ def load_runs(run_dirs, override_path=None) -> list[RunInfo]:
     if not run_dirs:
         raise InputError("no run folders given")
     override = load_override(override_path)
-    infos = [run_info(open_run(p), override) for p in run_dirs]
+    opened = [open_run(p) for p in run_dirs]
+    stray = set(override["runs"]) - {r.run_id for r in opened} - {r.path.name for r in opened}
+    if stray:
+        raise InputError(f"override file names run(s) not given: {', '.join(sorted(stray))}")
+    infos = [run_info(r, override) for r in opened]
     seen: dict[str, RunInfo] = {}
     for i in infos:
         if i.run_id in seen:
             raise InputError(f"two run folders have run_id {i.run_id!r}: {seen[i.run_id].path} "
                              f"and {i.path}")
         seen[i.run_id] = i
-    known = set(seen) | {i.path.name for i in infos}
-    stray = set(override["runs"]) - known
-    if stray:
-        raise InputError(f"override file names run(s) not given: {', '.join(sorted(stray))}")
     return infos

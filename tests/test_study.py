@@ -1,0 +1,334 @@
+"""tracekit study: tables from the named queries, grouping and overrides, the HTML report.
+
+Golden tests use hand-built GPU-like run folders (expected values by hand); a characterization
+test uses the real V100 ncu passes of the fixtures; the end-to-end test runs
+examples/study_cpu.sh (tiny presets, 1 and 2 Gloo ranks, fp32 and bf16, `tracekit collect`).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import FIXTURES, ROOT
+from tracekit.cli import run as cli
+from tracekit.engine import Engine
+from tracekit.errors import InputError
+from tracekit.study import build_study, load_runs
+from tracekit.study.tables import COLUMNS
+
+PP = "push/pop"
+STEP = 1_000_000  # ns
+TABLES = ("scaling", "precision", "cpu", "characterization", "communication", "interconnect")
+
+
+def gpu_run(factory, name, *, workload="resnet50", precision="fp32", world_size=1, step_ns=STEP,
+            batch=32, interconnect=None, tc_kernel_ns=0, other_kernel_ns=400_000, nccl_ns=0,
+            overlap_ns=0):
+    """A run of ``world_size`` processes (pid 100+r on GPU r): one warm-up step and two measured
+    steps of ``step_ns`` each; per step and GPU one tensor-core kernel (name with h884), one
+    other kernel, and an NCCL all-reduce of ``nccl_ns`` on a second stream whose first
+    ``overlap_ns`` overlap the other kernel."""
+    nv = {k: [] for k in ("range_id", "pid", "tid", "style", "domain", "name", "start_ns", "end_ns",
+                          "duration_ns")}
+    kern = {k: [] for k in ("pid", "device_id", "stream_id", "start_ns", "end_ns", "duration_ns", "name")}
+    rid = 0
+    for r in range(world_size):
+        pid = 100 + r
+        for s in range(3):
+            rid += 1
+            t0 = s * step_ns
+            for k, v in zip(nv, (rid, pid, pid, PP, "tracekit", f"step {s}" + (" (warmup)" if s == 0 else ""),
+                                 t0, t0 + step_ns, step_ns)):
+                nv[k].append(v)
+            ks = []
+            if tc_kernel_ns:
+                ks.append((7, t0 + 1000, t0 + 1000 + tc_kernel_ns, "volta_h884gemm_128x128_ldg8_nn"))
+            o0 = t0 + 1000 + tc_kernel_ns
+            ks.append((7, o0, o0 + other_kernel_ns, "elementwise_kernel"))
+            if nccl_ns:
+                n0 = o0 + other_kernel_ns - overlap_ns
+                ks.append((8, n0, n0 + nccl_ns, "ncclKernel_AllReduce_RING_LL_Sum_float"))
+            for stream, a, b, kname in ks:
+                for k, v in zip(kern, (pid, r, stream, a, b, b - a, kname)):
+                    kern[k].append(v)
+    manifest = {"workload": {"name": workload, "suite": "mlperf", "precision": precision,
+                             "world_size": world_size, "batch_size": batch,
+                             "samples_per_step": batch * world_size,
+                             "ranks": [{"rank": r, "pid": 100 + r} for r in range(world_size)]},
+                "collect": {"profiler": "nsys"}}
+    if interconnect:
+        manifest["workload"]["interconnect"] = interconnect
+    return factory({"nvtx_ranges": nv, "kernels": kern,
+                    "processes": {"pid": [100 + r for r in range(world_size)],
+                                  "name": ["python"] * world_size}}, manifest, name=name)
+
+
+@pytest.fixture
+def gpu_runs(run_factory):
+    """resnet50 on 1/2/4 GPUs in fp32 and amp over NVLink, and on 4 GPUs over PCIe."""
+    f = run_factory
+    return [
+        gpu_run(f, "fp32_1", step_ns=1_000_000, other_kernel_ns=800_000),
+        gpu_run(f, "fp32_2", world_size=2, step_ns=1_100_000, other_kernel_ns=800_000,
+                nccl_ns=100_000, overlap_ns=40_000, interconnect="NVLink"),
+        gpu_run(f, "fp32_4", world_size=4, step_ns=1_250_000, other_kernel_ns=800_000,
+                nccl_ns=200_000, overlap_ns=50_000, interconnect="NVLink"),
+        gpu_run(f, "fp32_4_pcie", world_size=4, step_ns=2_000_000, other_kernel_ns=800_000,
+                nccl_ns=800_000, overlap_ns=50_000, interconnect="PCIe"),
+        gpu_run(f, "amp_1", precision="amp", step_ns=500_000, tc_kernel_ns=300_000,
+                other_kernel_ns=100_000),
+        gpu_run(f, "amp_2", precision="amp", world_size=2, step_ns=600_000, tc_kernel_ns=300_000,
+                other_kernel_ns=100_000, nccl_ns=100_000, overlap_ns=0, interconnect="NVLink"),
+    ]
+
+
+def _row(df, **keys):
+    m = df
+    for k, v in keys.items():
+        m = m[m[k] == v]
+    assert len(m) == 1, (keys, df)
+    return m.iloc[0]
+
+
+def test_scaling_precision_communication_golden(gpu_runs, tmp_path):
+    st, out = build_study(gpu_runs, tmp_path / "study")
+    sc = st.tables["scaling"]
+    r1 = _row(sc, precision="fp32", world_size=1)
+    r2 = _row(sc, precision="fp32", world_size=2)
+    r4 = _row(sc[sc.interconnect == "NVLink"], precision="fp32", world_size=4)
+    assert r1.step_ns == 1_000_000 and r1.samples_per_s == pytest.approx(32e9 / 1e6)
+    assert r2.samples_per_s == pytest.approx(64e9 / 1.1e6)
+    # efficiency = samples/s at N / (N x samples/s at 1) = step_1 / step_N at a fixed per-GPU batch
+    assert r2.scaling_efficiency == pytest.approx(1.0 / 1.1)
+    assert r4.scaling_efficiency == pytest.approx(1.0 / 1.25)
+    assert _row(sc, precision="amp", world_size=2).scaling_efficiency == pytest.approx(5 / 6)
+    assert r1.steps == 2  # warm-up step dropped
+
+    pc = st.tables["precision"]
+    a1 = _row(pc, precision="amp", world_size=1)
+    assert a1.speedup_vs_fp32 == pytest.approx(2.0)
+    assert _row(pc, precision="amp", world_size=2).speedup_vs_fp32 == pytest.approx(1.1 / 0.6)
+    # tensor-core share by kernel name: 300 us of h884 out of 400 us (the NCCL kernel too at 2)
+    assert a1.tensor_core_time_share == pytest.approx(0.75)
+    assert a1.tensor_core_source.startswith("name-based estimate")
+    assert _row(pc, precision="amp", world_size=2).tensor_core_time_share == pytest.approx(300 / 500)
+    assert _row(pc, precision="fp32", world_size=1).tensor_core_time_share == 0
+
+    cm = st.tables["communication"]
+    c2 = _row(cm, precision="fp32", world_size=2)
+    # per GPU and step: 100 us NCCL of which 40 us under the compute kernel -> 60 us exposed
+    assert c2.exposed_comm_ns == pytest.approx(60_000)
+    assert c2.source.startswith("nccl kernels")
+    assert _row(cm, precision="fp32", world_size=1).exposed_comm_ns == 0
+
+    ic = st.tables["interconnect"]
+    assert sorted(ic.interconnect) == ["NVLink", "PCIe"] and set(ic.world_size) == {4}
+    assert _row(ic, interconnect="PCIe").step_ns == 2_000_000
+    assert _row(ic, interconnect="PCIe").exposed_comm_ns == pytest.approx(750_000)
+
+    # CSV and Parquet of every table, same rows
+    for name in TABLES:
+        csv = pd.read_csv(out / f"{name}.csv")
+        pqt = pq.read_table(out / f"{name}.parquet").to_pandas()
+        assert list(csv.columns) == COLUMNS[name] == list(pqt.columns)
+        assert len(csv) == len(pqt) == len(st.tables[name])
+    assert "no ncu pass" in st.reasons["characterization"]
+    assert "no scheduler data" in st.reasons["cpu"]
+    check_html(out / "report.html", expect_figures=len(TABLES))
+
+
+def test_numbers_equal_named_queries(gpu_runs, tmp_path):
+    """The study's numbers are the named queries' numbers on the same runs."""
+    st, _ = build_study(gpu_runs, tmp_path / "study")
+    with Engine(gpu_runs) as eng:
+        ss = eng.query("step_summary", {"include_warmup": "false"}).to_pandas()
+        nccl = eng.query("nccl").to_pandas()
+        gu = eng.query("gpu_utilization").to_pandas()
+        ks = eng.query("kernel_summary").to_pandas()
+    sc = st.tables["scaling"]
+    for run in ("fp32_2", "amp_1"):
+        row = sc[sc.runs == run].iloc[0]
+        s = ss[ss.run_id == run]
+        assert row.step_ns == pytest.approx(s.wall_ns.mean(), rel=1e-12)
+        assert row.samples_per_s == pytest.approx(1 / (1 / s.samples_per_s).mean(), rel=1e-12)
+    cm = st.tables["communication"]
+    row = cm[cm.runs == "fp32_4"].iloc[0]
+    n, g = nccl[nccl.run_id == "fp32_4"], gu[(gu.run_id == "fp32_4") & (gu.scope == "run")]
+    assert row.comm_share == pytest.approx(n.nccl_ns.sum() / g.wall_ns.sum(), rel=1e-12)
+    assert row.exposed_comm_ns == pytest.approx(n.exposed_ns.sum() / len(g) / 3, rel=1e-12)
+    k = ks[ks.run_id == "amp_1"]
+    tc = k[k.name.str.contains("h884")].total_ns.sum() / k.total_ns.sum()
+    pc = st.tables["precision"]
+    assert pc[pc.runs == "amp_1"].iloc[0].tensor_core_time_share == pytest.approx(tc, rel=1e-12)
+
+
+def test_override_file_groups_runs_collected_elsewhere(run_factory, tmp_path):
+    """Runs without a collect manifest get their keys from a TOML (or YAML) file."""
+    a = gpu_run(run_factory, "a", world_size=1)
+    b = gpu_run(run_factory, "b", world_size=2, nccl_ns=10_000)
+    for p in (a, b):  # strip what collect would have written
+        import json
+
+        m = json.loads((p / "manifest.json").read_text())
+        m.pop("workload")
+        m.pop("collect")
+        (p / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(InputError, match="names no workload"):
+        load_runs([a, b])
+    toml = tmp_path / "o.toml"
+    toml.write_text('[defaults]\nworkload = "bert"\nbatch_size = 4\ninterconnect = "PCIe"\n'
+                    '[runs.b]\nworld_size = 2\nprecision = "amp"\n')
+    infos = {i.run_id: i for i in load_runs([a, b], toml)}
+    assert infos["b"].workload == "bert" and infos["b"].world_size == 2
+    assert infos["b"].precision == "amp" and infos["b"].samples_per_step == 8
+    assert infos["a"].precision == "fp32" and infos["a"].suite == "mlperf"  # from the registry
+    assert infos["b"].origin["world_size"] == "override" and infos["a"].origin["workload"] == "defaults"
+    yaml = pytest.importorskip("yaml")
+    y = tmp_path / "o.yaml"
+    y.write_text(yaml.safe_dump({"runs": {"a": {"workload": "ncf", "world_size": 1},
+                                          "b": {"workload": "ncf", "world_size": 2}}}))
+    assert {i.workload for i in load_runs([a, b], y)} == {"ncf"}
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[runs.a]\nworld_sise = 2\n')
+    with pytest.raises(InputError, match="unknown key"):
+        load_runs([a, b], bad)
+    bad.write_text('[runs.zzz]\nworkload = "x"\n')
+    with pytest.raises(InputError, match="not given: zzz"):
+        load_runs([a, b], bad)
+
+
+def test_characterization_from_real_ncu_passes(tmp_path, run_factory):
+    """The V100 GENE fixtures: DRAM bytes and FP64 FLOPs in two separate ncu passes, one run."""
+    from tracekit.convert import convert
+
+    ncu = convert([FIXTURES / "ncu" / "ncu_v100_gene_dram_time.ncu-rep",
+                   FIXTURES / "ncu" / "ncu_v100_gene_flops_time.ncu-rep"], tmp_path / "gene")
+    t = gpu_run(run_factory, "t")
+    o = tmp_path / "o.toml"
+    o.write_text('[runs.gene]\nworkload = "gene"\nsuite = "hpc"\npass = "ncu"\n')
+    st, out = build_study([t, ncu], tmp_path / "study", override=o)
+    ch = st.tables["characterization"]
+    assert len(ch) == 1
+    row = ch.iloc[0]
+    with Engine([ncu]) as eng:
+        rf = eng.query("roofline", {"ceilings": "none", "merge_passes": "true"}).to_pandas()
+    assert row.flop_per_s == pytest.approx(rf.flop.sum() * 1e9 / rf.time_ns.sum(), rel=1e-12)
+    assert row.dram_bytes_per_s == pytest.approx(rf.dram_bytes.sum() * 1e9 / rf.time_ns.sum(), rel=1e-12)
+    assert row.dram_transactions_per_s == pytest.approx(row.dram_bytes_per_s / 32)
+    assert row.suite == "hpc" and "dram_bytes / 32" in row.source
+    assert row.flop_per_s > 1e9 and row.dram_bytes_per_s > 1e9  # a V100 kernel, not a unit slip
+    check_html(out / "report.html", expect_figures=len(TABLES))
+
+
+def test_cli_study_and_errors(gpu_runs, tmp_path, capsys):
+    out = tmp_path / "s"
+    assert cli(["study", *map(str, gpu_runs), "-o", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().err and (out / "report.html").is_file()
+    assert cli(["study", str(gpu_runs[0]), "-o", str(out)]) == 2  # exists without --force
+    assert "already exists" in capsys.readouterr().err
+    assert cli(["study", str(gpu_runs[0]), "-o", str(out), "--force"]) == 0
+    assert cli(["study", str(tmp_path / "nope"), "-o", str(tmp_path / "t")]) == 2
+    assert cli(["study", str(gpu_runs[0]), "-o", str(tmp_path / "t"), "--override",
+                str(tmp_path / "missing.toml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("tracekit: error:") and "override file not found" in err[-1]
+    assert not (tmp_path / "t").exists()
+
+
+# -- the HTML -----------------------------------------------------------------------------------
+_IMG = re.compile(r"<img\b[^>]*\bsrc='data:image/png;base64,([A-Za-z0-9+/=]+)'")
+
+
+def check_html(path: Path, expect_figures: int) -> list[bytes]:
+    """Every figure is a valid embedded PNG, nothing is fetched from elsewhere."""
+    text = path.read_text(encoding="utf-8")
+    pngs = [base64.b64decode(m, validate=True) for m in _IMG.findall(text)]
+    assert len(pngs) == text.count("<img") >= expect_figures
+    for png in pngs:
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
+        w, h = struct.unpack(">II", png[16:24])
+        assert w > 200 and h > 150 and len(png) > 2000
+    refs = re.findall(r"""(?:src|href)\s*=\s*['"]?([^'" >]+)""", text)
+    assert all(r.startswith(("data:", "#")) for r in refs), refs
+    assert "<script" not in text and "<link" not in text and "@import" not in text
+    assert "url(" not in text
+    return pngs
+
+
+def render_in_chromium(html: Path, png: Path) -> None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    with tempfile.TemporaryDirectory() as profile:
+        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                        "--disable-background-networking", "--disable-component-update",
+                        "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+                        f"--screenshot={png}", "--window-size=1200,3000", html.as_uri()],
+                       check=True, capture_output=True, timeout=120)
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", data[16:24]) == (1200, 3000)
+
+
+@pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")),
+                    reason="chromium not on PATH")
+def test_report_renders_in_headless_chromium(gpu_runs, tmp_path):
+    _, out = build_study(gpu_runs, tmp_path / "study")
+    render_in_chromium(out / "report.html", tmp_path / "shot.png")
+
+
+# -- end to end ---------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_cpu_study_example_end_to_end(tmp_path):
+    """examples/study_cpu.sh: tiny resnet_cifar, 1 and 2 Gloo ranks, fp32 and bf16, collected with
+    `tracekit collect` (nsys when on PATH, else the torch profiler), then `tracekit study`."""
+    env = {**os.environ, "STEPS": "2", "WARMUP": "1", "TIMEOUT": "300",
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
+    p = subprocess.run(["bash", str(ROOT / "examples" / "study_cpu.sh"), str(tmp_path / "cpu")],
+                       env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = tmp_path / "cpu" / "study"
+    runs = sorted((tmp_path / "cpu" / "runs").iterdir())
+    assert [r.name for r in runs] == ["resnet_cifar_bf16_1rank", "resnet_cifar_bf16_2rank",
+                                      "resnet_cifar_fp32_1rank", "resnet_cifar_fp32_2rank"]
+    tables = {n: pd.read_csv(out / f"{n}.csv") for n in TABLES}
+    sc = tables["scaling"]
+    assert len(sc) == 4 and (sc.samples_per_s > 0).all() and sc.scaling_efficiency.notna().all()
+    assert (sc[sc.world_size == 1].scaling_efficiency == 1).all()
+    pc = tables["precision"]
+    assert len(pc) == 4 and pc.speedup_vs_fp32.notna().all()
+    assert (pc[pc.precision == "fp32"].speedup_vs_fp32 == 1).all()
+    cm = tables["communication"]
+    assert len(cm) == 4 and cm.comm_share.notna().all()
+    nsys = shutil.which("nsys") is not None
+    if nsys:  # scheduler data and comm ranges need nsys
+        cpu = tables["cpu"]
+        assert len(cpu) == 4 and (cpu.cores_busy > 0).all()
+        assert (cpu.cpu_utilization > 0).all() and (cpu.cpu_utilization <= 1).all()
+        assert (cm[cm.world_size == 2].comm_share > 0).all()
+    assert tables["characterization"].empty  # no ncu on a CPU: stated in the report
+    text = (out / "report.html").read_text()
+    assert "no ncu pass among the runs" in text
+    check_html(out / "report.html", expect_figures=len(TABLES))
+    # a few numbers against the named queries on the same runs
+    with Engine(runs) as eng:
+        ss = eng.query("step_summary", {"include_warmup": "false"}).to_pandas()
+        hc = eng.query("host_cpu_utilization").to_pandas()
+    for r in runs:
+        row = sc[sc.runs == r.name].iloc[0]
+        assert row.step_ns == pytest.approx(ss[ss.run_id == r.name].wall_ns.mean(), rel=1e-9)
+        if nsys:
+            h = hc[(hc.run_id == r.name) & (hc.scope == "run") & (hc.level == "all")]
+            assert tables["cpu"][tables["cpu"].runs == r.name].iloc[0].cores_busy == \
+                pytest.approx(h.cores_busy.iloc[0], rel=1e-9)
+    if shutil.which("chromium"):
+        render_in_chromium(out / "report.html", tmp_path / "shot.png")
