@@ -219,4 +219,7 @@ class _Tap:
 
 
 def _short(exc: Exception) -> str:
-    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    msg = exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], bytes) else str(exc)
+    if isinstance(msg, bytes):  # yajl reports bytes: "lexical error: ...\n <context>"
+        msg = msg.decode("utf-8", "replace")
+    return msg.strip().splitlines()[0][:200] if msg.strip() else type(exc).__name__
