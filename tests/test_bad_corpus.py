@@ -290,7 +290,8 @@ def test_nonpositive_durations_counted_kept_in_summaries_excluded_from_time(sem_
     run_dir, info = sem_run
     m = _manifest(run_dir)
     assert m["sources"]["nsys"]["stats"]["nonpositive_duration_rows"]["kernels"] == 2
-    assert "2 row(s) of kernels have a zero or negative duration" in m["warnings"]
+    assert m["nonpositive_duration_rows"] == {"kernels": 2}
+    assert m["warnings"].count("2 row(s) of kernels have a zero or negative duration") == 1
     k = _table(run_dir, "kernels").to_pylist()
     assert sorted(x["duration_ns"] for x in k)[:2] == [-100, 0]
     e = Engine([run_dir])
@@ -306,3 +307,17 @@ def test_duplicate_rows_detected(sem_run):
     m = _manifest(run_dir)
     assert m["duplicate_rows"] == {"kernels": 1}
     assert any(w.startswith("1 duplicate row(s) in kernels") for w in m["warnings"])
+
+
+def test_nonpositive_durations_counted_for_kineto_too(tmp_path):
+    from tracekit.convert import convert
+
+    ev = [{"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": 7, "ts": ts, "dur": d,
+           "args": {"device": 0, "stream": 7, "correlation": i}}
+          for i, (n, ts, d) in enumerate([("a", 10, 5), ("b", 20, 0), ("c", 30, -2), ("d", 40, 1)])]
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    m = _manifest(convert([p], tmp_path / "run"))
+    assert m["nonpositive_duration_rows"] == {"kernels": 2}
+    assert "2 row(s) of kernels have a zero or negative duration" in m["warnings"]
+    assert m["tables"]["kernels"]["rows"] == 4

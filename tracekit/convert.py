@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tracekit.collectors import detect
 from tracekit.errors import InputError
-from tracekit.integrity import count_duplicates
+from tracekit.integrity import count_duplicates, count_nonpositive
 from tracekit.progress import NULL_PROGRESS, Progress
 from tracekit.runfolder import RunWriter
 
@@ -36,6 +36,7 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
         for name, (mod, paths) in groups.items():
             mod.collect(paths, writer, progress)
         count_duplicates(writer)  # manifest duplicate_rows + warning (tracekit.integrity)
+        count_nonpositive(writer)  # manifest nonpositive_duration_rows + warning
         if extra_manifest:
             writer.manifest.update(extra_manifest)
     return Path(run_dir)

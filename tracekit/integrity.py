@@ -1,5 +1,8 @@
 """Checks of converted tables that no single collector can make while streaming.
 
+:func:`count_nonpositive` counts rows with a zero or negative duration in every event table,
+whatever the collector (manifest ``nonpositive_duration_rows``).
+
 :func:`count_duplicates` finds rows identical in every column (a profiler that flushed a buffer
 twice, a trace concatenated with itself). They are kept -- dropping rows silently would change
 totals that ``nsys stats`` reports -- and counted in the manifest (``duplicate_rows``) with a
@@ -42,4 +45,31 @@ def count_duplicates(writer) -> dict[str, int]:
     finally:
         con.close()
     writer.manifest["duplicate_rows"] = found
+    return found
+
+
+def count_nonpositive(writer) -> dict[str, int]:
+    """Count rows with ``duration_ns <= 0`` per event table, for every collector (manifest
+    ``nonpositive_duration_rows``). Such rows are kept; interval-based time metrics leave them
+    out (docs/robustness.md). Warns unless the collector already warned about that table."""
+    import duckdb
+
+    found: dict[str, int] = {}
+    con = duckdb.connect()
+    try:
+        for name in EVENT_TABLES:
+            info = writer.manifest["tables"].get(name)
+            if not info or not info["rows"]:
+                continue
+            path = str(writer.path / info["file"]).replace("'", "''")
+            n = con.execute(f"SELECT count(*) FROM read_parquet('{path}') "
+                            "WHERE duration_ns <= 0").fetchall()[0][0]
+            if n:
+                found[name] = int(n)
+                if not any(f"of {name} have a zero or negative duration" in w
+                           for w in writer.manifest["warnings"]):
+                    writer.warn(f"{n} row(s) of {name} have a zero or negative duration")
+    finally:
+        con.close()
+    writer.manifest["nonpositive_duration_rows"] = found
     return found
