@@ -1,0 +1,101 @@
+"""tracekit compare RUN_A RUN_B: step time, kernels matched by name, GPU idle and overlap."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from tracekit.cli import run as cli
+from tracekit.engine import Engine
+from tracekit.errors import InputError
+from tracekit.study import compare_runs
+
+PP = "push/pop"
+
+
+def _run(factory, name, kernels, step_ns):
+    """One process, one GPU: two steps of ``step_ns`` (the first a warm-up); ``kernels`` is
+    [(name, start, end)] on stream 7."""
+    nv = {"range_id": [1, 2], "pid": [100, 100], "tid": [100, 100], "style": [PP, PP],
+          "domain": ["tracekit"] * 2, "name": ["step 0 (warmup)", "step 1"],
+          "start_ns": [0, step_ns], "end_ns": [step_ns, 2 * step_ns], "duration_ns": [step_ns] * 2}
+    k = {"pid": [100] * len(kernels), "device_id": [0] * len(kernels), "stream_id": [7] * len(kernels),
+         "name": [n for n, _, _ in kernels], "start_ns": [a for _, a, _ in kernels],
+         "end_ns": [b for _, _, b in kernels], "duration_ns": [b - a for _, a, b in kernels]}
+    return factory({"nvtx_ranges": nv, "kernels": k, "processes": {"pid": [100], "name": ["p"]}},
+                   {"workload": {"name": "w", "samples_per_step": 10, "world_size": 1}}, name=name)
+
+
+@pytest.fixture
+def pair(run_factory):
+    a = _run(run_factory, "a", [("gemm", 0, 400), ("relu", 500, 600), ("old", 700, 800),
+                                ("gemm", 1000, 1400), ("relu", 1500, 1600), ("same", 1700, 1800)], 1000)
+    b = _run(run_factory, "b", [("gemm", 0, 300), ("relu", 400, 600), ("new", 700, 750),
+                                ("gemm", 900, 1200), ("relu", 1300, 1500), ("same", 1600, 1702)], 900)
+    return a, b
+
+
+def test_kernels_matched_by_name_golden(pair):
+    res = compare_runs(*pair, threshold=0.05)
+    k = res["kernels"].set_index("name")
+    assert k.loc["gemm", "status"] == "faster" and k.loc["gemm", "delta_ns"] == -200
+    assert k.loc["gemm", "relative"] == pytest.approx(-0.25)
+    assert k.loc["relu", "status"] == "slower" and k.loc["relu", "delta_ns"] == 200
+    assert k.loc["new", "status"] == "new" and k.loc["new", "delta_ns"] == 50
+    assert pd.isna(k.loc["new", "total_ns_a"]) and k.loc["new", "instances_b"] == 1
+    assert k.loc["old", "status"] == "missing" and k.loc["old", "delta_ns"] == -100
+    assert k.loc["same", "status"] == "same"  # +2% is under the 5% threshold
+    assert res["kernel_counts"] == {"new": 1, "missing": 1, "slower": 1, "faster": 1, "same": 1}
+    assert list(res["kernels"].name[:2]) in (["gemm", "relu"], ["relu", "gemm"])  # by |delta|
+    m = res["metrics"].set_index("metric")
+    assert m.loc["step_ns", "a"] == 1000 and m.loc["step_ns", "b"] == 900  # measured step only
+    assert m.loc["step_ns", "delta"] == -100 and m.loc["step_ns", "relative"] == pytest.approx(-0.1)
+    assert m.loc["samples_per_s", "b"] == pytest.approx(10e9 / 900)
+
+
+def test_compare_numbers_are_the_named_queries(nsys_run):
+    """Two real exports of the same Jacobi solver: halo exchange over NVLink (peer copies)
+    against staging through the host (PCIe path)."""
+    a = nsys_run("nsys2020.5_2xv100_p2p_nvlink")
+    b = nsys_run("nsys2020.5_2xv100_p2p_via_host")
+    res = compare_runs(a, b)
+    with Engine([a, b]) as eng:
+        ks = eng.query("kernel_summary").to_pandas()
+        gi = eng.query("gpu_idle").to_pandas()
+        gu = eng.query("gpu_utilization").to_pandas()
+    ra, rb = res["a"], res["b"]
+    k = res["kernels"]
+    ka = ks[ks.run_id == ra].set_index("name").total_ns
+    kb = ks[ks.run_id == rb].set_index("name").total_ns
+    assert set(k.name) == set(ka.index) | set(kb.index)
+    for row in k.itertuples():
+        assert row.delta_ns == kb.get(row.name, 0) - ka.get(row.name, 0)
+    assert set(k.status) <= {"new", "missing", "slower", "faster", "same"}
+    m = res["metrics"].set_index("metric")
+    gi = gi[gi.scope == "run"]
+    assert m.loc["gpu_idle_ns", "a"] == gi[gi.run_id == ra].idle_ns.sum()
+    assert m.loc["gpu_idle_ns", "b"] == gi[gi.run_id == rb].idle_ns.sum()
+    gu = gu[gu.scope == "run"]
+    assert m.loc["gpu_overlap_ns", "b"] == gu[gu.run_id == rb].overlap_ns.sum()
+    assert m.loc["gpu_copy_busy_ns", "b"] > m.loc["gpu_copy_busy_ns", "a"]  # host staging copies
+    assert pd.isna(m.loc["step_ns", "a"])  # no NVTX steps in these exports
+
+
+def test_cli_compare(pair, tmp_path, capsys):
+    a, b = pair
+    assert cli(["compare", str(a), str(b)]) == 0
+    cap = capsys.readouterr()
+    assert "1 new, 1 missing, 1 slower, 1 faster, 1 same" in cap.err and "gemm" in cap.out
+    out = tmp_path / "k.json"
+    assert cli(["compare", str(a), str(b), "-f", "json", "-o", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert {r["name"]: r["status"] for r in rows}["old"] == "missing"
+    metrics = json.loads((tmp_path / "k.metrics.json").read_text())
+    assert {r["metric"]: r["b"] for r in metrics}["step_ns"] == 900
+    assert cli(["compare", str(a), str(a)]) == 2
+    assert "compare two different runs" in capsys.readouterr().err
+    assert cli(["compare", str(a), str(tmp_path / "nope")]) == 2
+    with pytest.raises(InputError):
+        compare_runs(a, b, threshold=-1)
