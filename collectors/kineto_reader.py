@@ -182,6 +182,9 @@ class TraceStream:
         if not meta and b'"traceEvents"' not in head and self.events_seen == 0:
             raise InputError("JSON without a traceEvents array: not a PyTorch profiler (Kineto) trace",
                              path=path)
+        if self.events_seen == 0 and re.search(rb'"traceEvents"\s*:\s*[^\[\s]', head):
+            raise InputError("traceEvents is not an array: not a PyTorch profiler (Kineto) trace",
+                             path=path)
         after = tail_metadata(b"".join(tap.tail))
         if after is None:
             self.metadata_complete = False
