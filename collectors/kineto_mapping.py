@@ -16,7 +16,7 @@ from tracekit.errors import InputError
 from tracekit.workloads import annotate as _annotate
 
 CHUNK_ROWS = 65536
-DUCKDB_MEMORY_LIMIT = "512MB"  # for the nesting sweep; DuckDB spills to the run folder beyond it
+DUCKDB_MEMORY_LIMIT = "256MB"  # for the nesting sweep; DuckDB spills to the run folder beyond it
 
 # Domains of nvtx_ranges rows made from PyTorch events (category -> domain).
 ANNOTATION_DOMAINS = {
