@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from tracekit.convert import convert
 from tracekit.errors import InputError
 
-FUZZ = settings(max_examples=60, derandomize=True, database=None, deadline=None,
+FUZZ = settings(max_examples=40, derandomize=True, database=None, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.text(max_size=8),
