@@ -1,4 +1,4 @@
-"""Property-based fuzzing of the Nsight Compute CSV parser (``--csv --page raw``).
+"""Property-based fuzzing of the Nsight Compute CSV parser (``--csv --page raw`` and ``details``).
 
 Generated exports: optional BOM and ``==PROF==`` log lines, the raw page's header and units row,
 launch rows whose metric cells are numbers (with or without thousands separators) or garbage
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from tracekit.convert import convert
 from tracekit.errors import InputError
 
-FUZZ = settings(max_examples=50, derandomize=True, database=None, deadline=None,
+FUZZ = settings(max_examples=40, derandomize=True, database=None, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 FIXED = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream"]
@@ -120,3 +120,67 @@ def test_fuzz_ncu_raw_csv(tmp_path):
 
     one()
     assert n["ok"] and n["input_error"], n
+
+
+DETAILS_HEADER = FIXED + ["Section Name", "Metric Name", "Metric Unit", "Metric Value",
+                          "Rule Name", "Rule Type", "Rule Description"]
+DETAILS_METRICS = {"Duration": "nsecond", "DRAM Throughput": "%", "Registers Per Thread": "register/thread"}
+
+
+@st.composite
+def details_export(draw):
+    rows, expected = [], {}
+    launches = draw(st.integers(1, 4))
+    for i in range(launches):
+        for name, unit in DETAILS_METRICS.items():
+            if draw(st.integers(0, 3)) == 0:
+                cell, value = draw(st.sampled_from(GARBAGE)), None
+            else:
+                cell, value = draw(number())
+            row = [str(i), "4242", "app", "host", f"kernel_{i}", "1", "7", "Section", name, unit, cell]
+            if draw(st.booleans()):
+                row += ["", "", ""]  # ncu omits the rule cells on metric rows, or leaves them empty
+            rows.append(row)
+            expected[(i, name)] = value
+        if draw(st.booleans()):  # a rule row: no metric name
+            rows.append([str(i), "4242", "app", "host", f"kernel_{i}", "", "", "Section", "", "", "",
+                         "SOLBottleneck", "WRN", "text, with a comma"])
+    buf = io.StringIO()
+    w = csv.writer(buf, quoting=csv.QUOTE_ALL, lineterminator="\n")
+    for r in [DETAILS_HEADER, *rows]:
+        w.writerow(r)
+    return {"text": buf.getvalue(), "expected": expected, "launches": launches}
+
+
+def test_fuzz_ncu_details_csv(tmp_path):
+    n = collections.Counter()
+
+    @settings(FUZZ, max_examples=25)
+    @given(case=details_export())
+    def one(case):
+        n["examples"] += 1
+        d = tmp_path / f"ex{n['examples']}"
+        d.mkdir()
+        p = d / "details.csv"
+        p.write_text(case["text"])
+        try:
+            out = convert([p], d / "run")
+        except InputError as exc:
+            raise AssertionError(f"a well-formed details export was refused: {exc}") from None
+        m = json.loads((out / "manifest.json").read_text())
+        launches = pq.read_table(out / m["tables"]["ncu_launches"]["file"]).to_pylist()
+        metrics = pq.read_table(out / m["tables"]["ncu_metrics"]["file"]).to_pylist()
+        assert len(launches) == case["launches"]
+        by_launch = {r["launch_id"]: r["ncu_id"] for r in launches}
+        got = {(by_launch[r["launch_id"]], r["metric_name"]): r["value"] for r in metrics}
+        assert set(got) == set(case["expected"])
+        for key, want in case["expected"].items():
+            value = got[key]
+            if want is None:
+                assert value is None, (key, value)
+            else:
+                assert value is not None and math.isclose(value, want, rel_tol=1e-12), (key, value, want)
+        shutil.rmtree(d, ignore_errors=True)
+
+    one()
+    assert n["examples"]
