@@ -318,3 +318,32 @@ def test_output_columns_are_documented(run_factory):
             assert out == [c.name for c in q.columns], name
             assert out[0] == "run_id", name
             assert q.topic in ("summary", "nvtx"), name
+
+
+def test_nvtx_gpu_projection_plans_an_ie_join(run_factory):
+    # the range join must be DuckDB's IE join (sort-based, memory linear in its inputs), not a
+    # piecewise merge or nested loop join (time quadratic in ranges x launches per run)
+    import re
+
+    from tracekit.named_queries import get_query
+
+    # DuckDB picks the join by (estimated) input size: 20000 ranges and 20000 launches (small
+    # inputs get a nested loop or merge join, which is fine for them); range i is
+    # [10 i, 10 i + 5], call i inside it
+    n = 20000
+    starts = [10 * i for i in range(n)]
+    run = run_factory({
+        "nvtx_ranges": {"start_ns": starts, "end_ns": [s + 5 for s in starts], "range_id": list(range(n)),
+                        "pid": [1] * n, "tid": [1] * n, "style": ["push/pop"] * n, "name": ["r"] * n},
+        "cuda_api": {"start_ns": [s + 1 for s in starts], "end_ns": [s + 2 for s in starts], "pid": [1] * n,
+                     "tid": [1] * n, "correlation_id": list(range(n)), "name": ["cudaLaunchKernel"] * n},
+        "kernels": {"start_ns": [s + 3 for s in starts], "end_ns": [s + 4 for s in starts], "pid": [1] * n,
+                    "correlation_id": list(range(n)), "name": ["k"] * n},
+    })
+    q = get_query("nvtx_gpu_projection")
+    with Engine([run]) as eng:
+        rows = eng.query(q).to_pylist()
+        assert len(rows) == n and all(r["launches"] == 1 and r["kernel_ns"] == 1 for r in rows)
+        plan = eng.con.sql("EXPLAIN " + q.sql).fetchall()[0][1]
+    joins = re.findall(r"(IE Join|Piecewise Merge Join|Nested Loop Join|Blockwise NL Join|Hash Join|ASOF Join)", plan)
+    assert "IE Join" in joins and not {"Piecewise Merge Join", "Nested Loop Join", "Blockwise NL Join"} & set(joins), joins

@@ -12,7 +12,9 @@
 -- (kernels, copies and memsets, on any device or stream); kernel_ns adds up kernel durations only
 -- (overlapping kernels on several streams add up, so it can exceed the span).
 -- Computed with one interval (IE) join on (thread, time) keys: memory grows with the number of
--- ranges and launches, not with their product. Sorted as nsys stats: by projected start, then
+-- ranges and launches, not with their product. (The CTEs are NOT MATERIALIZED: DuckDB 2.0
+-- plans a piecewise merge join, quadratic in time, when the join's inputs come from
+-- materialized CTEs; tests/test_summary_queries.py checks the plan.) Sorted as nsys stats: by projected start, then
 -- longest projected duration first.
 --
 -- @column run_id            id     Run folder the row comes from.
@@ -33,7 +35,7 @@
 -- @column proj_start_ns     ns     Start of the first GPU operation launched inside the range.
 -- @column proj_end_ns       ns     End of the last one.
 -- @column proj_duration_ns  ns     proj_end_ns - proj_start_ns.
-WITH last_ts AS (
+WITH last_ts AS NOT MATERIALIZED (
     SELECT run_id, max(ts) AS last_ns
     FROM (
         SELECT run_id, greatest(max(start_ns), max(end_ns)) AS ts FROM nvtx_ranges GROUP BY run_id
@@ -42,18 +44,14 @@ WITH last_ts AS (
     )
     GROUP BY run_id
 ),
-ranges AS (
+ranges AS NOT MATERIALIZED (
     SELECT r.run_id, r.range_id, coalesce(r.domain, '') AS domain, r.name, r.style, r.pid, r.tid,
            r.depth, r.parent_range_id, r.start_ns, coalesce(r.end_ns, l.last_ns) AS end_ns
     FROM nvtx_ranges AS r
     JOIN last_ts AS l USING (run_id)
     WHERE r.end_tid IS NULL OR r.end_tid = r.tid
 ),
-threads AS (
-    SELECT run_id, pid, tid, row_number() OVER (ORDER BY run_id, pid, tid) AS thread_no
-    FROM (SELECT DISTINCT run_id, pid, tid FROM ranges)
-),
-ops AS (
+ops AS NOT MATERIALIZED (
     SELECT run_id, pid, correlation_id, start_ns, end_ns, 1 AS is_kernel, end_ns - start_ns AS kernel_ns
     FROM kernels
     UNION ALL
@@ -61,31 +59,41 @@ ops AS (
     UNION ALL
     SELECT run_id, pid, correlation_id, start_ns, end_ns, 0, 0 FROM memset
 ),
--- one row per launching API call, on a thread that has ranges
-calls AS (
-    SELECT c.run_id, t.thread_no, c.start_ns, c.end_ns,
+-- one row per API call that launched GPU work
+calls AS NOT MATERIALIZED (
+    SELECT c.run_id, c.pid, c.tid, c.start_ns, c.end_ns,
            count(*) AS gpu_ops, sum(o.is_kernel) AS kernels, sum(o.kernel_ns) AS kernel_ns,
            min(o.start_ns) AS op_start_ns, max(o.end_ns) AS op_end_ns
     FROM ops AS o
     JOIN cuda_api AS c
       ON c.run_id = o.run_id AND c.pid = o.pid AND c.correlation_id = o.correlation_id
-    JOIN threads AS t
-      ON t.run_id = c.run_id AND t.pid = c.pid AND t.tid = c.tid
-    GROUP BY c.run_id, c.pid, c.correlation_id, t.thread_no, c.start_ns, c.end_ns
+    GROUP BY c.run_id, c.pid, c.correlation_id, c.tid, c.start_ns, c.end_ns
 ),
--- (thread, time) as one ordered key, so containment on the same thread is two inequalities
-range_keys AS (
-    SELECT r.*, (t.thread_no::HUGEINT << 64) + r.start_ns AS k_start,
-           (t.thread_no::HUGEINT << 64) + r.end_ns AS k_end
-    FROM ranges AS r
-    JOIN threads AS t USING (run_id, pid, tid)
+-- ranges and calls with (thread, time) as one ordered key: thread number in the high 64 bits,
+-- so containment on the same thread is two inequalities (an IE join, no equality condition)
+keyed AS NOT MATERIALIZED (
+    SELECT *, (dense_rank() OVER (ORDER BY run_id, pid, tid))::HUGEINT << 64 AS thread_key
+    FROM (
+        SELECT run_id, pid, tid, start_ns, end_ns, range_id,
+               NULL::BIGINT AS gpu_ops, NULL::BIGINT AS kernels, NULL::BIGINT AS kernel_ns,
+               NULL::BIGINT AS op_start_ns, NULL::BIGINT AS op_end_ns
+        FROM ranges
+        UNION ALL
+        SELECT run_id, pid, tid, start_ns, end_ns, NULL AS range_id,
+               gpu_ops, kernels, kernel_ns, op_start_ns, op_end_ns
+        FROM calls
+    )
 ),
-call_keys AS (
-    SELECT *, (thread_no::HUGEINT << 64) + start_ns AS k_start,
-           (thread_no::HUGEINT << 64) + end_ns AS k_end
-    FROM calls
+range_keys AS NOT MATERIALIZED (
+    SELECT run_id, range_id, thread_key + start_ns AS k_start, thread_key + end_ns AS k_end
+    FROM keyed WHERE range_id IS NOT NULL
 ),
-projected AS (
+call_keys AS NOT MATERIALIZED (
+    SELECT thread_key + start_ns AS k_start, thread_key + end_ns AS k_end,
+           gpu_ops, kernels, kernel_ns, op_start_ns, op_end_ns
+    FROM keyed WHERE range_id IS NULL
+),
+projected AS NOT MATERIALIZED (
     SELECT r.range_id, r.run_id,
            count(*) AS launches, sum(c.gpu_ops) AS gpu_ops, sum(c.kernels) AS kernels,
            sum(c.kernel_ns) AS kernel_ns, min(c.op_start_ns) AS proj_start_ns,
