@@ -130,6 +130,37 @@ SELECT run_id, scope, step_id, step, step_number, pid, device_id, w0, w1,
        CAST(sum(CASE WHEN is_end THEN b ELSE -b END) AS BIGINT) AS busy_ns
 FROM probed GROUP BY run_id, scope, step_id, step, step_number, pid, device_id, w0, w1;
 
+-- tk_launch_kind(api_name): the ONE definition of a launch call. 'graph' for a graph launch, 'kernel'
+-- for a kernel launch, NULL for every other API call (including cudaLaunchHostFunc/cuLaunchHostFunc/
+-- hipLaunchHostFunc, which run a host callback, not a kernel). CUPTI's version suffix (_v7000) and
+-- the per-thread default-stream suffixes (_ptsz, _ptds, HIP's _spt) are ignored. The set:
+--   CUDA runtime: cudaLaunch, cudaLaunchKernel, cudaLaunchKernelEx, cudaLaunchKernelExC,
+--                 cudaLaunchCooperativeKernel, cudaLaunchCooperativeKernelMultiDevice;
+--   CUDA driver:  cuLaunch, cuLaunchGrid, cuLaunchGridAsync, cuLaunchKernel, cuLaunchKernelEx,
+--                 cuLaunchCooperativeKernel, cuLaunchCooperativeKernelMultiDevice;
+--   HIP (ROCm):   hipLaunchKernel, hipLaunchKernelExC, hipExtLaunchKernel, hipLaunchByPtr,
+--                 hipModuleLaunchKernel, hipExtModuleLaunchKernel, hipHccModuleLaunchKernel,
+--                 hipDrvLaunchKernelEx, hipLaunchCooperativeKernel(MultiDevice),
+--                 hipModuleLaunchCooperativeKernel(MultiDevice), hipExtLaunchMultiKernelMultiDevice;
+--   graphs:       cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch.
+-- tk_launch_base_name(api_name): the name without those suffixes (used by tk_launch_kind).
+CREATE OR REPLACE TEMP MACRO tk_launch_base_name(api_name) AS
+    regexp_replace(regexp_replace(api_name, '_v\d+$', ''), '_(ptsz|ptds|spt)$', '');
+CREATE OR REPLACE TEMP MACRO tk_launch_kind(api_name) AS
+    CASE
+        WHEN tk_launch_base_name(api_name) IN ('cudaGraphLaunch', 'cuGraphLaunch', 'hipGraphLaunch') THEN 'graph'
+        WHEN tk_launch_base_name(api_name) IN ('cudaLaunch', 'cudaLaunchKernel', 'cudaLaunchKernelEx', 'cudaLaunchKernelExC',
+                   'cudaLaunchCooperativeKernel', 'cudaLaunchCooperativeKernelMultiDevice',
+                   'cuLaunch', 'cuLaunchGrid', 'cuLaunchGridAsync', 'cuLaunchKernel', 'cuLaunchKernelEx',
+                   'cuLaunchCooperativeKernel', 'cuLaunchCooperativeKernelMultiDevice',
+                   'hipLaunchKernel', 'hipLaunchKernelExC', 'hipExtLaunchKernel', 'hipLaunchByPtr',
+                   'hipModuleLaunchKernel', 'hipExtModuleLaunchKernel', 'hipHccModuleLaunchKernel',
+                   'hipDrvLaunchKernelEx', 'hipLaunchCooperativeKernel',
+                   'hipLaunchCooperativeKernelMultiDevice', 'hipModuleLaunchCooperativeKernel',
+                   'hipModuleLaunchCooperativeKernelMultiDevice', 'hipExtLaunchMultiKernelMultiDevice')
+            THEN 'kernel'
+    END;
+
 -- tk_launch_calls(): CUDA API calls per (run_id, pid, correlation_id) -- the call that launched
 -- a GPU activity carrying that correlation ID. name loses CUPTI's version suffix (_v7000).
 CREATE OR REPLACE TEMP MACRO tk_launch_calls() AS TABLE

@@ -7,8 +7,11 @@
 -- then cut to the window and summed over the process's threads.
 --   api_ns           time in any CUDA API call;
 --   sync_api_ns      time in synchronization calls (name contains Synchronize) -- the host waiting;
---   launch_api_ns    time in launch calls: cudaLaunch*/cuLaunch* (Ex, ExC, Cooperative variants;
---                    not cudaLaunchHostFunc) and cudaGraphLaunch/cuGraphLaunch;
+--   launch_api_ns    time in launch calls, the set tk_launch_kind defines in _macros.sql:
+--                    runtime and driver kernel launches (Ex, ExC, Cooperative variants; not
+--                    cudaLaunchHostFunc), HIP launches on ROCm (hipLaunchKernel, hipExtLaunchKernel,
+--                    hipModuleLaunchKernel, hipExtModuleLaunchKernel, ...) and graph launches
+--                    (cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch);
 --   launches         launch calls that START in the window (a graph launch counts once; a launch
 --                    call nested in another on the same thread, e.g. cuLaunchKernel inside
 --                    cudaLaunchKernel when both are traced, is the same launch);
@@ -49,7 +52,7 @@ tagged AS (
     SELECT run_id, pid, tid, start_ns, end_ns, 'sync' FROM api WHERE name ILIKE '%synchronize%'
     UNION ALL
     SELECT run_id, pid, tid, start_ns, end_ns, 'launch' FROM api
-    WHERE regexp_matches(name, '^cu(da)?(Graph)?Launch') AND NOT regexp_matches(name, 'HostFunc')
+    WHERE tk_launch_kind(name) IS NOT NULL
 ),
 swept AS (
     SELECT *, max(end_ns) OVER (PARTITION BY run_id, pid, tid, cls ORDER BY start_ns, end_ns

@@ -2,8 +2,9 @@
 --
 -- Each kernel is matched to the CUDA API call with the same (run_id, pid, correlation_id): the
 -- runtime or driver launch (cudaLaunchKernel, cudaLaunchKernelEx/ExC, cudaLaunchCooperativeKernel,
--- cuLaunchKernel, cuLaunchKernelEx, ...) or, for a kernel run as a node of a CUDA graph, the
--- cudaGraphLaunch/cuGraphLaunch call that launched the graph (CUPTI gives the graph's kernels that
+-- cuLaunchKernel, cuLaunchKernelEx, HIP's hipLaunchKernel, hipExtModuleLaunchKernel, ...: the set
+-- is tk_launch_kind in _macros.sql) or, for a kernel run as a node of a CUDA graph, the
+-- cudaGraphLaunch/cuGraphLaunch/hipGraphLaunch call that launched the graph (CUPTI gives the graph's kernels that
 -- call's correlation ID). CUPTI's version suffix (_v7000) is dropped from API names.
 --   launch_latency_ns = kernel start - launch call start
 --   api_duration_ns   = launch call end - launch call start
@@ -26,7 +27,7 @@
 -- @column kernel_duration_ns ns     Kernel duration.
 -- @column has_api            flag   A CUDA API row with the kernel's correlation ID exists.
 -- @column api_name           text   Launch call name without version suffix (null without API row).
--- @column launch_kind        enum   'graph' (cudaGraphLaunch / cuGraphLaunch), 'kernel' (a kernel launch call), 'other' (another call), null without API row.
+-- @column launch_kind        enum   tk_launch_kind of the call: 'graph' (cudaGraphLaunch / cuGraphLaunch / hipGraphLaunch), 'kernel' (a CUDA or HIP kernel launch call), 'other' (another call), null without API row.
 -- @column tid                id     Host thread of the launch call.
 -- @column api_start_ns       ns     Launch call start.
 -- @column api_duration_ns    ns     Launch call duration.
@@ -39,10 +40,7 @@ SELECT k.run_id, k.pid, rk.rank, k.device_id, k.stream_id, k.correlation_id, k.n
        k.start_ns AS kernel_start_ns, k.end_ns - k.start_ns AS kernel_duration_ns,
        l.correlation_id IS NOT NULL AS has_api,
        l.name AS api_name,
-       CASE WHEN l.name IS NULL THEN NULL
-            WHEN regexp_matches(l.name, '^cu(da)?GraphLaunch') THEN 'graph'
-            WHEN regexp_matches(l.name, '^cu(da)?Launch') AND NOT regexp_matches(l.name, 'HostFunc') THEN 'kernel'
-            ELSE 'other' END AS launch_kind,
+       CASE WHEN l.name IS NULL THEN NULL ELSE coalesce(tk_launch_kind(l.name), 'other') END AS launch_kind,
        l.tid, l.start_ns AS api_start_ns, l.end_ns - l.start_ns AS api_duration_ns,
        k.start_ns - l.start_ns AS launch_latency_ns,
        k.start_ns - l.end_ns AS queue_delay_ns,

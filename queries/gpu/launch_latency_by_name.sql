@@ -28,10 +28,7 @@
 WITH ll AS (
     SELECT k.run_id, k.pid, k.device_id, k.name, k.start_ns,
            l.start_ns AS api_start_ns, l.end_ns AS api_end_ns,
-           CASE WHEN l.name IS NULL THEN NULL
-                WHEN regexp_matches(l.name, '^cu(da)?GraphLaunch') THEN 'graph'
-                WHEN regexp_matches(l.name, '^cu(da)?Launch') AND NOT regexp_matches(l.name, 'HostFunc') THEN 'kernel'
-                ELSE 'other' END AS launch_kind
+           CASE WHEN l.name IS NULL THEN NULL ELSE coalesce(tk_launch_kind(l.name), 'other') END AS launch_kind
     FROM kernels k
     LEFT JOIN tk_launch_calls() l
       ON l.run_id = k.run_id AND l.pid = k.pid AND l.correlation_id = k.correlation_id
