@@ -144,6 +144,9 @@ def test_scaling_precision_communication_golden(gpu_runs, tmp_path):
         pqt = pq.read_table(out / f"{name}.parquet").to_pandas()
         assert list(csv.columns) == COLUMNS[name] == list(pqt.columns)
         assert len(csv) == len(pqt) == len(st.tables[name])
+    csv = pd.read_csv(out / "scaling.csv")
+    assert set(csv.workload) == {"resnet50"} and set(csv.precision) == {"fp32", "amp"}
+    assert set(pq.read_table(out / "precision.parquet").column("runs").to_pylist()) >= {"amp_1", "fp32_2"}
     assert "no ncu pass" in st.reasons["characterization"]
     assert "no scheduler data" in st.reasons["cpu"]
     check_html(out / "report.html", expect_figures=len(TABLES))
@@ -245,6 +248,27 @@ def test_cli_study_and_errors(gpu_runs, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("tracekit: error:") and "override file not found" in err[-1]
     assert not (tmp_path / "t").exists()
+
+
+# Kernel names seen on an H200 (torch 2.11, cuBLAS/cuDNN for CUDA 13) and older GPUs
+@pytest.mark.parametrize("name, tc", [
+    ("nvjet_sm90_hsh_256x128_64x4_1x2_h_bz_coopA_NNT", True),
+    ("sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize64x128x64_warpgroupsize1x1x1_g1_execute_segment_k_off_kernel__5x_cudnn", True),
+    ("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize64x64x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas", True),
+    ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4::Params)", True),
+    ("volta_h884gemm_64x64_ldg8_nn", True),
+    ("turing_fp16_s1688gemm_fp16_128x128_ldg8_f2f_nn", True),
+    ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas", False),
+    ("void cutlass::Kernel2<cutlass_80_simt_sgemm_128x256_8x4_nt_align1>(cutlass_80_simt_sgemm_128x256_8x4_nt_align1::Params)", False),
+    ("void cask_plugin__5x_cudnn::xmma__5x_cudnn::init_device_workspace_kernel<int>(int)", False),
+    ("volta_sgemm_128x64_nn", False),
+    ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<__half, float, int, 128, true, 1, true>(int)", False),
+    ("ncclKernel_AllReduce_RING_LL_Sum_half", False),
+])
+def test_tensor_core_name_rule(name, tc):
+    from tracekit.study.tables import is_tensor_core_name
+
+    assert is_tensor_core_name(name) is tc
 
 
 # -- the HTML -----------------------------------------------------------------------------------

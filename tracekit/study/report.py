@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracekit.errors import InputError, ToolNotFoundError
-from tracekit.study.tables import COLUMNS, SOURCES, TENSOR_CORE_NAME_RE, Study
+from tracekit.study.tables import COLUMNS, NOT_TENSOR_CORE_NAME_RE, SOURCES, TENSOR_CORE_NAME_RE, Study
 
 TITLES = {
     "scaling": "Throughput and scaling efficiency against GPU count",
@@ -66,13 +66,13 @@ def _series_label(row) -> str:
 
 
 def _note_figure(plt, title: str, text: str, xlabel: str, ylabel: str) -> str:
-    fig, ax = plt.subplots(figsize=(7, 3.2))
+    fig, ax = plt.subplots(figsize=(8, 3.2))
     ax.set_title(title, fontsize=10)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_xticks([])
     ax.set_yticks([])
-    ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, fontsize=10,
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=9,
             transform=ax.transAxes, color="#a33")
     return _png(fig)
 
@@ -126,8 +126,12 @@ def _scatter(plt, df: pd.DataFrame) -> str:
                 ax.annotate(f"{r['workload']} {r['precision']}", (r[col], r["flop_per_s"]),
                             fontsize=7, xytext=(3, 3), textcoords="offset points")
         if len(d) and (d[col] > 0).all() and (d["flop_per_s"] > 0).all():
+            from matplotlib.ticker import NullFormatter
+
             ax.set_xscale("log")
             ax.set_yscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel(label)
         ax.set_ylabel("FLOP/s")
         ax.grid(alpha=0.3, which="both")
@@ -146,7 +150,7 @@ def figures(study: Study) -> dict[str, list[tuple[str, str]]]:
 
     def missing(name, xlabel, ylabel):
         why = study.reasons.get(name, "no data")
-        return [(_note_figure(plt, TITLES[name], "\n".join(_wrap(why, 70)), xlabel, ylabel),
+        return [(_note_figure(plt, TITLES[name], "\n".join(_wrap(why, 75)), xlabel, ylabel),
                  f"{TITLES[name]}: {why}")]
 
     sc = t["scaling"]
@@ -262,7 +266,8 @@ def render_html(study: Study, figs: dict[str, list[tuple[str, str]]], title: str
             parts.append(f"<p class='why'>{esc(study.reasons[name])}</p>")
         if name == "precision":
             parts.append("<p class='src'>Name-based estimate: kernels whose name matches "
-                         f"<code>{esc(TENSOR_CORE_NAME_RE)}</code>.</p>")
+                         f"<code>{esc(TENSOR_CORE_NAME_RE)}</code> and not "
+                         f"<code>{esc(NOT_TENSOR_CORE_NAME_RE)}</code>.</p>")
         df = study.tables[name]
         parts.append(f"<p class='src'>{name}.csv, {name}.parquet — {len(df)} row(s)</p>")
         parts.append(_html_table(df) if len(df) else "<p class='why'>(empty table)</p>")
@@ -271,17 +276,20 @@ def render_html(study: Study, figs: dict[str, list[tuple[str, str]]], title: str
 
 
 # -- writing ------------------------------------------------------------------------------------
+INT_COLUMNS = {"world_size", "batch_size", "steps", "kernels", "cpus"}
+TEXT_COLUMNS = {"workload", "suite", "precision", "interconnect", "source", "tensor_core_source", "runs"}
 def _arrow(df: pd.DataFrame, name: str) -> pa.Table:
     df = df[COLUMNS[name]]
     fields = []
     for c in df.columns:
         s = df[c]
-        if c in ("world_size", "batch_size", "steps", "kernels", "cpus"):
+        if c in INT_COLUMNS:
             fields.append(pa.array(pd.to_numeric(s, errors="coerce").astype("Int64"), type=pa.int64()))
-        elif s.dtype == object and s.map(lambda v: v is None or isinstance(v, str)).all():
-            fields.append(pa.array(s.where(s.notna(), None).tolist(), type=pa.string()))
+        elif c in TEXT_COLUMNS:
+            fields.append(pa.array([None if v is None or (isinstance(v, float) and v != v) else str(v)
+                                    for v in s.tolist()], type=pa.string()))
         else:
-            fields.append(pa.array(pd.to_numeric(s, errors="coerce"), type=pa.float64()))
+            fields.append(pa.array(pd.to_numeric(s, errors="coerce").astype("float64"), type=pa.float64()))
     return pa.table(fields, names=list(df.columns))
 
 

@@ -34,10 +34,20 @@ from tracekit.engine import Engine
 from tracekit.study.runs import RunInfo
 
 # Tensor-core kernels by name: cuBLAS/cuDNN/CUTLASS spellings of HMMA/IMMA tile kernels across
-# Volta..Hopper (s884/h884/s1688/h1688/s16816/h16816 tiles, *_tensorop_*, xmma/gmma/wgmma, hmma,
-# imma). A name-based estimate: a kernel that uses tensor cores under another name is missed.
-TENSOR_CORE_NAME_RE = (r"(?i)(hmma|imma|xmma|wgmma|gmma|tensorop|tensor_op|"
-                       r"[shid](884|1688|16816|8816|16832)|_tc_|tensorcore|mma_sync)")
+# Volta..Hopper (s884/h884/s1688/h1688/s16816 tiles, *_tensorop_*, tf32, sm80_xmma_/sm90_xmma_
+# GEMM and convolution kernels, Hopper's nvjet_* cuBLAS kernels, hmma/imma/wgmma in the name),
+# minus CUDA-core spellings (ffma, simt, nvjet *_sss_ fp32, xmma workspace set-up kernels).
+# A name-based estimate: a kernel that uses tensor cores under another name is missed.
+TENSOR_CORE_NAME_RE = (r"(?i)(hmma|imma|wgmma|gmma|tensorop|tensor_op|tensorcore|mma_sync|"
+                       r"[shid](884|1688|16816|8816|16832)|tf32|sm\d+_xmma_|nvjet_)")
+NOT_TENSOR_CORE_NAME_RE = r"(?i)(ffma|simt|init_device_workspace|nvjet_\w*?_sss_)"
+
+
+def is_tensor_core_name(name: str | None) -> bool:
+    """The name-based rule of ``tensor_core_time_share`` (see TENSOR_CORE_NAME_RE)."""
+    n = name or ""
+    return bool(re.search(TENSOR_CORE_NAME_RE, n)) and not re.search(NOT_TENSOR_CORE_NAME_RE, n)
+
 
 SOURCES = {
     "scaling": ["step_summary"],
@@ -195,8 +205,9 @@ def _tensor_share_names(eng: Engine) -> pd.DataFrame:
     ks = _q(eng, "kernel_summary")
     if ks.empty:
         return pd.DataFrame(columns=["run_id", "tc_share"])
-    rx = re.compile(TENSOR_CORE_NAME_RE)
-    ks["tc"] = ks["name"].map(lambda n: bool(rx.search(n or "")))  # per distinct name
+    names = pd.Series(ks["name"].unique())
+    tc = dict(zip(names, names.map(is_tensor_core_name)))  # once per distinct name
+    ks["tc"] = ks["name"].map(tc).astype(bool)
     ks["tc_ns"] = np.where(ks["tc"], ks["total_ns"], 0)
     g = ks.groupby("run_id").agg(tc=("tc_ns", "sum"), t=("total_ns", "sum")).reset_index()
     g = g[g.t > 0]
@@ -224,7 +235,7 @@ def _precision(study: Study, eng: Engine, pr: pd.DataFrame, ncu: pd.DataFrame) -
     t["tensor_core_time_share"] = t["ncu_share"].where(t["ncu_share"].notna(), t["name_share"])
     t["tensor_core_source"] = np.select(
         [t["ncu_share"].notna(), t["name_share"].notna()],
-        ["ncu counters (roofline tensor_flop)", "name-based estimate (kernel_summary)"],
+        ["ncu counters (roofline tensor_flop, profiled launches)", "name-based estimate (kernel_summary)"],
         "no GPU kernels captured")
     t["runs"] = [",".join(sorted(set(filter(None, (r + "," + (n if isinstance(n, str) else "")).split(",")))))
                  for r, n in zip(t["runs"], t["ncu_runs"])]
@@ -345,7 +356,10 @@ def _communication(study: Study, eng: Engine, pr: pd.DataFrame) -> None:
     w_by_run = gu.groupby("run_id").agg(wall_ns=("wall_ns", "sum"), gpus=("device_id", "size"))
     for r in pr.itertuples():
         row = {"run_id": r.run_id}
-        if r.run_id in gpu_runs:
+        if r.world_size == 1 and r.run_id not in set(nccl.run_id):
+            row["comm_share"], row["exposed_comm_ns"] = 0.0, 0.0
+            row["source"] = "one process: no communication"
+        elif r.run_id in gpu_runs:
             n = n_by_run.loc[r.run_id] if r.run_id in n_by_run.index else None
             w = w_by_run.loc[r.run_id]
             nccl_ns = 0.0 if n is None else float(n.nccl_ns)
@@ -354,10 +368,6 @@ def _communication(study: Study, eng: Engine, pr: pd.DataFrame) -> None:
             steps = r.steps_all if r.steps_all and not pd.isna(r.steps_all) else np.nan
             row["exposed_comm_ns"] = exposed / w.gpus / steps
             row["source"] = "nccl kernels (nccl, gpu_utilization)"
-        elif r.world_size == 1:
-            row["comm_share"] = 0.0 if pd.isna(r.comm_ns_sum) else r.comm_ns_sum / r.wall_ns_sum
-            row["exposed_comm_ns"] = 0.0
-            row["source"] = "one process: no communication"
         else:
             row["comm_share"] = (np.nan if pd.isna(r.comm_ns_sum) else r.comm_ns_sum / r.wall_ns_sum)
             row["exposed_comm_ns"] = np.nan
