@@ -54,13 +54,15 @@ def count_nonpositive(writer) -> dict[str, int]:
     out (docs/robustness.md). Warns unless the collector already warned about that table."""
     import duckdb
 
+    from tracekit import schema
+
     found: dict[str, int] = {}
     con = duckdb.connect()
     try:
         for name in EVENT_TABLES:
             info = writer.manifest["tables"].get(name)
-            if not info or not info["rows"]:
-                continue
+            if not info or not info["rows"] or "duration_ns" not in schema.table(name).column_names:
+                continue  # nvtx_marks: instants, no duration
             path = str(writer.path / info["file"]).replace("'", "''")
             n = con.execute(f"SELECT count(*) FROM read_parquet('{path}') "
                             "WHERE duration_ns <= 0").fetchall()[0][0]
