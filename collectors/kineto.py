@@ -4,7 +4,8 @@ Reads ``.json``, ``.json.gz`` and ``*.pt.trace.json[.gz]`` traces (recognized by
 streaming pass (:mod:`tracekit.collectors.kineto_reader`) and writes the same run-folder tables
 as the nsys collector: ``kernels``, ``cuda_api``, ``memcpy``, ``memset``, ``cuda_sync``,
 ``nvtx_ranges`` (PyTorch operators and annotations, with a ``pytorch.*`` domain, or ``tracekit``
-for the ranges of tracekit's own runners), ``processes``, ``threads``, ``devices``.
+for the ranges of tracekit's own runners), ``processes``, ``threads``, ``devices``, and
+``collectives`` (NCCL message sizes from the NCCL kernels' args or ``record_param_comms``).
 
 Several traces (one per rank) go into one run folder together. The mapping is documented in
 docs/kineto.md; :func:`column_sources` feeds docs/schema.md.
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from tracekit.collectors import kineto_reader as R
 from tracekit.collectors.kineto_finish import (
+    collectives_table,
     file_base_ns,
     devices_table,
     table_batches,
@@ -37,7 +39,9 @@ from tracekit.collectors.kineto_finish import (
 )
 from tracekit.collectors.kineto_mapping import (
     ALL_PART_COLUMNS,
+    COMM_OP,
     MEMCPY_NAME,
+    NCCL_KERNEL,
     MEMSET_NAME,
     PART_COLUMNS,
     ANNOTATION_DOMAINS,
@@ -102,6 +106,20 @@ def column_sources() -> dict[tuple[str, str], str]:
         ("processes", "rank"): "distributedInfo.rank",
         ("threads", "name"): "thread_name metadata event ('thread N (NAME)' -> NAME)",
         ("devices", "name"): "deviceProperties[].name",
+        ("collectives", "start_ns"): "start of the NCCL kernel (cat=kernel, ncclKernel_*/ncclDevKernel_* or args "
+                                     "with 'Collective name')",
+        ("collectives", "pid"): "pid of the trace's host process",
+        ("collectives", "device_id"): "the NCCL kernel's args.device",
+        ("collectives", "stream_id"): "the NCCL kernel's args.stream",
+        ("collectives", "correlation_id"): "the NCCL kernel's args.correlation",
+        ("collectives", "collective"): "args['Collective name'] of the NCCL kernel, else of the record_param_comms "
+                                       "operator with the same args['External id']",
+        ("collectives", "dtype"): "args.dtype (same source)",
+        ("collectives", "element_bytes"): "size of dtype (DTYPE_BYTES in collectors/kineto_mapping.py)",
+        ("collectives", "in_elements"): "args['In msg nelems'] (same source)",
+        ("collectives", "out_elements"): "args['Out msg nelems'] (same source)",
+        ("collectives", "group_size"): "args['Group size'] (same source)",
+        ("collectives", "process_group"): "args['Process Group Name'] (else 'Process Group Description')",
     })
     return out
 
@@ -137,6 +155,7 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
     stream = R.TraceStream(path, on_bytes=advance)
     tabs = {t: Columns(t) for t in ALL_PART_COLUMNS}
     FL = tabs["_flows"]
+    CM = tabs["_comms"]
     K, A, MC, MS, SY, NV = (tabs[t] for t in ("kernels", "cuda_api", "memcpy", "memset", "cuda_sync", "nvtx_ranges"))
     counts = st.counts
     skipped = st.skipped
@@ -155,6 +174,29 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
         c["stream_id"].append(to_int(stream_id) if stream_id is not None else to_int(e.get("tid")))
         corr = a.get("correlation")
         c["correlation_id"].append(to_int(corr))
+
+    def comm_row(kernel, a, start=None, device=None, stream=None, corr=None):
+        """A communication call's sizes (args of an NCCL kernel or of record_param_comms)."""
+        c = CM.cols
+        c["seq"].append(st.comm_rows)
+        st.comm_rows += 1
+        c["kernel"].append(kernel)
+        c["external_id"].append(to_int(a.get("External id")))
+        c["start_ns"].append(start)
+        c["device_id"].append(device)
+        c["stream_id"].append(stream)
+        c["correlation_id"].append(corr)
+        coll, dtype = a.get("Collective name"), a.get("dtype")
+        c["collective"].append(coll if coll is None or type(coll) is str else str(coll))
+        c["dtype"].append(dtype if dtype is None or type(dtype) is str else str(dtype))
+        c["in_elements"].append(to_int(a.get("In msg nelems")))
+        c["out_elements"].append(to_int(a.get("Out msg nelems")))
+        c["group_size"].append(to_int(a.get("Group size")))
+        pg = a.get("Process Group Name", a.get("Process Group Description"))
+        c["process_group"].append(pg if pg is None or type(pg) is str else str(pg))
+        CM.n += 1
+        if CM.n >= CHUNK_ROWS:
+            parts.flush(CM, fi)
 
     for e in stream:
         if type(e) is not dict or not _well_shaped(e):
@@ -193,6 +235,8 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
                 c["block_y"].append(dim(bl, 1))
                 c["block_z"].append(dim(bl, 2))
                 c["registers_per_thread"].append(to_int(a.get("registers per thread")))
+                if "Collective name" in a or ("nccl" in name and NCCL_KERNEL.search(name)):
+                    comm_row(True, a, start, c["device_id"][-1], c["stream_id"][-1], c["correlation_id"][-1])
                 K.n += 1
                 if K.n >= CHUNK_ROWS:
                     parts.flush(K, fi)
@@ -272,6 +316,8 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
                     st.cpu_threads.add((pid, tid))
                     if cat == "user_annotation" and not st.has_tracekit_step and step_re.match(name):
                         st.has_tracekit_step = True
+                    elif name == COMM_OP:
+                        comm_row(False, a)
                 NV.n += 1
                 if NV.n >= CHUNK_ROWS:
                     parts.flush(NV, fi)
@@ -352,6 +398,10 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
                 writer.not_captured(table, "CPU-only trace: no GPU activities were recorded (no CUPTI)")
                 continue
             writer.write_table(table, table_batches(table, parts, states, range_counter))
+        if has_gpu:
+            writer.write_table("collectives", [collectives_table(parts, states)])
+        else:
+            writer.not_captured("collectives", "CPU-only trace: no GPU activities were recorded (no CUPTI)")
         writer.write_table("processes", [processes_table(states)])
         writer.write_table("threads", [threads_table(states)])
         if any(st.metadata.get("deviceProperties") for st in states):

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 from tracekit.collectors.kineto_mapping import (
     THREAD_NAME,
     CHUNK_ROWS,
+    DTYPE_BYTES,
     DUCKDB_MEMORY_LIMIT,
     GPU_TABLES,
     TRACEKIT_DOMAIN,
@@ -26,6 +27,7 @@ from tracekit.collectors.kineto_mapping import (
     s,
 )
 
+from tracekit import schema
 from tracekit.engine import fetch_arrow
 from tracekit.errors import InputError
 
@@ -204,6 +206,86 @@ def _nvtx_batches(parts: Parts, states: list[FileState], range_counter: list[int
         range_counter[0] += st.nvtx_rows
 
 
+_COLLECTIVES_SQL = """
+WITH c AS (SELECT * FROM {src}),
+-- the first record_param_comms operator of each External id (PyTorch gives the operator and the
+-- NCCL kernel it launched the same External id)
+ops AS (
+    SELECT external_id,
+           arg_min({{'collective': collective, 'dtype': dtype, 'in_elements': in_elements,
+                     'out_elements': out_elements, 'group_size': group_size,
+                     'process_group': process_group}}, seq) AS a
+    FROM c WHERE NOT kernel AND external_id IS NOT NULL AND collective IS NOT NULL
+    GROUP BY external_id
+),
+k AS (
+    SELECT k.seq, k.start_ns, k.device_id, k.stream_id, k.correlation_id,
+           CASE WHEN k.collective IS NOT NULL THEN 'kernel_args'
+                WHEN o.a IS NOT NULL THEN 'record_param_comms' END AS source,
+           CASE WHEN k.collective IS NOT NULL
+                THEN {{'collective': k.collective, 'dtype': k.dtype, 'in_elements': k.in_elements,
+                       'out_elements': k.out_elements, 'group_size': k.group_size,
+                       'process_group': k.process_group}}
+                ELSE o.a END AS a
+    FROM c k LEFT JOIN ops o ON o.external_id = k.external_id
+    WHERE k.kernel
+)
+SELECT k.start_ns + {base} AS start_ns, CAST({host_pid} AS BIGINT) AS pid, k.device_id, k.stream_id,
+       k.correlation_id, k.a.collective AS collective, k.a.dtype AS dtype,
+       CAST(d.element_bytes AS INTEGER) AS element_bytes,
+       k.a.in_elements AS in_elements, k.a.out_elements AS out_elements,
+       TRY_CAST(CAST(k.a.in_elements AS HUGEINT) * d.element_bytes AS BIGINT) AS in_bytes,
+       TRY_CAST(CAST(k.a.out_elements AS HUGEINT) * d.element_bytes AS BIGINT) AS out_bytes,
+       k.a.group_size AS group_size, k.a.process_group AS process_group, k.source
+FROM k LEFT JOIN dtype_bytes d ON d.dtype = lower(k.a.dtype)
+ORDER BY k.seq
+"""
+
+
+def collectives_table(parts: Parts, states: list[FileState]) -> pa.Table:
+    """The collectives table: one row per NCCL kernel whose size the trace records, from the
+    kernel's own args (Collective name, In/Out msg nelems, dtype, Group size, Process Group Name)
+    or, when the kernel has none, from the record_param_comms operator with the same External id.
+    Bytes = elements x DTYPE_BYTES[dtype]. Counts per source go to ``st.comm_counts``. The result
+    has one row per NCCL kernel at most, so it is built in memory."""
+    import duckdb
+
+    out = []
+    for st in states:
+        files = [str(p) for fi, p in parts.files["_comms"] if fi == st.index]
+        if not files:
+            continue
+        src = "read_parquet([" + ", ".join(_sql_str(f) for f in files) + "])"
+        con = duckdb.connect()
+        try:
+            con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
+            con.execute(f"SET temp_directory = {_sql_str(str(parts.root / 'duckdb-tmp'))}")
+            con.register("dtype_bytes", pa.table({"dtype": pa.array(list(DTYPE_BYTES), s),
+                                                  "element_bytes": pa.array(list(DTYPE_BYTES.values()), i32)}))
+            t = fetch_arrow(con.sql(_COLLECTIVES_SQL.format(
+                src=src, base=st.base_ns, host_pid="NULL" if st.host_pid is None else st.host_pid)))
+            kernels, ops = con.sql(f"SELECT count(*) FILTER (WHERE kernel), count(*) FILTER (WHERE NOT kernel) "
+                                   f"FROM {src}").fetchall()[0]
+        except duckdb.OutOfRangeException:
+            raise InputError("timestamps + baseTimeNanoseconds overflow int64 nanoseconds",
+                             path=st.path) from None
+        finally:
+            con.close()
+        t = t.filter(pc.is_valid(t.column("source")))  # NCCL kernels with no size anywhere: no row
+        source = t.column("source").to_pylist()
+        st.comm_counts = {
+            "nccl_kernels": int(kernels),
+            "record_param_comms": int(ops),
+            "from_kernel_args": source.count("kernel_args"),
+            "from_record_param_comms": source.count("record_param_comms"),
+            "unsized_dtype": t.filter(pc.is_null(t.column("element_bytes"))).num_rows,
+        }
+        out.append(t.drop_columns(["source"]))
+    if not out:
+        return schema.table("collectives").arrow_schema().empty_table()
+    return pa.concat_tables(out)
+
+
 def _sql_str(v: str) -> str:
     return "'" + v.replace("'", "''") + "'"
 
@@ -297,5 +379,6 @@ def source_entry(st: FileState) -> dict:
         "invalid_kernel_names": dict(sorted(st.invalid_kernel_names.items())[:20]),
         "bad_timestamps": st.bad_timestamps,
         "flows": st.flow_counts,
+        "collectives": st.comm_counts,
         "tracekit_ranges": st.has_tracekit_step,
     }

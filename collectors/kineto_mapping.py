@@ -70,7 +70,30 @@ PART_COLUMNS = {
 # ac2g flow ends: not a run-folder table; used for the manifest's flow counts and to find the
 # correlation ID of a GPU activity whose args lack it (the flow end at the same track and time).
 FLOW_COLUMNS = {"id": i64, "is_start": b, "pid": i64, "tid": i64, "ts_ns": i64}
-ALL_PART_COLUMNS = {**PART_COLUMNS, "_flows": FLOW_COLUMNS}
+# Communication calls with their sizes, for the collectives table (kineto_finish.collectives_table):
+# one row per NCCL kernel (kernel=true: its args, when PyTorch >= 2.1 copied the collective's
+# arguments onto it, and its External id) and per record_param_comms CPU operator (kernel=false;
+# linked to the NCCL kernel with the same External id at the end). seq: order within the file.
+COMM_COLUMNS = {"seq": i64, "kernel": b, "external_id": i64, "start_ns": i64, "device_id": i32,
+                "stream_id": i64, "correlation_id": i64, "collective": s, "dtype": s,
+                "in_elements": i64, "out_elements": i64, "group_size": i32, "process_group": s}
+ALL_PART_COLUMNS = {**PART_COLUMNS, "_flows": FLOW_COLUMNS, "_comms": COMM_COLUMNS}
+# An NCCL (or RCCL) kernel: ncclKernel_* (NCCL < 2.19) or ncclDevKernel_* (NCCL >= 2.19), as
+# tk_is_nccl in queries/_macros.sql.
+NCCL_KERNEL = re.compile(r"(^|[^A-Za-z0-9_])nccl(Dev)?Kernel_")
+COMM_OP = "record_param_comms"
+# Bytes per element of the dtype names Kineto writes ('dtype' arg: c10::ScalarType names, matched
+# case-insensitively; torch dtype spellings accepted too). Packed sub-byte types (QUInt4x2,
+# QUInt2x4, Bits1x8, ...) and unknown names get no size: the collective is kept, unsized.
+DTYPE_BYTES = {
+    "bool": 1, "byte": 1, "uint8": 1, "char": 1, "int8": 1, "qint8": 1, "quint8": 1, "bits8": 1,
+    "float8_e5m2": 1, "float8_e4m3fn": 1, "float8_e5m2fnuz": 1, "float8_e4m3fnuz": 1,
+    "float8_e8m0fnu": 1,
+    "short": 2, "int16": 2, "uint16": 2, "half": 2, "float16": 2, "bfloat16": 2, "bits16": 2,
+    "int": 4, "int32": 4, "uint32": 4, "float": 4, "float32": 4, "qint32": 4, "complexhalf": 4,
+    "long": 8, "int64": 8, "uint64": 8, "double": 8, "float64": 8, "complexfloat": 8,
+    "complexdouble": 16,
+}
 GPU_TABLES = ("kernels", "memcpy", "memset", "cuda_sync")
 
 
@@ -122,6 +145,8 @@ class FileState:
         self.cpu_threads: set[tuple[int, int]] = set()
         self.api_pids: set[int] = set()
         self.copy_sizes: dict[int, int] = {}  # correlation -> bytes, from API args (ROCm)
+        self.comm_rows = 0  # rows of the _comms part (NCCL kernels, record_param_comms)
+        self.comm_counts: dict[str, int] = {}  # manifest: where the collectives rows came from
         self.flow_counts: dict[str, int] = {}
         self.counts: dict[str, int] = {}
         self.skipped: dict[str, int] = {}

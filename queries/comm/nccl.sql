@@ -5,6 +5,10 @@
 -- prefix (ncclKernel_AllReduce_RING_LL_Sum_float -> AllReduce; ncclDevKernel_SendRecv -> SendRecv);
 -- when a collectives row is linked to the kernel (same run, pid, device_id, correlation_id) its
 -- `collective` names it instead (NCCL >= 2.19 runs most collectives in ncclDevKernel_Generic).
+-- Names are normalized with case and non-letters ignored: allreduce* -> AllReduce, allgather*
+-- (PyTorch's _allgather_base, allgather_into_tensor_coalesced) -> AllGather, reducescatter* ->
+-- ReduceScatter, alltoall* (all_to_allv) -> AllToAll, broadcast, reduce, sendrecv, send, recv;
+-- any other name is kept as written.
 -- A GPU is (run_id, pid, device_id).
 --   nccl_ns     = sum of the NCCL kernels' durations;
 --   overlap_ns  = for each NCCL kernel, the length of its intersection with the union of the
@@ -17,17 +21,19 @@
 --   busbw_bytes_per_s = algbw * bus_factor, with n = ranks:
 --     AllReduce 2(n-1)/n; AllGather, ReduceScatter, AllToAll (n-1)/n; Broadcast, Reduce,
 --     SendRecv, Send, Recv 1; other types: null.
--- ranks = the `ranks` parameter when > 0, else the collectives' group_size, else the world size
+-- ranks (n), per kernel = the `ranks` parameter when > 0, else the group_size of the kernel's own
+-- collectives row, else the largest group_size of the run's collectives, else the world size
 -- the manifest records (workload.world_size from `tracekit collect`, or the Kineto trace's
 -- distributedInfo.world_size), else the number of GPUs (pid, device_id) of the run that ran NCCL
--- kernels (right for a trace of every rank).
+-- kernels (right for a trace of every rank). Kernels of one collective type on communicators of
+-- different sizes (e.g. tensor- and data-parallel groups) are separate rows, one per n.
 --
 -- @param ranks BIGINT 0  Ranks in the communicator for the bus-bandwidth factor (0 = infer, see above).
 -- @column run_id              id       Run folder the row comes from.
 -- @column pid                 id       Process.
 -- @column rank                id       Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
 -- @column device_id           id       CUDA device ordinal in that process.
--- @column collective          text     Collective type (AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, SendRecv, ...).
+-- @column collective          text     Collective type (AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, SendRecv, ...); one row per type and ranks.
 -- @column count               count    NCCL kernels.
 -- @column nccl_ns             ns       Sum of their durations.
 -- @column overlap_ns          ns       Of which overlapped by compute kernels on other streams of the GPU.
@@ -51,20 +57,25 @@ coll AS (
     FROM collectives WHERE correlation_id IS NOT NULL
     GROUP BY run_id, pid, device_id, correlation_id
 ),
-named AS (
-    SELECT nk.*, c.msg_bytes, c.group_size,
-           CASE lower(regexp_replace(coalesce(c.collective,
-                    regexp_extract(nk.name, 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1)), '[^A-Za-z]', '', 'g'))
-                WHEN 'allreduce' THEN 'AllReduce' WHEN 'allgather' THEN 'AllGather'
-                WHEN 'allgatherbase' THEN 'AllGather' WHEN 'reducescatter' THEN 'ReduceScatter'
-                WHEN 'reducescatterbase' THEN 'ReduceScatter' WHEN 'broadcast' THEN 'Broadcast'
-                WHEN 'reduce' THEN 'Reduce' WHEN 'sendrecv' THEN 'SendRecv' WHEN 'send' THEN 'Send'
-                WHEN 'recv' THEN 'Recv' WHEN 'alltoall' THEN 'AllToAll' WHEN 'alltoallv' THEN 'AllToAll'
-                ELSE coalesce(c.collective, regexp_extract(nk.name, 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1))
-           END AS collective
+named0 AS (
+    SELECT nk.*, c.msg_bytes, c.group_size, c.collective AS coll_name,
+           lower(regexp_replace(coalesce(c.collective,
+               regexp_extract(nk.name, 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1)), '[^A-Za-z]', '', 'g')) AS cn
     FROM nk LEFT JOIN coll c
       ON c.run_id = nk.run_id AND c.pid IS NOT DISTINCT FROM nk.pid
      AND c.device_id IS NOT DISTINCT FROM nk.device_id AND c.correlation_id = nk.correlation_id
+),
+named AS (
+    SELECT nk.* EXCLUDE (coll_name, cn),
+           CASE WHEN starts_with(cn, 'allreduce') THEN 'AllReduce'
+                WHEN starts_with(cn, 'allgather') THEN 'AllGather'
+                WHEN starts_with(cn, 'reducescatter') THEN 'ReduceScatter'
+                WHEN starts_with(cn, 'alltoall') THEN 'AllToAll'
+                WHEN cn = 'broadcast' THEN 'Broadcast' WHEN cn = 'reduce' THEN 'Reduce'
+                WHEN cn = 'sendrecv' THEN 'SendRecv' WHEN cn = 'send' THEN 'Send' WHEN cn = 'recv' THEN 'Recv'
+                ELSE coalesce(nk.coll_name, regexp_extract(nk.name, 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1))
+           END AS collective
+    FROM named0 nk
 ),
 comp AS (SELECT * FROM tk_busy_islands('compute')),
 o0 AS (
@@ -86,26 +97,27 @@ run_ranks AS (
                AS world_size
     FROM named n LEFT JOIN runs r ON r.run_id = n.run_id GROUP BY n.run_id
 ),
+-- n per kernel: the parameter, else the kernel's own communicator size, else the run's
+with_n AS (
+    SELECT o.*, CASE WHEN getvariable('ranks') > 0 THEN getvariable('ranks')
+                     ELSE coalesce(o.group_size, r.group_size, r.world_size, r.gpus) END AS ranks
+    FROM o1 o JOIN run_ranks r USING (run_id)
+),
 agg AS (
-    SELECT run_id, pid, device_id, collective, count(*) AS count,
+    SELECT run_id, pid, device_id, collective, ranks, count(*) AS count,
            CAST(sum(end_ns - start_ns) AS BIGINT) AS nccl_ns,
            CAST(sum(c1 - c0) AS BIGINT) AS overlap_ns,
            count(msg_bytes) AS sized_count,
            CAST(sum(msg_bytes) AS BIGINT) AS message_bytes,
            CAST(sum(end_ns - start_ns) FILTER (WHERE msg_bytes IS NOT NULL) AS BIGINT) AS sized_ns
-    FROM o1 GROUP BY run_id, pid, device_id, collective
-),
-with_n AS (
-    SELECT a.*, CASE WHEN getvariable('ranks') > 0 THEN getvariable('ranks')
-                     ELSE coalesce(r.group_size, r.world_size, r.gpus) END AS ranks
-    FROM agg a JOIN run_ranks r USING (run_id)
+    FROM with_n GROUP BY run_id, pid, device_id, collective, ranks
 ),
 with_f AS (
     SELECT *, CASE WHEN collective = 'AllReduce' THEN 2.0 * (ranks - 1) / ranks
                    WHEN collective IN ('AllGather', 'ReduceScatter', 'AllToAll') THEN 1.0 * (ranks - 1) / ranks
                    WHEN collective IN ('Broadcast', 'Reduce', 'SendRecv', 'Send', 'Recv') THEN 1.0
               END AS bus_factor
-    FROM with_n
+    FROM agg
 )
 SELECT f.run_id, f.pid, rk.rank, device_id, collective, count, nccl_ns, overlap_ns, nccl_ns - overlap_ns AS exposed_ns,
        overlap_ns / nullif(nccl_ns, 0) AS overlap_fraction,
@@ -115,4 +127,4 @@ SELECT f.run_id, f.pid, rk.rank, device_id, collective, count, nccl_ns, overlap_
        1e9 * message_bytes / nullif(sized_ns, 0) * bus_factor AS busbw_bytes_per_s
 FROM with_f f
 LEFT JOIN tk_ranks() rk ON rk.run_id = f.run_id AND rk.pid = f.pid
-ORDER BY f.run_id, f.pid, device_id, nccl_ns DESC, collective;
+ORDER BY f.run_id, f.pid, device_id, nccl_ns DESC, collective, ranks;

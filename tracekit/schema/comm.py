@@ -18,8 +18,9 @@ COLLECTIVES = Table(
     "collectives",
     "One row per collective or point-to-point communication call whose size the input records: "
     "Kineto NCCL kernel arguments ('Collective name', 'In msg nelems', 'Out msg nelems', 'dtype', "
-    "'Group size'), or NCCL ranges of `nsys --trace=nccl` where the export carries their payload. "
-    "Linked to the kernel that executed it by (pid, device_id, correlation_id).",
+    "'Group size'), or, for a kernel without them, the `record_param_comms` operator with the "
+    "kernel's External id (docs/kineto.md). Linked to the kernel that executed it by "
+    "(pid, device_id, correlation_id). nsys exports do not fill it yet.",
     (
         C("start_ns", i64, "ns", "Start of the executing kernel (or of the range when no kernel is linked).",
           required=True),
