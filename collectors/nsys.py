@@ -9,10 +9,14 @@ temporary run folder (removed before the run folder is renamed into place).
 
 from __future__ import annotations
 
+import os
 import shutil
+import threading
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -181,9 +185,10 @@ def _from_sql(export: Export, table: str, numeric: set[str]) -> str:
     return f'(SELECT {", ".join(cols)} FROM "{table}")'
 
 
-def _short_copy_kind(arr: pa.Array) -> pa.Array:
-    keys = pa.array(list(M.COPY_KIND_SHORT), pa.string())
-    vals = pa.array(list(M.COPY_KIND_SHORT.values()), pa.string())
+def _relabel(arr: pa.Array, mapping: dict[str, str]) -> pa.Array:
+    """Rename decoded labels listed in ``mapping`` (see nsys_mapping.RELABEL); others stay."""
+    keys = pa.array(list(mapping), pa.string())
+    vals = pa.array(list(mapping.values()), pa.string())
     idx = pc.index_in(arr, value_set=keys)
     return pc.if_else(pc.is_null(idx), arr, pc.take(vals, idx))
 
@@ -265,8 +270,9 @@ class _TablePlan:
                 elif dec.startswith("enum:"):
                     tab = dec[5:]
                     arr = _decode_enum(arr, export.enum(tab, M.FALLBACK_ENUMS.get(tab)))
-                    if name == "kind" and self.tmap.table == "memcpy":
-                        arr = _short_copy_kind(arr)
+                    relabel = M.RELABEL.get((self.tmap.table, name))
+                    if relabel:
+                        arr = _relabel(arr, relabel)
                 elif pa.types.is_binary(arr.type):
                     arr = decode_utf8(arr)
                 cols[name] = arr
@@ -362,6 +368,74 @@ DROP TABLE lvl;
 
 def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.RecordBatch]:
     """Add ``depth`` and ``parent_range_id`` to push/pop NVTX ranges (rows kept in rowid order).
+
+    Up to :data:`tracekit.collectors.nesting.MAX_ROWS` push/pop ranges are nested in memory by
+    sort-and-sweep (:mod:`tracekit.collectors.nesting`); the decoded batches are spilled to an
+    Arrow IPC file meanwhile and read back with the result. Past that count (or with pid/tid
+    values too large for its packed thread key) the step continues in DuckDB
+    (:func:`_nvtx_nesting_duckdb`), whose memory stays bounded by spilling.
+    """
+    import itertools
+
+    import pyarrow.ipc as ipc
+
+    from tracekit.collectors import nesting
+
+    spill = work.folder / "nvtx_ranges.mem.arrow"
+    writer = None
+    parts: dict[str, list] = {k: [] for k in ("key", "start", "end", "end_valid", "rid", "pp")}
+    n_pp = 0
+    fallback = False
+    it = iter(batches)
+    try:
+        for b in it:
+            if writer is None:
+                writer = ipc.new_file(str(spill), b.schema)
+            writer.write_batch(b)
+            pid, tid, end = b.column("pid"), b.column("tid"), b.column("end_ns")
+            key = nesting.thread_key(pid.fill_null(0).to_numpy(), pid.is_valid().to_numpy(zero_copy_only=False),
+                                     tid.fill_null(0).to_numpy(), tid.is_valid().to_numpy(zero_copy_only=False))
+            pp = pc.equal(b.column("style"), "push/pop").fill_null(False).to_numpy(zero_copy_only=False)
+            n_pp += int(pp.sum())
+            if key is None or n_pp > nesting.MAX_ROWS:
+                fallback = True
+                break
+            parts["key"].append(key)
+            parts["start"].append(b.column("start_ns").fill_null(0).to_numpy())
+            parts["end"].append(end.fill_null(0).to_numpy())
+            parts["end_valid"].append(end.is_valid().to_numpy(zero_copy_only=False))
+            parts["rid"].append(b.column("range_id").fill_null(0).to_numpy())
+            parts["pp"].append(pp)
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is None:
+        return
+    if fallback:
+        parts.clear()
+        reader = ipc.open_file(str(spill))
+        done = (reader.get_batch(i) for i in range(reader.num_record_batches))
+        yield from _nvtx_nesting_duckdb(itertools.chain(done, it), work)
+        return
+    arrays = {k: np.concatenate(v) for k, v in parts.items()}
+    parts.clear()
+    depth, parent = nesting.nest(arrays["key"], arrays["start"], arrays["end"], arrays["end_valid"],
+                                 arrays["rid"], arrays["pp"])
+    del arrays
+    reader = ipc.open_file(str(spill))
+    off = 0
+    for i in range(reader.num_record_batches):
+        b = reader.get_batch(i)
+        d = depth[off:off + b.num_rows]
+        p = parent[off:off + b.num_rows]
+        off += b.num_rows
+        yield b.append_column("depth", pa.array(d, pa.int32(), mask=d < 0)).append_column(
+            "parent_range_id", pa.array(p, pa.int64(), mask=p == nesting.NO_PARENT))
+
+
+def _nvtx_nesting_duckdb(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.RecordBatch]:
+    """Add ``depth`` and ``parent_range_id`` to push/pop NVTX ranges (rows kept in rowid order), in
+    DuckDB (:data:`NVTX_NESTING_SQL`).
 
     The decoded batches are spilled to an Arrow IPC file in the work folder while only the six
     columns the nesting needs go into DuckDB; the result (sorted by range_id) is then merged back
@@ -555,6 +629,51 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
             shutil.rmtree(Path(sqlite_path).parent, ignore_errors=True)
 
 
+# Tables converted first (the largest in typical exports); the rest follow in TABLE_MAPS order.
+FIRST_TABLES = ("nvtx_ranges", "cpu_thread_state", "gpu_metrics", "cuda_api", "kernels", "osrt_api")
+
+
+def workers() -> int:
+    """Tables converted at the same time (threads; SQLite, Arrow, NumPy, Parquet and DuckDB work
+    outside the GIL): one per CPU core, at most 4. ``TRACEKIT_THREADS`` overrides it."""
+    env = os.environ.get("TRACEKIT_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+class _Cancelled(Exception):
+    """Another table's conversion failed or the user interrupted: stop this one."""
+
+
+def _convert_table(export: Export, plan: _TablePlan, writer: RunWriter, progress: Progress, stats: _Stats,
+                   work_root: Path, cancel: threading.Event, not_needed: Callable[[], bool]) -> int:
+    """Convert one table (in a worker thread); returns the number of source rows read."""
+    tname, tmap = plan.tmap.table, plan.tmap
+    total = plan.count(export) if progress.enabled else None  # only the progress bar needs it
+    bar = progress.task(f"{tname:<16}", total=total)
+    read = 0
+
+    def advance(n: int = 1) -> None:
+        nonlocal read
+        if cancel.is_set() or not_needed():
+            raise _Cancelled()
+        read += n
+        bar(n)
+
+    batches = plan.batches(export, advance)
+    work = None
+    try:
+        if tmap.post:
+            work = _Work(work_root / tname)
+            batches = POST_STEPS[tmap.post](batches, work)
+        writer.write_table(tname, stats.watch(tname, batches))
+    finally:
+        if work is not None:
+            work.close()
+    return read
+
+
 def _convert(path: Path, sqlite_path: Path, writer: RunWriter, progress: Progress) -> None:
     with Export(sqlite_path) as export:
         _check_export(export, path)
@@ -565,27 +684,55 @@ def _convert(path: Path, sqlite_path: Path, writer: RunWriter, progress: Progres
         nsys_versions.check(export, writer, source)  # schema registry: required columns, newer versions
         stats = _Stats()
         work_root = writer.path / ".work"
+        # Plans in TABLE_MAPS order; a table whose plan fails stops the list there, and of all
+        # failures the one of the earliest table is raised: the error a one-by-one conversion gives.
+        order = list(M.TABLE_MAPS)
+        plans: dict[str, _TablePlan] = {}
+        errors: dict[str, BaseException] = {}
         for tname, tmap in M.TABLE_MAPS.items():
-            plan = _TablePlan(export, tmap, ctx)
+            try:
+                plan = _TablePlan(export, tmap, ctx)
+            except InputError as exc:
+                errors[tname] = exc
+                break
             if plan.source is None:
                 writer.not_captured(tname, f"export has no {' or '.join(tmap.sources)} table")
                 continue
-            total = plan.count(export)
-            advance = progress.task(f"{tname:<16}", total=total)
-            batches = plan.batches(export, advance)
-            work = None
+            plans[tname] = plan
+        queue = [t for t in FIRST_TABLES if t in plans] + [t for t in plans if t not in FIRST_TABLES]
+        cancel = threading.Event()
+        stop_after = [len(order)]  # tables later than this index stop (an earlier one failed)
+        read: dict[str, int] = {}
+        with ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="tracekit-nsys") as pool:
+            futures = {pool.submit(_convert_table, export, plans[t], writer, progress, stats, work_root,
+                                   cancel, lambda i=order.index(t): i > stop_after[0]): t for t in queue}
             try:
-                if tmap.post:
-                    work = _Work(work_root / tname)
-                    batches = POST_STEPS[tmap.post](batches, work)
-                writer.write_table(tname, stats.watch(tname, batches))
-            finally:
-                if work is not None:
-                    work.close()
-            source["tables_read"][tname] = plan.source
-            source["source_rows"][tname] = total
+                for fut in as_completed(futures):
+                    t = futures[fut]
+                    try:
+                        read[t] = fut.result()
+                    except _Cancelled:
+                        pass
+                    except BaseException as exc:  # noqa: BLE001 - re-raised below, in table order
+                        errors[t] = exc
+                        # tables after the failed one are not needed; earlier ones may still fail first
+                        stop_after[0] = min(stop_after[0], order.index(t))
+            except BaseException:
+                cancel.set()  # KeyboardInterrupt / SIGTERM: stop the workers, then re-raise
+                raise
+        if errors:
+            raise errors[min(errors, key=order.index)]
+        # manifest entries in TABLE_MAPS order, whatever order the threads finished in
+        tables = writer.manifest["tables"]
+        for t in order:
+            if t in tables:
+                tables[t] = tables.pop(t)
+        stats.nonpositive = {t: stats.nonpositive[t] for t in order if t in stats.nonpositive}
+        for t, plan in plans.items():
+            source["tables_read"][t] = plan.source
+            source["source_rows"][t] = read[t]
             if plan.missing:
-                source["missing_columns"][tname] = plan.missing
+                source["missing_columns"][t] = plan.missing
         shutil.rmtree(work_root, ignore_errors=True)
         source["stats"] = {"nvtx_open_ranges": stats.open_nvtx,
                            "nonpositive_duration_rows": stats.nonpositive}

@@ -132,6 +132,13 @@ COPY_KIND_SHORT = {
     "Peer-to-Peer": "PtoP", "Unknown": "Unknown",
 }
 
+# Decoded enum labels that tracekit renames, per (table, column): the field's short forms for copy
+# kinds, and 'runtime'/'driver' for the API of a CUDA call. Labels not listed are kept as decoded.
+RELABEL: dict[tuple[str, str], dict[str, str]] = {
+    ("memcpy", "kind"): COPY_KIND_SHORT,
+    ("cuda_api", "api"): {"CUDA runtime": "runtime", "CUDA driver": "driver"},
+}
+
 KERNELS = TableMap(
     "kernels",
     ("CUPTI_ACTIVITY_KIND_KERNEL",),

@@ -21,7 +21,9 @@ def _interval(what: str) -> tuple[C, ...]:
         C("start_ns", i64, "ns", f"Start of the {what}.", required=True),
         C("end_ns", i64, "ns", f"End of the {what}.", required=True),
         C("duration_ns", i64, "ns", "end_ns - start_ns. Rows with a zero or negative duration "
-          "are kept; time metrics exclude them (see the queries)."),
+          "are kept and counted in the manifest (nonpositive_duration_rows); the nsys-stats-style "
+          "summaries include them, as nsys stats does; interval metrics (busy time, idle gaps) "
+          "treat them as empty intervals."),
     )
 
 
