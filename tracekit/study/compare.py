@@ -53,7 +53,7 @@ def _metric_rows(eng: Engine, a: str, b: str) -> pd.DataFrame:
     nc = eng.query("nccl").to_pandas()
     for col in ("nccl_ns", "overlap_ns", "exposed_ns"):
         g = nc.groupby("run_id")[col].sum()
-        add(f"nccl_{col}", "ns", "nccl", g.get(a) if len(gu) else None, g.get(b) if len(gu) else None)
+        add(f"nccl_{col}", "ns", "nccl", g.get(a), g.get(b))
     return pd.DataFrame(rows)
 
 

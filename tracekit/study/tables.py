@@ -127,13 +127,14 @@ def build_tables(infos: list[RunInfo]) -> Study:
     ncu = keys[keys.kind == "ncu"]
     with Engine([i.path for i in infos]) as eng:
         steps = per_run_steps(eng, keys)
+        rf = roofline_per_kernel(eng, ncu.run_id) if len(ncu) else None
         pr = timeline.merge(steps, on="run_id", how="left")
         pr["samples_per_s"] = pr["samples_per_step"].astype("float64") * 1e9 / pr["step_ns"]
         study.per_run = pr
         _scaling(study, pr)
-        _precision(study, eng, pr, ncu)
+        _precision(study, eng, pr, ncu, rf)
         _cpu(study, eng, timeline)
-        _characterization(study, eng, ncu, keys)
+        _characterization(study, eng, ncu, keys, rf)
         _communication(study, eng, pr)
         _interconnect(study)
     for name in COLUMNS:
@@ -185,13 +186,9 @@ def _scaling(study: Study, pr: pd.DataFrame) -> None:
 
 
 # -- precision ----------------------------------------------------------------------------------
-def _tensor_share_ncu(eng: Engine, ncu: pd.DataFrame) -> pd.DataFrame:
+def _tensor_share_ncu(rf: pd.DataFrame | None, ncu: pd.DataFrame) -> pd.DataFrame:
     """Per ncu run: time of kernels with tensor FLOPs / all profiled kernel time (roofline)."""
-    if ncu.empty:
-        return pd.DataFrame(columns=["run_id", "tc_share"])
-    rf = roofline_per_kernel(eng)
-    rf = rf[rf.run_id.isin(ncu.run_id)]
-    if rf.empty:
+    if ncu.empty or rf is None or rf.empty:
         return pd.DataFrame(columns=["run_id", "tc_share"])
     rf = rf.assign(tc_ns=np.where(rf["tensor_flop"].fillna(0) > 0, rf["time_ns"], 0.0))
     g = rf.groupby("run_id").agg(tc=("tc_ns", "sum"), t=("time_ns", "sum"),
@@ -215,7 +212,8 @@ def _tensor_share_names(eng: Engine) -> pd.DataFrame:
     return g[["run_id", "tc_share"]]
 
 
-def _precision(study: Study, eng: Engine, pr: pd.DataFrame, ncu: pd.DataFrame) -> None:
+def _precision(study: Study, eng: Engine, pr: pd.DataFrame, ncu: pd.DataFrame,
+               rf: pd.DataFrame | None) -> None:
     sc = study.tables.get("scaling")
     if sc is None or sc.empty:
         study.reasons["precision"] = "no run has training steps"
@@ -225,7 +223,7 @@ def _precision(study: Study, eng: Engine, pr: pd.DataFrame, ncu: pd.DataFrame) -
     t = sc.merge(fp32, on=["workload", "world_size", "interconnect", "batch_size"], how="left")
     t["speedup_vs_fp32"] = t["fp32_ns"] / t["step_ns"]
     # tensor-core share: ncu passes of the same workload and precision first
-    by_ncu = _tensor_share_ncu(eng, ncu).merge(ncu[["run_id", "workload", "precision"]], on="run_id")
+    by_ncu = _tensor_share_ncu(rf, ncu).merge(ncu[["run_id", "workload", "precision"]], on="run_id")
     by_ncu = by_ncu.groupby(["workload", "precision"]).agg(
         ncu_share=("tc_share", "mean"), ncu_runs=("run_id", _runs_col)).reset_index()
     by_name = _tensor_share_names(eng).merge(pr[["run_id"] + _GROUP], on="run_id")
@@ -270,28 +268,17 @@ def _cpu(study: Study, eng: Engine, timeline: pd.DataFrame) -> None:
 
 
 # -- characterization ---------------------------------------------------------------------------
-_ROOFLINE_CACHE: dict[int, pd.DataFrame] = {}
-
-
-def roofline_per_kernel(eng: Engine) -> pd.DataFrame:
-    """``roofline`` per kernel; runs whose ncu rows come from several files pool their passes
-    (``merge_passes``: separate ncu runs for DRAM and FLOP counters)."""
-    key = id(eng)
-    if key in _ROOFLINE_CACHE:
-        return _ROOFLINE_CACHE[key]
+def roofline_per_kernel(eng: Engine, run_ids) -> pd.DataFrame:
+    """``roofline`` per kernel on the runs ``run_ids``; runs whose ncu rows come from several
+    files pool their passes (``merge_passes``: separate ncu runs for DRAM and FLOP counters)."""
     files = eng.sql("SELECT run_id, count(DISTINCT source_file) AS n FROM ncu_launches GROUP BY ALL").to_pandas()
-    if files.empty:
-        out = pd.DataFrame(columns=["run_id", "kernel_name", "time_ns", "flop", "tensor_flop",
-                                    "dram_bytes", "flop_per_s", "dram_bytes_per_s"])
-    else:
-        parts = []
-        for merge, ids in files.groupby(files.n > 1)["run_id"]:
-            r = _q(eng, "roofline", {"ceilings": "none", "merge_passes": "true" if merge else "false"})
-            parts.append(r[r.run_id.isin(set(ids))])
-        out = pd.concat(parts, ignore_index=True)
-    _ROOFLINE_CACHE.clear()
-    _ROOFLINE_CACHE[key] = out
-    return out
+    files = files[files.run_id.isin(set(run_ids))]
+    parts = [pd.DataFrame(columns=["run_id", "kernel_name", "time_ns", "flop", "tensor_flop",
+                                   "dram_bytes", "flop_per_s", "dram_bytes_per_s"])]
+    for merge, ids in files.groupby(files.n > 1)["run_id"]:
+        r = _q(eng, "roofline", {"ceilings": "none", "merge_passes": "true" if merge else "false"})
+        parts.append(r[r.run_id.isin(set(ids))])
+    return pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True)
 
 
 _SECTORS_SQL = """
@@ -303,15 +290,14 @@ GROUP BY run_id
 """
 
 
-def _characterization(study: Study, eng: Engine, ncu: pd.DataFrame, keys: pd.DataFrame) -> None:
+def _characterization(study: Study, eng: Engine, ncu: pd.DataFrame, keys: pd.DataFrame,
+                      rf: pd.DataFrame | None) -> None:
     if ncu.empty:
         study.reasons["characterization"] = (
             "no ncu pass among the runs: FLOP/s and DRAM traffic need Nsight Compute counters "
             "(`tracekit collect WORKLOAD --profiler ncu` on a GPU)")
         return
-    rf = roofline_per_kernel(eng)
-    rf = rf[rf.run_id.isin(ncu.run_id)]
-    if rf.empty:
+    if rf is None or rf.empty:
         study.reasons["characterization"] = "the ncu passes hold no profiled kernels"
         return
     g = rf.groupby("run_id").agg(
