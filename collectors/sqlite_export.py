@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import threading
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -71,7 +72,8 @@ class Export:
         if not is_sqlite(self.path):
             raise UnsupportedFormatError("not an SQLite file", path=self.path)
         try:
-            self.meta = sqlite3.connect(_uri(self.path), uri=True, isolation_level=None)
+            self.meta = sqlite3.connect(_uri(self.path), uri=True, isolation_level=None, check_same_thread=False)
+            self._meta_lock = threading.Lock()  # metadata queries may come from scanning threads
             self.meta.text_factory = lambda b: b.decode("utf-8", "replace")
             names = [r[0] for r in self.meta.execute(
                 "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
@@ -91,7 +93,9 @@ class Export:
         except sqlite3.DatabaseError as exc:
             raise InputError(f"SQLite cannot read this file ({exc}); is it truncated or corrupt?",
                              path=self.path) from None
-        self._adbc = None
+        self._adbc_local = threading.local()  # one ADBC connection per thread that scans
+        self._adbc_all: list = []
+        self._adbc_lock = threading.Lock()
         self._strings: pa.Table | None = None
         self._enums: dict[str, dict[int, str]] = {}
 
@@ -107,14 +111,16 @@ class Export:
 
     def count(self, table: str) -> int:
         try:
-            return self.meta.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+            with self._meta_lock:
+                return self.meta.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
         except sqlite3.DatabaseError as exc:
             raise InputError(f"cannot read table {table}: {exc}", path=self.path) from None
 
     def rows(self, sql: str, params=()) -> list[tuple]:
         """Small metadata queries (Python rows)."""
         try:
-            return self.meta.execute(sql, params).fetchall()
+            with self._meta_lock:
+                return self.meta.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as exc:
             raise InputError(f"cannot read the export: {exc}", path=self.path) from None
 
@@ -159,11 +165,16 @@ class Export:
 
     # -- bulk scans -----------------------------------------------------------------------
     def _adbc_cursor(self):
-        if self._adbc is None:
+        """A cursor on this thread's ADBC connection (threads may scan tables concurrently)."""
+        con = getattr(self._adbc_local, "con", None)
+        if con is None:
             import adbc_driver_sqlite.dbapi as adbc
 
-            self._adbc = adbc.connect(_uri(self.path))
-        return self._adbc.cursor()
+            con = adbc.connect(_uri(self.path))
+            self._adbc_local.con = con
+            with self._adbc_lock:
+                self._adbc_all.append(con)
+        return con.cursor()
 
     def scan(self, select: list[tuple[str, str, str]], from_sql: str,
              batch_rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
@@ -199,9 +210,11 @@ class Export:
             cur.close()
 
     def close(self):
-        if self._adbc is not None:
-            self._adbc.close()
-            self._adbc = None
+        with self._adbc_lock:
+            for con in self._adbc_all:
+                con.close()
+            self._adbc_all.clear()
+        self._adbc_local = threading.local()
         self.meta.close()
 
     def __enter__(self):

@@ -35,9 +35,15 @@ def count_duplicates(writer) -> dict[str, int]:
                 continue
             cols = ", ".join(f'"{c}"' for c in schema.table(name).column_names if c not in skip)
             path = str(writer.path / info["file"]).replace("'", "''")
-            n = con.execute(
-                f"SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {cols} "
-                f"FROM read_parquet('{path}'))) FROM read_parquet('{path}')").fetchall()[0][0]
+            # Identical rows have equal hashes, so when every row's hash is distinct there is no
+            # duplicate (a third of the time and memory of the exact DISTINCT, which runs only
+            # when some hashes are shared).
+            n = con.execute(f"SELECT count(*) - count(DISTINCT hash({cols})) "
+                            f"FROM read_parquet('{path}')").fetchall()[0][0]
+            if n:
+                n = con.execute(
+                    f"SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {cols} "
+                    f"FROM read_parquet('{path}'))) FROM read_parquet('{path}')").fetchall()[0][0]
             if n:
                 found[name] = int(n)
                 writer.warn(f"{n} duplicate row(s) in {name} (identical to another row in every "

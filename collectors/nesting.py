@@ -1,0 +1,87 @@
+"""Push/pop NVTX nesting by sort-and-sweep in NumPy: the in-memory path of the nsys collector's
+``nvtx_nesting`` step (exports with more push/pop ranges than :data:`MAX_ROWS` go through the
+spilling DuckDB SQL of :mod:`tracekit.collectors.nsys` instead; both give the same result).
+
+Per thread (same pid and tid, nulls grouping together), ranges are ordered by start, longer
+first (end descending, a range never closed counting as ending last), then range_id. Then:
+
+- ``depth`` = (ranges of the thread with a positive length that come earlier in that order) -
+  (ranges of the thread that ended at or before this one's start): the ranges open at its start.
+  A zero-length range opens and closes nothing.
+- ``parent`` = the latest range earlier in that order whose depth is one less (what the SQL's
+  ASOF join picks), found with one ``searchsorted`` over (depth, position) keys.
+
+Memory is about 120 bytes per push/pop range at the peak; no Python work per range (a loop
+per thread only).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# At most this many push/pop ranges are nested in memory (~0.6 GB at the peak); more go to DuckDB.
+MAX_ROWS = 6_000_000
+# pid and tid must fit this many bits each for the packed thread key (nsys: 24 bits each)
+KEY_BITS = 30
+# parent of a range without one (range ids are SQLite rowids, never this small)
+NO_PARENT = np.iinfo(np.int64).min
+
+
+def thread_key(pid: np.ndarray, pid_valid: np.ndarray, tid: np.ndarray, tid_valid: np.ndarray) -> np.ndarray | None:
+    """One int64 per row, equal for rows of the same (pid, tid) with nulls equal to nulls; None
+    when a value does not fit :data:`KEY_BITS` bits (the caller falls back to DuckDB)."""
+    lim = (1 << KEY_BITS) - 1
+    for a, v in ((pid, pid_valid), (tid, tid_valid)):
+        if a.size and v.any() and (a[v].min() < 0 or a[v].max() >= lim):
+            return None
+    p = np.where(pid_valid, pid + 1, 0)
+    t = np.where(tid_valid, tid + 1, 0)
+    return (p << KEY_BITS) | t
+
+
+def nest(key: np.ndarray, start: np.ndarray, end: np.ndarray, end_valid: np.ndarray,
+         range_id: np.ndarray, pushpop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Depth and parent range_id of each row (arrays aligned with the inputs).
+
+    Rows where ``pushpop`` is false get depth -1 and parent :data:`NO_PARENT` (null), as does a
+    range without a parent. ``end_valid`` false marks a range never closed.
+    """
+    n = start.shape[0]
+    depth = np.full(n, -1, np.int32)
+    parent = np.full(n, NO_PARENT, np.int64)
+    sel = np.flatnonzero(pushpop)
+    if sel.size == 0:
+        return depth, parent
+    k, s, r = key[sel], start[sel], range_id[sel]
+    ev = end_valid[sel]
+    e = np.where(ev, end[sel], np.iinfo(np.int64).max)
+    # ~e orders ends descending without the overflow of -e
+    order = np.lexsort((r, ~e, s, k))
+    del e
+    k, s, r, ev = k[order], s[order], r[order], ev[order]
+    e = np.where(ev, end[sel][order], np.iinfo(np.int64).max)
+    sel = sel[order]
+    del order
+    bounds = np.concatenate(([0], np.flatnonzero(k[1:] != k[:-1]) + 1, [k.size]))
+    del k
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        ss, es, rs = s[a:b], e[a:b], r[a:b]
+        opens = (es > ss).astype(np.int64)  # a never-closed range opens (it ends "at infinity")
+        before = np.cumsum(opens) - opens
+        ends = np.sort(es[(es > ss) & ev[a:b]])  # end events: closed ranges of positive length
+        d = before - np.searchsorted(ends, ss, side="right")
+        del ends, before, opens
+        m = b - a
+        pos = np.arange(m, dtype=np.int64)
+        ck = d * m + pos  # (depth, position) as one sortable key; depth >= 0
+        o2 = np.argsort(ck)
+        sk = ck[o2]
+        j = np.searchsorted(sk, (d - 1) * m + pos, side="left") - 1
+        del ck, sk
+        jc = np.maximum(j, 0)
+        cand = o2[jc]
+        ok = (j >= 0) & (d > 0) & (d[cand] == d - 1)
+        out = sel[a:b]
+        depth[out] = d
+        parent[out] = np.where(ok, rs[cand], NO_PARENT)
+    return depth, parent

@@ -1,0 +1,90 @@
+"""The in-memory NVTX nesting (collectors/nesting.py) against the DuckDB SQL path of the nsys
+collector, on random ranges with every edge case: equal starts, zero-length and never-closed
+ranges, negative lengths, null pid/tid, several threads, overlapping (not nested) ranges."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from tracekit.collectors import nesting
+from tracekit.collectors import nsys as N
+
+
+def _sql_path(t: pa.Table, tmp_path):
+    work = N._Work(tmp_path / "w")
+    try:
+        out = pa.Table.from_batches(list(N._nvtx_nesting_duckdb(iter(t.to_batches(max_chunksize=997)), work)))
+    finally:
+        work.close()
+    return out
+
+
+def _numpy_path(t: pa.Table, tmp_path):
+    work = N._Work(tmp_path / "n")
+    try:
+        out = pa.Table.from_batches(list(N.nvtx_nesting(iter(t.to_batches(max_chunksize=997)), work)))
+    finally:
+        work.close()
+    return out
+
+
+def _random_ranges(seed: int, n: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    start = rng.integers(0, n // 3 + 2, n) * 10
+    length = rng.choice([0, 0, 10, 20, 30, 50, 100, 1000, -10], n)
+    end = start + length
+    end_null = rng.random(n) < 0.03
+    pid = rng.integers(1, 3, n)
+    tid = rng.integers(1, 4, n)
+    pid_null = rng.random(n) < 0.02
+    tid_null = rng.random(n) < 0.02
+    style = np.where(rng.random(n) < 0.85, "push/pop", "start/end")
+    rid = np.sort(rng.choice(n * 3, n, replace=False)) + 1
+    return pa.table({
+        "range_id": pa.array(rid, pa.int64()),
+        "pid": pa.array(pid, pa.int64(), mask=pid_null),
+        "tid": pa.array(tid, pa.int64(), mask=tid_null),
+        "start_ns": pa.array(start, pa.int64()),
+        "end_ns": pa.array(end, pa.int64(), mask=end_null),
+        "style": pa.array(style, pa.string()),
+        "name": pa.array([f"r{i}" for i in range(n)]),
+    })
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_numpy_nesting_equals_duckdb_sql(tmp_path, seed):
+    t = _random_ranges(seed, 3000 + 500 * seed)
+    a = _sql_path(t, tmp_path)
+    b = _numpy_path(t, tmp_path)
+    assert a.column_names == b.column_names == t.column_names + ["depth", "parent_range_id"]
+    assert b.column("range_id").equals(t.column("range_id"))
+    for c in ("depth", "parent_range_id"):
+        assert a.column(c).to_pylist() == b.column(c).to_pylist(), c
+    depth = b.column("depth").to_numpy(zero_copy_only=False)
+    assert np.nanmax(depth) >= 3  # the data really nests
+
+
+def test_properly_nested_values(tmp_path):
+    # thread 1: A [0,100) > B [10,50) > C [20,30); D [60,70) under A; E zero-length at 80; F open
+    t = pa.table({
+        "range_id": [1, 2, 3, 4, 5, 6, 7],
+        "pid": [1, 1, 1, 1, 1, 1, 2],
+        "tid": [1, 1, 1, 1, 1, 1, 2],
+        "start_ns": [0, 10, 20, 60, 80, 90, 20],
+        "end_ns": pa.array([100, 50, 30, 70, 80, None, 25], pa.int64()),
+        "style": ["push/pop"] * 7,
+    })
+    b = _numpy_path(t, tmp_path)
+    assert b.column("depth").to_pylist() == [0, 1, 2, 1, 1, 1, 0]
+    assert b.column("parent_range_id").to_pylist() == [None, 1, 2, 1, 1, 1, None]
+
+
+def test_falls_back_to_duckdb_above_the_limit(tmp_path, monkeypatch):
+    t = _random_ranges(11, 4000)
+    monkeypatch.setattr(nesting, "MAX_ROWS", 1500)
+    b = _numpy_path(t, tmp_path)  # takes the SQL path past 1500 push/pop rows
+    a = _sql_path(t, tmp_path)
+    assert a.column("depth").to_pylist() == b.column("depth").to_pylist()
+    assert a.column("parent_range_id").to_pylist() == b.column("parent_range_id").to_pylist()
