@@ -147,6 +147,15 @@ def _reshape(e) -> dict | None:
     return e
 
 
+I64_MAX, I32_MAX = 2**63 - 1, 2**31 - 1
+
+
+def fit(v, hi):
+    """v when it fits a signed integer column with maximum hi, else None (a damaged size is
+    unknown, not a reason to reject the trace)."""
+    return v if v is None or -hi - 1 <= v <= hi else None
+
+
 def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: list[int]) -> None:
     """One streaming pass over one trace: fill parts and ``st``."""
     path = st.path
@@ -189,9 +198,9 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
         coll, dtype = a.get("Collective name"), a.get("dtype")
         c["collective"].append(coll if coll is None or type(coll) is str else str(coll))
         c["dtype"].append(dtype if dtype is None or type(dtype) is str else str(dtype))
-        c["in_elements"].append(to_int(a.get("In msg nelems")))
-        c["out_elements"].append(to_int(a.get("Out msg nelems")))
-        c["group_size"].append(to_int(a.get("Group size")))
+        c["in_elements"].append(fit(to_int(a.get("In msg nelems")), I64_MAX))
+        c["out_elements"].append(fit(to_int(a.get("Out msg nelems")), I64_MAX))
+        c["group_size"].append(fit(to_int(a.get("Group size")), I32_MAX))
         pg = a.get("Process Group Name", a.get("Process Group Description"))
         c["process_group"].append(pg if pg is None or type(pg) is str else str(pg))
         CM.n += 1

@@ -215,3 +215,25 @@ def test_nccl_one_row_per_communicator_size(run_factory):
     assert got[8]["algbw_bytes_per_s"] == pytest.approx(2e10) and got[8]["busbw_bytes_per_s"] == pytest.approx(3.5e10)
     assert (got[2]["count"], got[2]["bus_factor"]) == (1, 1.0)
     assert got[2]["busbw_bytes_per_s"] == pytest.approx(5e10)
+
+
+def test_damaged_sizes_are_null_not_an_error(tmp_path):
+    # a size beyond int64, a group size of 1e400, non-text collective/dtype, and elements x bytes
+    # beyond int64: the rows are kept, the unknown sizes are null, the conversion succeeds
+    text = ('{"traceEvents":[{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":7,"tid":7,'
+            '"ts":1,"dur":1,"args":{"correlation":1}},'
+            '{"ph":"X","cat":"kernel","name":"ncclKernel_AllReduce_x","pid":0,"tid":3,"ts":5,"dur":1,'
+            '"args":{"device":0,"stream":3,"correlation":1,"Collective name":["x"],"dtype":5,'
+            '"In msg nelems":99999999999999999999999,"Out msg nelems":"12","Group size":1e400}},'
+            '{"ph":"X","cat":"kernel","name":"ncclKernel_AllReduce_x","pid":0,"tid":3,"ts":7,"dur":1,'
+            '"args":{"device":0,"stream":3,"correlation":2,"Collective name":"allreduce","dtype":"Float",'
+            '"In msg nelems":4611686018427387904,"Out msg nelems":4611686018427387904}}]}')
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    run = convert([path], tmp_path / "run")
+    got = rows(run, "SELECT collective, dtype, element_bytes, in_elements, out_elements, in_bytes, out_bytes, "
+                    "group_size FROM collectives ORDER BY start_ns")
+    assert [tuple(r.values()) for r in got] == [
+        ("['x']", "5", None, None, 12, None, None, None),
+        ("allreduce", "Float", 4, 2**62, 2**62, None, None, None),
+    ]
