@@ -39,47 +39,52 @@ def thread_key(pid: np.ndarray, pid_valid: np.ndarray, tid: np.ndarray, tid_vali
     return (p << KEY_BITS) | t
 
 
-def nest(key: np.ndarray, start: np.ndarray, end: np.ndarray, end_valid: np.ndarray,
-         range_id: np.ndarray, pushpop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def nest(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Depth and parent range_id of each row (arrays aligned with the inputs).
 
-    Rows where ``pushpop`` is false get depth -1 and parent :data:`NO_PARENT` (null), as does a
-    range without a parent. ``end_valid`` false marks a range never closed.
+    ``cols`` holds aligned arrays ``key`` (:func:`thread_key`), ``start``, ``end``, ``end_valid``
+    (false: a range never closed), ``range_id`` and ``pushpop``; they are taken out of the dict
+    (and freed) as the sort goes, to keep the peak memory low. Rows where ``pushpop`` is false
+    get depth -1 and parent :data:`NO_PARENT` (null), as does a range without a parent.
     """
-    n = start.shape[0]
+    pushpop = cols.pop("pushpop")
+    n = pushpop.shape[0]
     depth = np.full(n, -1, np.int32)
     parent = np.full(n, NO_PARENT, np.int64)
-    sel = np.flatnonzero(pushpop)
-    if sel.size == 0:
+    sel = None if pushpop.all() else np.flatnonzero(pushpop)
+    del pushpop
+    if sel is not None and sel.size == 0:
         return depth, parent
-    k, s, r = key[sel], start[sel], range_id[sel]
-    ev = end_valid[sel]
-    e = np.where(ev, end[sel], np.iinfo(np.int64).max)
-    # ~e orders ends descending without the overflow of -e
-    order = np.lexsort((r, ~e, s, k))
-    del e
-    k, s, r, ev = k[order], s[order], r[order], ev[order]
-    e = np.where(ev, end[sel][order], np.iinfo(np.int64).max)
-    sel = sel[order]
+
+    def take(name: str) -> np.ndarray:
+        a = cols.pop(name)
+        return a if sel is None else a[sel]
+
+    k, s, r = take("key"), take("start"), take("range_id")
+    ev = take("end_valid")
+    e = np.where(ev, take("end"), np.iinfo(np.int64).max)  # never closed: ends last
+    np.invert(e, out=e)  # ~e orders ends descending without the overflow of -e
+    order = np.lexsort((r, e, s, k))
+    np.invert(e, out=e)
+    k, s, r, ev, e = k[order], s[order], r[order], ev[order], e[order]
+    sel = order if sel is None else sel[order]
     del order
     bounds = np.concatenate(([0], np.flatnonzero(k[1:] != k[:-1]) + 1, [k.size]))
     del k
     for a, b in zip(bounds[:-1], bounds[1:]):
         ss, es, rs = s[a:b], e[a:b], r[a:b]
-        opens = (es > ss).astype(np.int64)  # a never-closed range opens (it ends "at infinity")
-        before = np.cumsum(opens) - opens
-        ends = np.sort(es[(es > ss) & ev[a:b]])  # end events: closed ranges of positive length
+        opens = es > ss  # a never-closed range opens (it ends "at infinity")
+        before = np.cumsum(opens, dtype=np.int64) - opens
+        ends = np.sort(es[opens & ev[a:b]])  # end events: closed ranges of positive length
         d = before - np.searchsorted(ends, ss, side="right")
         del ends, before, opens
         m = b - a
         pos = np.arange(m, dtype=np.int64)
         ck = d * m + pos  # (depth, position) as one sortable key; depth >= 0
         o2 = np.argsort(ck)
-        sk = ck[o2]
-        j = np.searchsorted(sk, (d - 1) * m + pos, side="left") - 1
-        del ck, sk
-        jc = np.maximum(j, 0)
-        cand = o2[jc]
+        j = np.searchsorted(ck[o2], (d - 1) * m + pos, side="left") - 1
+        del ck, pos
+        cand = o2[np.maximum(j, 0)]
         ok = (j >= 0) & (d > 0) & (d[cand] == d - 1)
         out = sel[a:b]
         depth[out] = d

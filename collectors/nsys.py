@@ -417,11 +417,11 @@ def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.
         done = (reader.get_batch(i) for i in range(reader.num_record_batches))
         yield from _nvtx_nesting_duckdb(itertools.chain(done, it), work)
         return
-    arrays = {k: np.concatenate(v) for k, v in parts.items()}
-    parts.clear()
-    depth, parent = nesting.nest(arrays["key"], arrays["start"], arrays["end"], arrays["end_valid"],
-                                 arrays["rid"], arrays["pp"])
-    del arrays
+    arrays = {}
+    for name, key in (("key", "key"), ("start", "start"), ("end", "end"), ("end_valid", "end_valid"),
+                      ("range_id", "rid"), ("pushpop", "pp")):
+        arrays[name] = np.concatenate(parts.pop(key))
+    depth, parent = nesting.nest(arrays)  # empties ``arrays``
     reader = ipc.open_file(str(spill))
     off = 0
     for i in range(reader.num_record_batches):
@@ -617,14 +617,21 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
         sqlite_path = export_report(path, writer.path)
     else:
         sqlite_path = path
-        writer.manifest["inputs"].append(describe_input(path, "nsys-sqlite"))
+    hashing = None
+    if sqlite_path == path:  # the SHA-256 of the input is computed while converting
+        hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracekit-sha256")
+        described = hashing.submit(describe_input, path, "nsys-sqlite")
     try:
         _convert(path, sqlite_path, writer, progress)
+        if hashing is not None:
+            writer.manifest["inputs"].append(described.result())
     except InputError as exc:
         if sqlite_path == path or exc.path != str(sqlite_path):
             raise
         raise type(exc)(str(exc)[len(exc.path) + 2:], path=path) from None
     finally:
+        if hashing is not None:
+            hashing.shutdown(wait=True)
         if sqlite_path != path:  # the export made from a report, in <run tmp>/.export/
             shutil.rmtree(Path(sqlite_path).parent, ignore_errors=True)
 
