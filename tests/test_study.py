@@ -314,7 +314,8 @@ def test_report_renders_in_headless_chromium(gpu_runs, tmp_path):
 @pytest.mark.slow
 def test_cpu_study_example_end_to_end(tmp_path):
     """examples/study_cpu.sh: tiny resnet_cifar, 1 and 2 Gloo ranks, fp32 and bf16, collected with
-    `tracekit collect` (nsys when on PATH, else the torch profiler), then `tracekit study`."""
+    `tracekit collect` (nsys when on PATH, else the torch profiler; PROFILER=torch in the
+    environment forces the torch profiler), then `tracekit study`."""
     env = {**os.environ, "STEPS": "2", "WARMUP": "1", "TIMEOUT": "300",
            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
     p = subprocess.run(["bash", str(ROOT / "examples" / "study_cpu.sh"), str(tmp_path / "cpu")],
@@ -332,13 +333,19 @@ def test_cpu_study_example_end_to_end(tmp_path):
     assert len(pc) == 4 and pc.speedup_vs_fp32.notna().all()
     assert (pc[pc.precision == "fp32"].speedup_vs_fp32 == 1).all()
     cm = tables["communication"]
-    assert len(cm) == 4 and cm.comm_share.notna().all()
-    nsys = shutil.which("nsys") is not None
+    assert len(cm) == 4 and (cm[cm.world_size == 1].comm_share == 0).all()
+    import json
+
+    profilers = {json.loads((r / "manifest.json").read_text())["collect"]["profiler"] for r in runs}
+    nsys = profilers == {"nsys"}  # PROFILER=auto: nsys when on PATH (CI), else torch
     if nsys:  # scheduler data and comm ranges need nsys
         cpu = tables["cpu"]
         assert len(cpu) == 4 and (cpu.cores_busy > 0).all()
         assert (cpu.cpu_utilization > 0).all() and (cpu.cpu_utilization <= 1).all()
         assert (cm[cm.world_size == 2].comm_share > 0).all()
+    else:  # the torch profiler path records no `comm allreduce` ranges: the report says so
+        assert cm[cm.world_size == 2].comm_share.isna().all()
+        assert "comm_share is empty" in (out / "report.html").read_text()
     assert tables["characterization"].empty  # no ncu on a CPU: stated in the report
     text = (out / "report.html").read_text()
     assert "no ncu pass among the runs" in text
@@ -356,3 +363,9 @@ def test_cpu_study_example_end_to_end(tmp_path):
                 pytest.approx(h.cores_busy.iloc[0], rel=1e-9)
     if shutil.which("chromium"):
         render_in_chromium(out / "report.html", tmp_path / "shot.png")
+
+
+def test_example_scripts_parse():
+    for name in ("study_gpu.sh", "study_cpu.sh"):
+        p = subprocess.run(["bash", "-n", str(ROOT / "examples" / name)], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr

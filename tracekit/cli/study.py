@@ -18,7 +18,8 @@ def study(
                                 "TABLE.csv, TABLE.parquet, study.json)."),
     override: Path = typer.Option(None, "--override", help="TOML or YAML file giving workload, "
                                   "suite, precision, world_size, batch_size, interconnect or pass "
-                                  "per run ([runs.RUN_ID]) or for all ([defaults])."),
+                                  "per run (table runs.RUN_ID) or for all (table defaults); see "
+                                  "docs/study.md."),
     title: str = typer.Option("tracekit study", "--title", help="Report title."),
     force: bool = typer.Option(False, "--force", help="Replace an existing study folder."),
 ):

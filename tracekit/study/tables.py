@@ -365,9 +365,15 @@ def _communication(study: Study, eng: Engine, pr: pd.DataFrame) -> None:
     t = _group(d, _GROUP + ["source"], dict(
         comm_share=("comm_share", "mean"), exposed_comm_ns=("exposed_comm_ns", "mean"),
         runs=("run_id", _runs_col)))
-    if t.exposed_comm_ns.isna().any() or t.comm_share.isna().any():
-        study.reasons["communication"] = ("exposed_comm_ns is empty for multi-process runs without "
-                                          "NCCL kernels (Gloo on CPUs): no GPU stream to overlap with")
+    why = []
+    if t.comm_share.isna().any():
+        why.append("comm_share is empty for multi-process runs with neither NCCL kernels nor "
+                   "`comm allreduce` ranges (the torch profiler path on CPUs; nsys records them)")
+    if t.exposed_comm_ns.isna().any():
+        why.append("exposed_comm_ns is empty for multi-process runs without NCCL kernels (Gloo on "
+                   "CPUs): no GPU stream to overlap with")
+    if why:
+        study.reasons["communication"] = "; ".join(why)
     study.tables["communication"] = t[COLUMNS["communication"]].sort_values(
         ["workload", "precision", "world_size"], kind="stable").reset_index(drop=True)
     study.per_run = study.per_run.merge(d[["run_id", "comm_share", "exposed_comm_ns"]],
