@@ -316,7 +316,7 @@ def test_cpu_study_example_end_to_end(tmp_path):
     """examples/study_cpu.sh: tiny resnet_cifar, 1 and 2 Gloo ranks, fp32 and bf16, collected with
     `tracekit collect` (nsys when on PATH, else the torch profiler; PROFILER=torch in the
     environment forces the torch profiler), then `tracekit study`."""
-    env = {**os.environ, "STEPS": "2", "WARMUP": "1", "TIMEOUT": "300",
+    env = {**os.environ, "STEPS": "2", "WARMUP": "1", "TIMEOUT": "180",
            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
     p = subprocess.run(["bash", str(ROOT / "examples" / "study_cpu.sh"), str(tmp_path / "cpu")],
                        env=env, capture_output=True, text=True, timeout=900)
