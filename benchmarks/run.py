@@ -29,7 +29,10 @@ import platform
 import shutil
 import sqlite3
 import subprocess
+import signal
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -54,17 +57,29 @@ QUERIES = [
 ]
 
 
-def measure(cmd: list[str], **kw) -> dict:
-    """Run ``cmd``; return wall seconds, peak RSS (MiB) and exit status."""
+def measure(cmd: list[str], timeout: float | None = None, **kw) -> dict:
+    """Run ``cmd``; return wall seconds, CPU seconds, peak RSS (MiB) and exit status. After
+    ``timeout`` seconds the command (its whole process group) is killed and marked timed out."""
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    err = proc.stderr.read().decode(errors="replace").strip().splitlines()
-    proc.stderr.close()
+    with tempfile.TemporaryFile() as errf:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errf, start_new_session=True, **kw)
+        timer = None
+        if timeout:
+            timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
+            timer.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        if timer is not None:
+            timer.cancel()
+        wall = time.perf_counter() - t0
+        errf.seek(0)
+        err = errf.read().decode(errors="replace").strip().splitlines()
     rc = os.waitstatus_to_exitcode(status)
-    return {"cmd": " ".join(cmd), "seconds": wall, "rss_mib": usage.ru_maxrss / 1024, "rc": rc,
-            "error": err[-1] if rc and err else ""}
+    if timeout and wall >= timeout:
+        err = [f"did not finish in {timeout:.0f} s; killed"]
+    return {"cmd": " ".join(cmd), "seconds": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+            "rss_mib": usage.ru_maxrss / 1024, "rc": rc, "error": err[-1] if rc and err else "",
+            "load_before": load}
 
 
 def sqlite_scan(path: Path) -> dict:
@@ -78,6 +93,11 @@ def sqlite_scan(path: Path) -> dict:
             n, _ = con.execute(f'SELECT count(*), max("{col}") FROM "{t}"').fetchone()
             rows += n
     return {"seconds": time.perf_counter() - t0, "rows": rows}
+
+
+def adbc_floor(path: Path) -> dict:
+    """Every column tracekit reads, through ADBC into Arrow, without decoding or writing."""
+    return measure([sys.executable, str(HERE / "adbc_scan.py"), str(path)])
 
 
 def cat_floor(path: Path) -> dict:
@@ -98,46 +118,62 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.system()} {platform.release()}, Python {platform.python_version()}"
 
 
-def fmt(x: float, unit: str = "") -> str:
-    return f"{x:,.2f}{unit}" if x < 100 else f"{x:,.0f}{unit}"
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--copies", type=int, default=300)
-    ap.add_argument("--big-copies", type=int, default=0, help="also convert an export this many copies large (RSS check)")
+    ap.add_argument("--big-copies", type=int, default=0,
+                    help="also convert an export this many copies large (peak RSS check; 2500 copies = 5 GB); "
+                         "the export is deleted afterwards")
+    ap.add_argument("--kineto-copies", type=int, default=20)
     ap.add_argument("--work", type=Path, default=HERE / "data")
+    ap.add_argument("--export", type=Path, help="use this export instead of building WORK/h100xN.sqlite")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
+    ap.add_argument("--nsys-ai-python", type=Path, default=HERE / ".venv-nsys-ai" / "bin" / "python")
+    ap.add_argument("--hta-python", type=Path, default=HERE / ".venv-hta" / "bin" / "python")
     ap.add_argument("--skip-baselines", action="store_true")
+    ap.add_argument("--stats-timeout", type=float, default=300,
+                    help="seconds after which an nsys stats report is killed (nvtxgpuproj is quadratic)")
+    ap.add_argument("--no-single-thread", action="store_true",
+                    help="skip the extra TRACEKIT_THREADS=1 conversion")
     args = ap.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(HERE))
     from make_big_export import build
 
-    export = args.work / f"h100x{args.copies}.sqlite"
+    export = args.export or args.work / f"h100x{args.copies}.sqlite"
     if not export.exists():
         info = build(FIXTURE, args.copies, export)
     else:
-        con = sqlite3.connect(export)
+        con = sqlite3.connect(f"file:{export}?mode=ro&immutable=1", uri=True)
         info = {"rows": {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
                          for t in EVENT_TABLES
                          if con.execute("SELECT 1 FROM sqlite_master WHERE name=?", (t,)).fetchone()},
                 "bytes": export.stat().st_size}
-    res: dict = {"export": str(export), "export_bytes": export.stat().st_size, "rows": info["rows"]}
+        con.close()
+    res: dict = {"export": str(export), "export_bytes": export.stat().st_size, "rows": info["rows"],
+                 "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                 "load_start": os.getloadavg()}
     print(f"export {export} ({res['export_bytes'] / 1e6:.0f} MB)", flush=True)
 
     res["cat"] = cat_floor(export)
     res["sqlite_scan"] = sqlite_scan(export)
+    res["adbc_scan"] = adbc_floor(export)
+    print("floors", res["cat"]["seconds"], res["sqlite_scan"]["seconds"], res["adbc_scan"]["seconds"], flush=True)
     run_dir = args.work / "run"
     shutil.rmtree(run_dir, ignore_errors=True)
     res["convert"] = measure(TRACEKIT + ["convert", str(export), "-o", str(run_dir), "--force"])
     print("convert", res["convert"], flush=True)
     manifest = json.loads((run_dir / "manifest.json").read_text()) if (run_dir / "manifest.json").exists() else {}
     res["converted_rows"] = sum(t["rows"] for t in manifest.get("tables", {}).values())
+    if not args.no_single_thread:
+        one = args.work / "run_1thread"
+        res["convert_1thread"] = measure(TRACEKIT + ["convert", str(export), "-o", str(one), "--force"],
+                                         env={**os.environ, "TRACEKIT_THREADS": "1"})
+        shutil.rmtree(one, ignore_errors=True)
+        print("convert 1 thread", res["convert_1thread"], flush=True)
 
-    nsys_ai_py = HERE / ".venv-nsys-ai" / "bin" / "python"
-    if not args.skip_baselines and nsys_ai_py.exists():
-        res["nsys_ai"] = measure([str(nsys_ai_py), str(HERE / "nsys_ai_build.py"), str(export)])
+    if not args.skip_baselines and args.nsys_ai_python.exists():
+        res["nsys_ai"] = measure([str(args.nsys_ai_python), str(HERE / "nsys_ai_build.py"), str(export)])
         shutil.rmtree(export.with_suffix(".nsys-cache"), ignore_errors=True)
         print("nsys-ai", res["nsys_ai"], flush=True)
 
@@ -146,23 +182,31 @@ def main(argv=None) -> int:
         entry = {"query": q, "tracekit": measure(TRACEKIT + ["query", q, str(run_dir), "-f", "csv", "-o", os.devnull])}
         if report and shutil.which("nsys") and not args.skip_baselines:
             entry["nsys_stats"] = measure(["nsys", "stats", "-q", "--report", report, "--format", "csv",
-                                           "--output", "-", str(export)])
+                                           "--output", "-", str(export)], timeout=args.stats_timeout)
             entry["report"] = report
         res["queries"].append(entry)
         print(entry, flush=True)
 
     if args.big_copies:
         big = args.work / f"h100x{args.big_copies}.sqlite"
-        if not big.exists():
+        made = not big.exists()
+        if made:
             build(FIXTURE, args.big_copies, big)
         big_run = args.work / "run_big"
         shutil.rmtree(big_run, ignore_errors=True)
-        res["big"] = {"bytes": big.stat().st_size,
+        res["big"] = {"bytes": big.stat().st_size, "copies": args.big_copies,
                       "convert": measure(TRACEKIT + ["convert", str(big), "-o", str(big_run), "--force"])}
+        bm = big_run / "manifest.json"
+        if bm.exists():
+            res["big"]["rows"] = {k: v["rows"] for k, v in json.loads(bm.read_text())["tables"].items()}
         shutil.rmtree(big_run, ignore_errors=True)
+        if made:
+            big.unlink()
         print("big", res["big"], flush=True)
 
     res["kineto"] = kineto_bench(args)
+    res["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    res["load_end"] = os.getloadavg()
     (args.work / "results.json").write_text(json.dumps(res, indent=1))
     args.out.write_text(render(res, args))
     print(f"wrote {args.out}")
@@ -174,18 +218,28 @@ def kineto_bench(args) -> dict | None:
         from make_big_kineto import build as build_kineto
     except ImportError:
         return None
-    trace = args.work / "kineto_big.json"
+    trace = args.work / f"kineto_x{args.kineto_copies}.json"
     if not trace.exists():
-        build_kineto(KINETO_FIXTURE, 100, trace)
-    out = {"bytes": trace.stat().st_size}
+        build_kineto(KINETO_FIXTURE, args.kineto_copies, trace)
+    out = {"bytes": trace.stat().st_size, "copies": args.kineto_copies}
     run_dir = args.work / "run_kineto"
     shutil.rmtree(run_dir, ignore_errors=True)
     out["convert"] = measure(TRACEKIT + ["convert", str(trace), "-o", str(run_dir), "--force"])
-    hta_py = HERE / ".venv-hta" / "bin" / "python"
-    if hta_py.exists() and not args.skip_baselines:
-        out["hta"] = measure([str(hta_py), str(HERE / "hta_parse.py"), str(trace)])
+    m = run_dir / "manifest.json"
+    if m.exists():
+        out["rows"] = sum(v["rows"] for v in json.loads(m.read_text())["tables"].values())
+    if args.hta_python.exists() and not args.skip_baselines:
+        out["hta"] = measure([str(args.hta_python), str(HERE / "hta_parse.py"), str(trace)])
     print("kineto", out, flush=True)
     return out
+
+
+def fmt(x: float, unit: str = "") -> str:
+    return f"{x:,.2f}{unit}" if x < 100 else f"{x:,.0f}{unit}"
+
+
+def _failed(m: dict) -> str:
+    return "" if m.get("rc", 0) == 0 else f" (failed: {m.get('error', '')})"
 
 
 def _row(name, m, base=None, base_name=""):
@@ -193,22 +247,74 @@ def _row(name, m, base=None, base_name=""):
     if base and m.get("rc") == 0 and base.get("rc", 0) == 0:
         ratio = f"{base['seconds'] / m['seconds']:.1f}x faster than {base_name}" if base["seconds"] >= m["seconds"] \
             else f"{m['seconds'] / base['seconds']:.2f}x the time of {base_name}"
-    status = "" if m.get("rc", 0) == 0 else f" (failed: {m.get('error', '')})"
     rss = fmt(m["rss_mib"], " MiB") if "rss_mib" in m else ""
-    return f"| {name}{status} | {fmt(m['seconds'], ' s')} | {rss} | {ratio} |"
+    cpu = fmt(m["cpu_s"], " s") if "cpu_s" in m else ""
+    return f"| {name}{_failed(m)} | {fmt(m['seconds'], ' s')} | {cpu} | {rss} | {ratio} |"
+
+
+def _ok(m: dict | None) -> bool:
+    return bool(m) and m.get("rc") == 0
+
+
+def targets(res: dict) -> list[tuple[str, str, bool | None]]:
+    """(target, measured, met) for each target of issue 8."""
+    out = []
+    conv, ai, scan = res["convert"], res.get("nsys_ai"), res["sqlite_scan"]
+    if _ok(conv) and _ok(ai):
+        r = ai["seconds"] / conv["seconds"]
+        out.append(("conversion >= 3x faster than nsys-ai's cache build", f"{r:.1f}x", r >= 3))
+    if _ok(conv):
+        r = conv["seconds"] / scan["seconds"]
+        out.append(("conversion within 3.5x of SQLite's own scan", f"{r:.1f}x", r <= 3.5))
+        out.append(("conversion peak RSS < 1 GB (1,024 MiB)", fmt(conv["rss_mib"], " MiB"), conv["rss_mib"] < 1024))
+    for q in ("kernel_summary", "nvtx_summary"):
+        e = next((e for e in res["queries"] if e["query"] == q), None)
+        if e and _ok(e["tracekit"]) and _ok(e.get("nsys_stats")):
+            r = e["nsys_stats"]["seconds"] / e["tracekit"]["seconds"]
+            out.append((f"`{q}` >= 10x faster than `nsys stats --report {e['report']}`", f"{r:.1f}x", r >= 10))
+    big = res.get("big")
+    if big:
+        c = big["convert"]
+        out.append((f"peak RSS < 1.5 GB (1,536 MiB) converting a {big['bytes'] / 1e9:.1f} GB export",
+                    fmt(c["rss_mib"], " MiB") + _failed(c), _ok(c) and c["rss_mib"] < 1536))
+    k = res.get("kineto")
+    if k and _ok(k["convert"]) and _ok(k.get("hta")):
+        r = k["hta"]["seconds"] / k["convert"]["seconds"]
+        out.append(("Kineto conversion >= 3x faster than HTA", f"{r:.1f}x", r >= 3))
+        m = k["convert"]["rss_mib"] / k["hta"]["rss_mib"]
+        out.append(("Kineto conversion peak RSS <= 1/3 of HTA's", f"{m:.2f} of HTA's", m <= 1 / 3))
+    return out
 
 
 def render(res: dict, args) -> str:
     rows = res["rows"]
+    load = res["load_start"]
     L = [
         "# Performance",
         "",
         "<!-- Written by `python benchmarks/run.py`; rerun it to refresh every figure. -->",
         "",
-        f"Measured {dt.date.today().isoformat()} on {machine()}.",
-        "All figures of one table come from one run of `benchmarks/run.py` on this machine; ratios are "
-        "between commands measured in that run. Time is wall-clock of the whole command (process "
-        "start included); memory is the peak resident set size of that process.",
+        f"Measured {res['started'][:16].replace('T', ' ')} to {res['finished'][11:16]} UTC on {machine()}.",
+        f"Load average when the run started: {load[0]:.1f} (1 min), {load[1]:.1f} (5 min); at its end "
+        f"{res['load_end'][0]:.1f}. A load above the core count means other processes shared the cores "
+        "and wall-clock times are inflated (CPU times much less so).",
+        "",
+        "All figures come from one run of `benchmarks/run.py` on this machine; ratios are between "
+        "commands measured in that run. *time* is the wall-clock time of the whole command (process start "
+        "included), *CPU* its user + system time (all threads and child processes), *peak RSS* the "
+        "largest resident set size of the process (`os.wait4`).",
+        "",
+        "Rerun: `bash benchmarks/setup_baselines.sh` (once: nsys-ai and HTA in their own virtual "
+        "environments), then `python benchmarks/run.py --big-copies 2500`.",
+        "",
+        "## Targets",
+        "",
+        "| target | measured | met |",
+        "|---|---|---|",
+    ]
+    for name, got, met in targets(res):
+        L.append(f"| {name} | {got} | {'yes' if met else '**no**'} |")
+    L += [
         "",
         f"## Input: the 2-GPU H100 fixture export replicated {args.copies} times",
         "",
@@ -217,47 +323,65 @@ def render(res: dict, args) -> str:
         "",
         "## Conversion",
         "",
-        "| command | time | peak RSS | ratio |",
-        "|---|---|---|---|",
-        f"| read the file once (`cat` > /dev/null, warm cache) | {fmt(res['cat']['seconds'], ' s')} | | floor |",
-        f"| SQLite scans every event row ({res['sqlite_scan']['rows']:,} rows) | {fmt(res['sqlite_scan']['seconds'], ' s')} | | floor |",
+        "| command | time | CPU | peak RSS | ratio |",
+        "|---|---|---|---|---|",
+        f"| read the file once (`cat` > /dev/null, warm cache) | {fmt(res['cat']['seconds'], ' s')} | | | floor |",
+        f"| SQLite scans every event row ({res['sqlite_scan']['rows']:,} rows: count and max(start)) | "
+        f"{fmt(res['sqlite_scan']['seconds'], ' s')} | | | floor |",
+        _row("SQLite + ADBC read every column tracekit reads into Arrow, no decoding (`benchmarks/adbc_scan.py`)",
+             res["adbc_scan"]),
     ]
     conv = res["convert"]
     L.append(_row("`tracekit convert`", conv, res.get("nsys_ai"), "nsys-ai"))
+    if "convert_1thread" in res:
+        L.append(_row("`tracekit convert`, one table at a time (`TRACEKIT_THREADS=1`)", res["convert_1thread"]))
     if "nsys_ai" in res:
         L.append(_row("nsys-ai 0.3.0 Parquet cache + NVTX kernel map", res["nsys_ai"]))
     if conv.get("rc") == 0:
         L += ["", f"`tracekit convert` wrote {res['converted_rows']:,} rows: "
               f"{res['converted_rows'] / conv['seconds']:,.0f} rows/s; "
               f"{conv['seconds'] / res['sqlite_scan']['seconds']:.2f}x SQLite's own scan, "
+              f"{conv['seconds'] / res['adbc_scan']['seconds']:.2f}x the ADBC read of the same columns, "
               f"{conv['seconds'] / res['cat']['seconds']:.1f}x reading the file once."]
     if "big" in res:
         b = res["big"]
-        L += ["", f"Converting a {b['bytes'] / 1e9:.1f} GB export ({args.big_copies} copies): "
-              f"{fmt(b['convert']['seconds'], ' s')}, peak RSS {fmt(b['convert']['rss_mib'], ' MiB')}."]
+        c = b["convert"]
+        rows_b = b.get("rows", {})
+        L += ["", f"### A {b['bytes'] / 1e9:.1f} GB export ({b['copies']} copies)", "",
+              f"`tracekit convert`: {fmt(c['seconds'], ' s')} wall, {fmt(c['cpu_s'], ' s')} CPU, peak RSS "
+              f"{fmt(c['rss_mib'], ' MiB')}{_failed(c)}"
+              + (f"; {rows_b.get('kernels', 0):,} kernels, {rows_b.get('cuda_api', 0):,} runtime calls, "
+                 f"{rows_b.get('nvtx_ranges', 0):,} NVTX ranges." if rows_b else ".")]
     L += ["", "## Queries against `nsys stats` on the same data", "",
-          "`tracekit query NAME RUN` on the converted run folder; `nsys stats --report R` on the SQLite export.", "",
-          "| query | tracekit | peak RSS | nsys stats report | nsys stats | peak RSS | ratio |",
-          "|---|---|---|---|---|---|---|"]
+          "`tracekit query NAME RUN -f csv` on the converted run folder; `nsys stats --report R --format csv` "
+          "on the SQLite export.", "",
+          "| query | tracekit | CPU | peak RSS | nsys stats report | nsys stats | CPU | peak RSS | ratio |",
+          "|---|---|---|---|---|---|---|---|---|"]
     for e in res["queries"]:
         t = e["tracekit"]
         s = e.get("nsys_stats")
-        tk = fmt(t["seconds"], " s") + ("" if t["rc"] == 0 else f" (failed: {t['error']})")
+        tk = f"{fmt(t['seconds'], ' s')}{_failed(t)} | {fmt(t['cpu_s'], ' s')} | {fmt(t['rss_mib'], ' MiB')}"
         if s:
-            ok = s["rc"] == 0 and t["rc"] == 0
-            ratio = f"{s['seconds'] / t['seconds']:.1f}x faster" if ok else ""
-            ns = fmt(s["seconds"], " s") + ("" if s["rc"] == 0 else f" (failed: {s['error']})")
-            L.append(f"| `{e['query']}` | {tk} | {fmt(t['rss_mib'], ' MiB')} | {e['report']} | {ns} | "
-                     f"{fmt(s['rss_mib'], ' MiB')} | {ratio} |")
+            ratio = f"{s['seconds'] / t['seconds']:.1f}x faster" if _ok(s) and _ok(t) else ""
+            if "did not finish" in s.get("error", "") and _ok(t):
+                ratio = f"more than {s['seconds'] / t['seconds']:.0f}x faster"
+            L.append(f"| `{e['query']}` | {tk} | {e['report']} | {fmt(s['seconds'], ' s')}{_failed(s)} | "
+                     f"{fmt(s['cpu_s'], ' s')} | {fmt(s['rss_mib'], ' MiB')} | {ratio} |")
         else:
-            L.append(f"| `{e['query']}` | {tk} | {fmt(t['rss_mib'], ' MiB')} | (none) | | | |")
+            L.append(f"| `{e['query']}` | {tk} | (none) | | | | |")
     k = res.get("kineto")
     if k:
-        L += ["", "## Kineto trace", "", f"{k['bytes'] / 1e6:,.0f} MB of JSON (`benchmarks/make_big_kineto.py`).", "",
-              "| command | time | peak RSS | ratio |", "|---|---|---|---|"]
+        L += ["", "## Kineto trace", "",
+              f"{k['bytes'] / 1e6:,.0f} MB of JSON: the 2-rank A100 NCCL fixture (rank 0) replicated "
+              f"{k['copies']} times (`benchmarks/make_big_kineto.py`)"
+              + (f"; tracekit wrote {k['rows']:,} rows." if k.get("rows") else "."), "",
+              "| command | time | CPU | peak RSS | ratio |", "|---|---|---|---|---|"]
         L.append(_row("`tracekit convert`", k["convert"], k.get("hta"), "HTA"))
         if "hta" in k:
-            L.append(_row("HTA (traceinsight) TraceAnalysis parse", k["hta"]))
+            L.append(_row("HTA (traceinsight) `TraceAnalysis` parse", k["hta"]))
+    notes = HERE / "notes.md"
+    if notes.exists():
+        L += ["", notes.read_text().rstrip()]
     return "\n".join(L) + "\n"
 
 
