@@ -8,6 +8,7 @@ converts into the same folder one wins (complete folder) and the other exits 2.
 from __future__ import annotations
 
 import errno
+import re
 import json
 import os
 import shutil
@@ -128,8 +129,11 @@ def test_full_disk_leaves_nothing_and_one_line(monkeypatch, tmp_path, capsys):
     out = tmp_path / "run"
     assert run(["convert", str(BASE), "-o", str(out)]) == 2
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert lines == [f"tracekit: error: {out}: cannot write cuda_api: No space left on device"]
-    assert calls["n"] == 2
+    # which table meets the full disk depends on the conversion order; the message names it
+    assert len(lines) == 1
+    assert re.fullmatch(rf"tracekit: error: {re.escape(str(out))}: cannot write [a-z_]+: No space left on device",
+                        lines[0]), lines
+    assert calls["n"] >= 2  # the full disk was met (table conversions may overlap)
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
