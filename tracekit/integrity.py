@@ -11,6 +11,8 @@ warning, so a doubled total can be explained.
 
 from __future__ import annotations
 
+import shutil
+
 # Event tables checked, and the columns left out of the comparison: IDs tracekit assigns per row
 # (and values derived from them) would make every row unique.
 EVENT_TABLES = {
@@ -28,6 +30,9 @@ def count_duplicates(writer) -> dict[str, int]:
 
     found: dict[str, int] = {}
     con = duckdb.connect()
+    # bounded memory on multi-GB runs: the DISTINCT spills beside the run folder being written
+    con.execute("SET memory_limit = '512MB'")
+    con.execute(f"SET temp_directory = '{str(writer.path / '.dupcheck').replace(chr(39), chr(39) * 2)}'")
     try:
         for name, skip in EVENT_TABLES.items():
             info = writer.manifest["tables"].get(name)
@@ -50,6 +55,7 @@ def count_duplicates(writer) -> dict[str, int]:
                             "column); kept, so totals count them")
     finally:
         con.close()
+        shutil.rmtree(writer.path / ".dupcheck", ignore_errors=True)
     writer.manifest["duplicate_rows"] = found
     return found
 
