@@ -88,10 +88,38 @@ def _kill_tree(pid: int, token: str) -> None:
                 os.kill(int(proc.name), signal.SIGKILL)
 
 
-def _run(cmd: list[str], what: str, log: Path, timeout: float | None, env: dict | None = None) -> str:
+class _Stalled(ProfilerError):
+    """nsys kept running, doing nothing, long after the workload had exited (see NSYS_STALL_S)."""
+
+
+# nsys 2022.4 on a CPU-only machine sometimes never exits after the profiled program has (its
+# detached agent spins; seen in about one run in five on a busy 2-core machine, with and without
+# CPU sampling). Normal shutdown after the program exits takes seconds; while nsys imports its
+# stream, a QdstrmImporter process runs. A run whose workload has written all its results, and
+# whose nsys has neither exited nor started importing for NSYS_STALL_S seconds, is killed and
+# profiled again, up to NSYS_ATTEMPTS times in all.
+NSYS_STALL_S = float(os.environ.get("TRACEKIT_NSYS_STALL_S", "45"))
+NSYS_ATTEMPTS = 3
+
+
+def _importing() -> bool:
+    """True while a QdstrmImporter process runs (nsys converting its stream into a report; it
+    writes to a temporary file whose name does not tell which session it belongs to)."""
+    for proc in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if b"QdstrmImporter" in (proc / "cmdline").read_bytes():
+                return True
+    return False
+
+
+def _run(cmd: list[str], what: str, log: Path, timeout: float | None, env: dict | None = None,
+         stall: list[Path] | None = None) -> str:
     """Run ``cmd`` with stdout+stderr into ``log``; :class:`ProfilerError` quoting its last lines
     when it fails or runs past ``timeout`` seconds (then it and its nsys agent are killed).
-    Returns the output."""
+
+    ``stall=result_files``: once every result file exists (the workload is done), the command
+    must exit within :data:`NSYS_STALL_S` seconds during which no QdstrmImporter runs, else it is
+    killed and :class:`_Stalled` raised. Returns the output."""
     with open(log, "ab") as f:
         f.write(("$ " + shlex.join(cmd) + "\n").encode())
         f.flush()
@@ -102,7 +130,11 @@ def _run(cmd: list[str], what: str, log: Path, timeout: float | None, env: dict 
         except OSError as exc:
             raise ProfilerError(f"cannot start {what} ({cmd[0]}): {exc.strerror}") from None
         try:
-            rc = p.wait(timeout=timeout)
+            rc = _wait(p, timeout, stall)
+        except _Stalled:
+            _kill_tree(p.pid, token)
+            p.wait()
+            raise
         except subprocess.TimeoutExpired:
             _kill_tree(p.pid, token)
             p.wait()
@@ -116,6 +148,27 @@ def _run(cmd: list[str], what: str, log: Path, timeout: float | None, env: dict 
     if rc != 0:
         raise ProfilerError(f"{what} failed (exit status {rc}): {_tail(out)}")
     return out
+
+
+def _wait(p: subprocess.Popen, timeout: float | None, files: list[Path] | None) -> int:
+    if files is None:
+        return p.wait(timeout=timeout)
+    start = time.monotonic()
+    idle_since = None
+    while True:
+        try:
+            return p.wait(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if timeout is not None and now - start > timeout:
+            raise subprocess.TimeoutExpired(p.args, timeout)
+        if all(f.is_file() for f in files) and not _importing():
+            idle_since = idle_since or now
+            if now - idle_since > NSYS_STALL_S:
+                raise _Stalled(f"nsys did not exit {NSYS_STALL_S:.0f} s after the workload had finished")
+        else:
+            idle_since = None
 
 
 def choose_profiler(profiler: str, quiet: bool = False) -> str:
@@ -235,15 +288,26 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
             exp_cmd = C.nsys_export_command(nsys, base + ".nsys-rep", base + ".sqlite")
             _say(f"running {workload.name} ({workload.preset}) under nsys {nsys.version}", quiet)
             cmds += [prof_cmd]
-            try:
-                _run(prof_cmd, f"nsys profile ({workload.name})", log, o.timeout_s)
-            except ProfilerError:
-                # nsys 2022.4 sometimes fails to start its agent while other nsys sessions run
-                # (SystemException from sem_open, before the target starts): retry that once
-                if "sem_open" not in log.read_text(errors="replace") or Path(base + ".nsys-rep").exists():
-                    raise
-                notes.append("nsys profile retried once after a transient agent start failure (sem_open)")
-                _run(prof_cmd, f"nsys profile ({workload.name})", log, o.timeout_s)
+            results = [work / f"result-{r}.json" for r in range(workload.nproc)]
+            for attempt in range(1, NSYS_ATTEMPTS + 1):
+                try:
+                    _run(prof_cmd, f"nsys profile ({workload.name})", log, o.timeout_s,
+                         stall=results)
+                    break
+                except _Stalled as exc:
+                    if attempt == NSYS_ATTEMPTS:
+                        raise ProfilerError(f"{exc} ({NSYS_ATTEMPTS} attempts); try "
+                                            "--extra-profiler-args '--sample=none'") from None
+                    notes.append(f"nsys profile attempt {attempt} killed: {exc}; profiled again")
+                except ProfilerError:
+                    # nsys 2022.4 sometimes fails to start its agent while other nsys sessions run
+                    # (SystemException from sem_open, before the target starts): retry that once
+                    if ("sem_open" not in log.read_text(errors="replace")
+                            or Path(base + ".nsys-rep").exists() or attempt == NSYS_ATTEMPTS):
+                        raise
+                    notes.append("nsys profile retried after a transient agent start failure (sem_open)")
+                for stale in [*results, *work.glob("profile.*")]:
+                    stale.unlink(missing_ok=True)
             if not Path(base + ".nsys-rep").is_file():
                 raise ProfilerError(f"nsys wrote no report: {_tail(log.read_text(errors='replace'))}")
             cmds.append(exp_cmd)
