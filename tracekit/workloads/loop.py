@@ -224,7 +224,14 @@ def run(config: RunConfig | dict) -> dict:
 
         dist.init_process_group("nccl" if cuda else "gloo")
     try:
-        return _train(torch, dist, config, spec, device, batch_size, world, rank, local_rank)
+        result = _train(torch, dist, config, spec, device, batch_size, world, rank, local_rank)
+        if dist is not None:
+            # every rank gets here before any tears Gloo down: a rank that exits while its peer's
+            # Gloo threads are still connected can abort ("terminate called without an active
+            # exception", seen intermittently with 2 CPU ranks). Only on success: after an error
+            # the peers may be inside another collective.
+            dist.barrier()
+        return result
     finally:
         if dist is not None and dist.is_initialized():
             dist.destroy_process_group()
