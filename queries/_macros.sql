@@ -307,3 +307,22 @@ SELECT run_id, scope, step_id, step, step_number, pid, device_id, w0, w1,
        CAST(sum(CASE WHEN is_end THEN o ELSE -o END) AS BIGINT) AS idle_other_ns,
        CAST(sum(CASE WHEN is_end THEN n ELSE -n END) AS BIGINT) AS gaps
 FROM probed GROUP BY run_id, scope, step_id, step, step_number, pid, device_id, w0, w1;
+
+-- tk_duration_summary(tbl): the nsys-stats-style duration statistics per run and name of a table
+-- with run_id, name and duration_ns (kernels, cuda_api, osrt_api). One row per (run_id, name):
+-- n, total_ns, avg_ns, med_ns (median: mean of the two middle values for an even count), min_ns,
+-- max_ns, stddev_ns (sample, n - 1; 0 for a single row, as nsys stats prints), time_pct (share
+-- of the run's summed duration, 0-100) and rank_in_run (1 = most total time; ties by name).
+CREATE OR REPLACE TEMP MACRO tk_duration_summary(tbl) AS TABLE
+WITH per_name AS (
+    SELECT run_id, name, count(*) AS n, sum(duration_ns) AS total_ns, avg(duration_ns) AS avg_ns,
+           median(duration_ns) AS med_ns, min(duration_ns) AS min_ns, max(duration_ns) AS max_ns,
+           stddev_samp(duration_ns) AS stddev_ns
+    FROM query_table(tbl)
+    GROUP BY run_id, name
+)
+SELECT run_id, name, n, total_ns::BIGINT AS total_ns, avg_ns, med_ns::DOUBLE AS med_ns, min_ns,
+       max_ns, coalesce(stddev_ns, 0.0) AS stddev_ns,
+       100.0 * total_ns / sum(total_ns) OVER (PARTITION BY run_id) AS time_pct,
+       row_number() OVER (PARTITION BY run_id ORDER BY total_ns DESC, name) AS rank_in_run
+FROM per_name;

@@ -18,29 +18,7 @@
 -- @column max_ns     ns     Longest call.
 -- @column stddev_ns  ns     Sample standard deviation (n - 1); 0 for a single call, as nsys stats prints.
 -- @column time_pct   %      total_ns as a percentage of all OS runtime call time in the run.
-WITH per_name AS (
-    SELECT
-        run_id,
-        name,
-        count(*) AS calls,
-        sum(duration_ns) AS total_ns,
-        avg(duration_ns) AS avg_ns,
-        median(duration_ns) AS med_ns,
-        min(duration_ns) AS min_ns,
-        max(duration_ns) AS max_ns,
-        stddev_samp(duration_ns) AS stddev_ns
-    FROM osrt_api
-    GROUP BY run_id, name
-),
-ranked AS (
-    SELECT
-        *,
-        100.0 * total_ns / sum(total_ns) OVER (PARTITION BY run_id) AS time_pct,
-        row_number() OVER (PARTITION BY run_id ORDER BY total_ns DESC, name) AS rank_in_run
-    FROM per_name
-)
-SELECT run_id, name, calls, total_ns::BIGINT AS total_ns, avg_ns, med_ns::DOUBLE AS med_ns,
-       min_ns, max_ns, coalesce(stddev_ns, 0.0) AS stddev_ns, time_pct
-FROM ranked
+SELECT run_id, name, n AS calls, total_ns, avg_ns, med_ns, min_ns, max_ns, stddev_ns, time_pct
+FROM tk_duration_summary('osrt_api')
 WHERE getvariable('top') = 0 OR rank_in_run <= getvariable('top')
 ORDER BY run_id, total_ns DESC, name;
