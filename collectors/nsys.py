@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from tracekit.collectors import nsys_mapping as M
 from tracekit.collectors import nsys_versions
-from tracekit.collectors.sqlite_export import Export, decode_utf8, is_sqlite
+from tracekit.collectors.sqlite_export import Export, TypeMismatch, decode_utf8, is_sqlite
 from tracekit.errors import InputError, MissingTableError
 from tracekit.progress import NULL_PROGRESS, Progress
 from tracekit.runfolder import RunWriter, describe_input
@@ -242,9 +242,20 @@ class _TablePlan:
         where = f" WHERE {self.where}" if self.where else ""
         return export.rows(f'SELECT count(*) FROM "{self.source}" AS t{where}')[0][0]
 
-    def batches(self, export: Export, advance: Callable[[int], None]) -> Iterator[pa.RecordBatch]:
-        where = f" WHERE {self.where}" if self.where else ""
-        for batch in export.scan(self.select, f'{_from_sql(export, self.source, self.numeric)} AS t{where}'):
+    def batches(self, export: Export, advance: Callable[[int], None], strict: bool = False,
+                threads: int = 1) -> Iterator[pa.RecordBatch]:
+        """Decoded batches of this table, in source rowid order. ``strict`` reads numbers
+        unguarded (raises :class:`TypeMismatch` on a value of another type); ``threads`` > 1
+        splits a large table into rowid ranges read ahead on that many threads."""
+        source = f'"{self.source}"' if strict else _from_sql(export, self.source, self.numeric)
+        conds = [self.where] if self.where else []
+        ranges = export.rowid_ranges(self.source) if threads > 1 else None
+        if ranges:
+            sqls = [f"{source} AS t WHERE " + " AND ".join([f"t.rowid > {lo} AND t.rowid <= {hi}"] + conds)
+                    for lo, hi in ranges]
+        else:
+            sqls = [f"{source} AS t" + (f" WHERE {conds[0]}" if conds else "")]
+        for batch in export.scan_ranges(self.select, sqls, threads, strict=strict):
             for name, needs in self.required.items():
                 if batch.column(name).null_count:
                     raise InputError(
@@ -421,6 +432,7 @@ def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.
     for name, key in (("key", "key"), ("start", "start"), ("end", "end"), ("end_valid", "end_valid"),
                       ("range_id", "rid"), ("pushpop", "pp")):
         arrays[name] = np.concatenate(parts.pop(key))
+    nesting.release_free_memory()  # the scan's freed buffers, before the peak of the nesting
     depth, parent = nesting.nest(arrays)  # empties ``arrays``
     reader = ipc.open_file(str(spill))
     off = 0
@@ -538,10 +550,22 @@ POST_STEPS = {"nvtx_nesting": nvtx_nesting, "sched_intervals": sched_intervals,
 
 # -- statistics gathered while streaming -----------------------------------------------------
 
+_STATS_LOCK = threading.Lock()
+# Read each table without per-value type guards first (Export.scan(strict=True)); tests turn it
+# off to compare both paths.
+STRICT_FIRST = True
+
+
 class _Stats:
     def __init__(self):
         self.nonpositive: dict[str, int] = {}
         self.open_nvtx = 0
+
+    def merge(self, other: _Stats) -> None:
+        with _STATS_LOCK:
+            for t, n in other.nonpositive.items():
+                self.nonpositive[t] = self.nonpositive.get(t, 0) + n
+            self.open_nvtx += other.open_nvtx
 
     def watch(self, table: str, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
@@ -668,16 +692,27 @@ def _convert_table(export: Export, plan: _TablePlan, writer: RunWriter, progress
         read += n
         bar(n)
 
-    batches = plan.batches(export, advance)
-    work = None
-    try:
-        if tmap.post:
-            work = _Work(work_root / tname)
-            batches = POST_STEPS[tmap.post](batches, work)
-        writer.write_table(tname, stats.watch(tname, batches))
-    finally:
-        if work is not None:
-            work.close()
+    range_threads = workers()  # a large table is read as rowid ranges on this many threads
+    # Read without per-value type guards first; a value of the wrong type (a damaged or
+    # hand-edited export) makes the strict scan fail, and the table is read again with guards.
+    for strict in (True, False) if STRICT_FIRST else (False,):
+        mine = _Stats()
+        read = 0
+        batches = plan.batches(export, advance, strict=strict, threads=range_threads)
+        work = None
+        try:
+            if tmap.post:
+                work = _Work(work_root / tname)
+                batches = POST_STEPS[tmap.post](batches, work)
+            writer.write_table(tname, mine.watch(tname, batches))
+            break
+        except TypeMismatch:
+            if not strict:
+                raise
+        finally:
+            if work is not None:
+                work.close()
+    stats.merge(mine)
     return read
 
 

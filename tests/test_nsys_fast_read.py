@@ -1,0 +1,92 @@
+"""The nsys collector's two read paths must give the same run folder as the plain one.
+
+- Rowid ranges: a large table is read as ordered rowid ranges on several threads
+  (``Export.scan_ranges``); with tiny ranges, every table of a real export must come out equal,
+  row for row and in the same order, to the single-scan conversion.
+- Strict first: tables are read without per-value type guards; a value of the wrong storage class
+  (text or a real in an integer column) must make the collector read that table again with guards,
+  so the result equals the guarded-only conversion, whether the bad value sits in the driver's
+  first batch (type inference) or a later one (driver error).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import FIXTURES
+from tracekit.collectors import nsys as N
+from tracekit.collectors import sqlite_export as S
+from tracekit.convert import convert
+
+EXPORT = FIXTURES / "nsys" / "nsys2026_h100_2gpu_pytorch_slice.sqlite"
+
+
+def _tables(run: Path) -> dict:
+    return {p.stem: pq.read_table(p) for p in sorted(run.glob("*.parquet"))}
+
+
+def _convert(src: Path, out: Path) -> dict:
+    convert([src], out)
+    return _tables(out)
+
+
+def test_rowid_ranges_split_and_cover():
+    with S.Export(EXPORT) as ex:
+        assert ex.rowid_ranges("NVTX_EVENTS") is None  # 16,782 rows: one scan
+        ranges = ex.rowid_ranges("NVTX_EVENTS", rows=5000)
+    assert ranges == [(0, 5000), (5000, 10000), (10000, 15000), (15000, 16782)]
+
+
+def test_ranges_on_threads_equal_one_scan(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEKIT_THREADS", "1")
+    plain = _convert(EXPORT, tmp_path / "plain")
+    monkeypatch.setenv("TRACEKIT_THREADS", "3")
+    monkeypatch.setattr(S, "RANGE_ROWS", 997)  # NVTX_EVENTS: 17 ranges, kernels: 4, runtime: 6
+    ranged = _convert(EXPORT, tmp_path / "ranged")
+    assert plain.keys() == ranged.keys()
+    for name in plain:
+        assert ranged[name].equals(plain[name]), name
+    assert plain["nvtx_ranges"].num_rows > 10000 and plain["kernels"].num_rows == 3442
+
+
+def _edited(tmp_path: Path, sql: str) -> Path:
+    dst = tmp_path / "edited.sqlite"
+    shutil.copyfile(EXPORT, dst)
+    dst.chmod(0o644)
+    con = sqlite3.connect(dst)
+    con.executescript(sql)
+    con.commit()
+    con.close()
+    return dst
+
+
+@pytest.mark.parametrize("rowid", [2, 3000])  # in the driver's first batch / a later one
+@pytest.mark.parametrize("table, column, value", [
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "gridX", "'abc'"),       # text in an integer column
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "registersPerThread", "7.5"),  # a real in an integer column
+    ("CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId", "1e30"),     # a real outside int64
+])
+def test_wrong_storage_class_reads_again_with_guards(tmp_path, monkeypatch, rowid, table, column, value):
+    src = _edited(tmp_path, f'UPDATE {table} SET "{column}" = {value} WHERE rowid = {rowid}')
+    mismatches = []
+    scan = S.Export.scan
+
+    def spy(self, *a, **kw):
+        try:
+            yield from scan(self, *a, **kw)
+        except S.TypeMismatch:
+            mismatches.append(a[1])
+            raise
+
+    monkeypatch.setattr(S.Export, "scan", spy)
+    fast = _convert(src, tmp_path / "fast")
+    assert any(f'"{table}"' in m for m in mismatches)  # the strict read did fail...
+    monkeypatch.setattr(N, "STRICT_FIRST", False)
+    guarded = _convert(src, tmp_path / "guarded")
+    for name in guarded:  # ...and the table read again equals the guarded-only conversion
+        assert fast[name].equals(guarded[name]), name
