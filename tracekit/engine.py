@@ -10,14 +10,21 @@ column types. Two more views describe the runs themselves:
   so queries can tell "not captured" (NULL) from "captured, zero events" (0).
 
 The macros of ``queries/_macros.sql`` (``tk_steps()``, ``tk_busy_islands(set)``, ``tk_gpu_gaps()``,
-... — shared definitions of steps, GPU busy intervals and idle gaps; see docs/metrics.md) are
-created on every connection after the views, so named and ad-hoc SQL can call them.
+... — shared definitions of steps, GPU busy intervals and idle gaps; see docs/metrics.md) and the
+roofline tables and macros (:mod:`tracekit.roofline`) are there too, so named and ad-hoc SQL can
+call them.
+
+Views, macros and roofline tables are created on demand: before a statement runs, the ones whose
+names it (or a macro it calls) mentions are created, so a query that reads one table does not pay
+for binding sixteen Parquet views and every macro (a third of a `tracekit query` run's time on a
+small query). :attr:`Engine.con` creates all of them first, for direct DuckDB use.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Sequence
 
 import duckdb
@@ -67,34 +74,78 @@ class Engine:
                     f"two run folders have run_id {r.run_id!r}: {seen[r.run_id].path} and {r.path}"
                 )
             seen[r.run_id] = r
-        self.con = duckdb.connect(":memory:")
+        self._con = duckdb.connect(":memory:")
         if threads:
-            self.con.execute(f"SET threads = {int(threads)}")
+            self._con.execute(f"SET threads = {int(threads)}")
         if memory_limit:
-            self.con.execute(f"SET memory_limit = {_lit(memory_limit)}")
-        self._create_views()
-        self._create_macros()
-        from tracekit.roofline import register as _register_roofline
+            self._con.execute(f"SET memory_limit = {_lit(memory_limit)}")
+        self._created: set[str] = set()  # views, macros and "roofline" created so far
 
-        _register_roofline(self.con)  # gpu_peaks table + roofline macros (docs/roofline.md)
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """The DuckDB connection, with every view, macro and roofline table created."""
+        self._prepare(None)
+        return self._con
 
-    # -- views ----------------------------------------------------------------------------
-    def _create_views(self):
-        for name, tdef in schema.TABLES.items():
-            parts = []
-            for r in self.runs:
-                p = r.table_path(name)
-                if p is not None:
-                    parts.append(_run_select(r, p, tdef))
-            if parts:
-                sql = f"CREATE VIEW {name} AS " + "\nUNION ALL\n".join(parts)
-            else:
-                cols = ", ".join(
-                    ["CAST(NULL AS VARCHAR) AS run_id"]
-                    + [f'CAST(NULL AS {duck_type(c.type)}) AS "{c.name}"' for c in tdef.columns]
-                )
-                sql = f"CREATE VIEW {name} AS SELECT {cols} WHERE false"
-            self.con.execute(sql)
+    # -- views and macros, on demand -------------------------------------------------------
+    def _prepare(self, text: str | None) -> None:
+        """Create the views, macros and roofline tables that ``text`` needs (all for None)."""
+        macros = _macro_statements()
+        if text is None:
+            want = set(schema.TABLES) | {"runs", "run_tables", _ROOFLINE} | set(macros)
+        else:
+            want = set()
+            todo = _identifiers(text)
+            while todo:  # names used by the statement and, transitively, by the macros it calls
+                name = todo.pop()
+                if name in want:
+                    continue
+                if name in macros:
+                    want.add(name)
+                    todo |= _identifiers(macros[name])
+                elif name in _ROOFLINE_NAMES:
+                    want.add(_ROOFLINE)
+                    todo |= _roofline_identifiers()
+                elif name in schema.TABLES or name in ("runs", "run_tables"):
+                    want.add(name)
+        want -= self._created
+        if not want:
+            return
+        for name in schema.TABLES:
+            if name in want:
+                self._create_view(name)
+        if want & {"runs", "run_tables"}:
+            self._create_run_tables()
+        todo = [m for m in macros if m in want]  # file order: a macro after those it calls
+        if todo:
+            try:
+                self._con.execute("\n".join(macros[m] for m in todo))
+            except duckdb.Error as exc:
+                raise QueryError(f"queries/_macros.sql failed: {_one_line(exc)}") from None
+        if _ROOFLINE in want:
+            from tracekit.roofline import register as _register_roofline
+
+            _register_roofline(self._con)  # gpu_peaks table + roofline macros (docs/roofline.md)
+        self._created |= want
+
+    def _create_view(self, name: str):
+        tdef = schema.TABLES[name]
+        parts = []
+        for r in self.runs:
+            p = r.table_path(name)
+            if p is not None:
+                parts.append(_run_select(r, p, tdef))
+        if parts:
+            sql = f"CREATE VIEW {name} AS " + "\nUNION ALL\n".join(parts)
+        else:
+            cols = ", ".join(
+                ["CAST(NULL AS VARCHAR) AS run_id"]
+                + [f'CAST(NULL AS {duck_type(c.type)}) AS "{c.name}"' for c in tdef.columns]
+            )
+            sql = f"CREATE VIEW {name} AS SELECT {cols} WHERE false"
+        self._con.execute(sql)
+
+    def _create_run_tables(self):
         rows, tables = [], []
         for r in self.runs:
             rows.append((r.run_id, str(r.path), json.dumps(r.manifest)))
@@ -102,29 +153,21 @@ class Engine:
                 info = r.manifest.get("tables", {}).get(name)
                 reason = r.manifest.get("not_captured", {}).get(name)
                 tables.append((r.run_id, name, info is not None, None if info is None else info.get("rows"), reason))
-        self.con.execute("CREATE TABLE runs (run_id VARCHAR, path VARCHAR, manifest JSON)")
+        self._con.execute("CREATE TABLE runs (run_id VARCHAR, path VARCHAR, manifest JSON)")
         if rows:
-            self.con.executemany("INSERT INTO runs VALUES (?, ?, ?)", rows)
-        self.con.execute(
+            self._con.executemany("INSERT INTO runs VALUES (?, ?, ?)", rows)
+        self._con.execute(
             "CREATE TABLE run_tables (run_id VARCHAR, table_name VARCHAR, captured BOOLEAN, rows BIGINT, reason VARCHAR)"
         )
         if tables:
-            self.con.executemany("INSERT INTO run_tables VALUES (?, ?, ?, ?, ?)", tables)
-
-    def _create_macros(self):
-        """Shared macros of the named queries (queries/_macros.sql: tk_busy_islands, tk_steps, ...)."""
-        text = macros_sql()
-        if text:
-            try:
-                self.con.execute(text)
-            except duckdb.Error as exc:
-                raise QueryError(f"queries/_macros.sql failed: {_one_line(exc)}") from None
+            self._con.executemany("INSERT INTO run_tables VALUES (?, ?, ?, ?, ?)", tables)
 
     # -- running --------------------------------------------------------------------------
     def sql(self, text: str) -> pa.Table:
         """Run ad-hoc SQL over the views; returns an Arrow table. :class:`QueryError` on failure."""
+        self._prepare(text)
         try:
-            return fetch_arrow(self.con.sql(text))
+            return fetch_arrow(self._con.sql(text))
         except duckdb.Error as exc:
             raise QueryError(f"SQL failed: {_one_line(exc)}") from None
 
@@ -132,8 +175,9 @@ class Engine:
         """Run a named query with ``params`` (name -> text value, cast to the declared type)."""
         q = name if isinstance(name, NamedQuery) else get_query(name)
         self._set_params(q, params or {})
+        self._prepare(q.sql)
         try:
-            return fetch_arrow(self.con.sql(q.sql))
+            return fetch_arrow(self._con.sql(q.sql))
         except duckdb.Error as exc:
             raise QueryError(f"query {q.name} failed: {_one_line(exc)}") from None
 
@@ -147,20 +191,53 @@ class Engine:
             else:
                 expr = f"CAST({_lit(value)} AS {p.type})"
             try:
-                self.con.execute(f"SET VARIABLE {p.name} = {expr}")
+                self._con.execute(f"SET VARIABLE {p.name} = {expr}")
             except duckdb.Error:
                 raise QueryError(
                     f"query {q.name}: parameter {p.name}={value!r} is not a valid {p.type}"
                 ) from None
 
     def close(self):
-        self.con.close()
+        self._con.close()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
+
+
+_ROOFLINE = "<roofline>"  # marker: tracekit.roofline.register has run
+# names that need the roofline tables and macros (tracekit.roofline)
+_ROOFLINE_NAMES = {"gpu_peaks", "tensor_factors", "tk_ncu_spec", "tk_kernel_key", "tk_bound",
+                   "tk_roofline_launches"}
+_IDENT = re.compile(r"[a-z_][a-z0-9_]*")
+_MACRO = re.compile(r"^CREATE OR REPLACE TEMP MACRO (\w+)", re.IGNORECASE | re.MULTILINE)
+_cache: dict[str, object] = {}
+
+
+def _identifiers(text: str) -> set[str]:
+    """Every word of ``text`` that could name a view or macro (lower case; comments included,
+    which can only create more than needed)."""
+    return set(_IDENT.findall(text.lower()))
+
+
+def _macro_statements() -> dict[str, str]:
+    """``queries/_macros.sql`` as {macro name (lower case): its CREATE statement}, in file order."""
+    if "macros" not in _cache:
+        text = macros_sql()
+        starts = list(_MACRO.finditer(text))
+        _cache["macros"] = {m.group(1).lower(): text[m.start():(starts[i + 1].start() if i + 1 < len(starts) else len(text))]
+                            for i, m in enumerate(starts)}
+    return _cache["macros"]
+
+
+def _roofline_identifiers() -> set[str]:
+    if "roofline" not in _cache:
+        from tracekit.roofline import macros_text
+
+        _cache["roofline"] = _identifiers(macros_text())
+    return _cache["roofline"]
 
 
 def _run_select(run: Run, path, tdef) -> str:

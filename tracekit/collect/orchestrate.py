@@ -100,6 +100,8 @@ class _Stalled(ProfilerError):
 # profiled again, up to NSYS_ATTEMPTS times in all.
 NSYS_STALL_S = float(os.environ.get("TRACEKIT_NSYS_STALL_S", "45"))
 NSYS_ATTEMPTS = 3
+# nsys output of agent failures that leave no report and pass when profiled again
+NSYS_TRANSIENT = ("sem_open", "End of file")
 
 
 def _importing() -> bool:
@@ -300,12 +302,14 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
                                             "--extra-profiler-args '--sample=none'") from None
                     notes.append(f"nsys profile attempt {attempt} killed: {exc}; profiled again")
                 except ProfilerError:
-                    # nsys 2022.4 sometimes fails to start its agent while other nsys sessions run
-                    # (SystemException from sem_open, before the target starts): retry that once
-                    if ("sem_open" not in log.read_text(errors="replace")
-                            or Path(base + ".nsys-rep").exists() or attempt == NSYS_ATTEMPTS):
+                    # nsys 2022.4 sometimes loses its agent while other nsys sessions run
+                    # (SystemException from sem_open before the target starts, or "End of file"
+                    # from the agent's connection) and writes no report: profile again
+                    text = log.read_text(errors="replace")
+                    marker = next((m for m in NSYS_TRANSIENT if m in text), None)
+                    if marker is None or Path(base + ".nsys-rep").exists() or attempt == NSYS_ATTEMPTS:
                         raise
-                    notes.append("nsys profile retried after a transient agent start failure (sem_open)")
+                    notes.append(f"nsys profile retried after a transient agent failure ({marker})")
                 for stale in [*results, *work.glob("profile.*")]:
                     stale.unlink(missing_ok=True)
             if not Path(base + ".nsys-rep").is_file():

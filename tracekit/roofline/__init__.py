@@ -38,6 +38,11 @@ def load_peaks():
     return pacsv.read_csv(peaks_path())
 
 
+def macros_text() -> str:
+    """Text of the roofline macros (``macros.sql``)."""
+    return (_PKG / "macros.sql").read_text(encoding="utf-8")
+
+
 def register(con: duckdb.DuckDBPyConnection) -> None:
     """Create gpu_peaks, tensor_factors, tk_ncu_spec and the roofline macros on ``con``."""
     try:
@@ -53,6 +58,6 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
         rows = [(alias, name, prio) for alias, names in INPUTS.items() for prio, name in enumerate(names)]
         con.execute("CREATE OR REPLACE TEMP TABLE tk_ncu_spec (alias VARCHAR, metric_name VARCHAR, prio INTEGER)")
         con.executemany("INSERT INTO tk_ncu_spec VALUES (?, ?, ?)", rows)
-        con.execute((_PKG / "macros.sql").read_text(encoding="utf-8"))
+        con.execute(macros_text())
     except duckdb.Error as exc:
         raise QueryError(f"roofline macros failed: {' '.join(str(exc).split())}") from None
