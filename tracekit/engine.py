@@ -96,10 +96,12 @@ class Engine:
         else:
             want = set()
             todo = _identifiers(text)
+            seen: set[str] = set()
             while todo:  # names used by the statement and, transitively, by the macros it calls
                 name = todo.pop()
-                if name in want:
+                if name in seen:
                     continue
+                seen.add(name)
                 if name in macros:
                     want.add(name)
                     todo |= _identifiers(macros[name])
@@ -116,6 +118,7 @@ class Engine:
                 self._create_view(name)
         if want & {"runs", "run_tables"}:
             self._create_run_tables()
+            want |= {"runs", "run_tables"}
         todo = [m for m in macros if m in want]  # file order: a macro after those it calls
         if todo:
             try:
@@ -212,14 +215,15 @@ _ROOFLINE = "<roofline>"  # marker: tracekit.roofline.register has run
 _ROOFLINE_NAMES = {"gpu_peaks", "tensor_factors", "tk_ncu_spec", "tk_kernel_key", "tk_bound",
                    "tk_roofline_launches"}
 _IDENT = re.compile(r"[a-z_][a-z0-9_]*")
+_COMMENT = re.compile(r"--[^\n]*")
 _MACRO = re.compile(r"^CREATE OR REPLACE TEMP MACRO (\w+)", re.IGNORECASE | re.MULTILINE)
 _cache: dict[str, object] = {}
 
 
 def _identifiers(text: str) -> set[str]:
-    """Every word of ``text`` that could name a view or macro (lower case; comments included,
-    which can only create more than needed)."""
-    return set(_IDENT.findall(text.lower()))
+    """Every word of ``text`` outside ``--`` comments that could name a view or macro (lower case;
+    words in string literals count too, which can only create more than needed)."""
+    return set(_IDENT.findall(_COMMENT.sub("", text).lower()))
 
 
 def _macro_statements() -> dict[str, str]:

@@ -1,0 +1,40 @@
+"""The engine creates views, macros and roofline tables on demand: a statement gets what it names
+(directly or through the macros it calls), results equal those of a fully prepared engine, and
+``Engine.con`` hands out a connection with everything created."""
+
+from __future__ import annotations
+
+import pytest
+
+from tracekit.engine import _ROOFLINE, Engine
+from tracekit.named_queries import all_queries
+from tracekit.schema import TABLES
+
+STEM = "nsys2026_h100_2gpu_pytorch_slice"
+
+
+def test_statement_gets_what_it_names(nsys_run):
+    with Engine([nsys_run(STEM)]) as eng:
+        assert eng._created == set()
+        n = eng.sql("SELECT count(*) AS n FROM kernels").column("n")[0].as_py()
+        assert n == 3442
+        assert eng._created == {"kernels"}
+        # a macro pulls in the macros and views it uses (tk_steps reads nvtx_ranges)
+        steps = eng.sql("SELECT count(*) AS n FROM tk_steps()").column("n")[0].as_py()
+        assert {"tk_steps", "nvtx_ranges", "kernels"} <= eng._created
+        assert _ROOFLINE not in eng._created and "cuda_api" not in eng._created
+        assert eng.sql("SELECT count(*) AS n FROM gpu_peaks").column("n")[0].as_py() > 10
+        assert _ROOFLINE in eng._created
+    with Engine([nsys_run(STEM)]) as eng:
+        con = eng.con  # everything, for direct DuckDB use
+        assert set(TABLES) | {"runs", "run_tables", _ROOFLINE} <= eng._created
+        assert con.execute("SELECT count(*) FROM tk_steps()").fetchall()[0][0] == steps
+
+
+@pytest.mark.parametrize("name", ["kernel_summary", "nvtx_summary", "gpu_idle", "step_summary", "roofline"])
+def test_named_query_equals_fully_prepared_engine(nsys_run, name):
+    q = all_queries()[name]
+    with Engine([nsys_run(STEM)]) as lazy, Engine([nsys_run(STEM)]) as full:
+        full.con  # noqa: B018 - create everything first
+        assert lazy.query(q).equals(full.query(q))
+        assert lazy._created < full._created  # and it did not need everything
