@@ -1,6 +1,7 @@
-"""Read every column ``tracekit convert`` reads from an nsys export (the same SQL, through ADBC
-into Arrow batches) and nothing else: no decoding, no nesting, no Parquet. A floor for any
-converter built on SQLite + ADBC (benchmarks/run.py). Usage: python adbc_scan.py EXPORT.sqlite
+"""Read every column ``tracekit convert`` reads from an nsys export (the same SQL as its strict
+first read, through ADBC into Arrow batches, one table after another on one thread) and nothing
+else: no decoding, no nesting, no Parquet. A floor for any converter built on SQLite + ADBC
+(benchmarks/run.py). Usage: python adbc_scan.py EXPORT.sqlite
 """
 
 import sys
@@ -20,6 +21,6 @@ with Export(Path(sys.argv[1])) as ex:
         if plan.source is None:
             continue
         where = f" WHERE {plan.where}" if plan.where else ""
-        for b in ex.scan(plan.select, f"{N._from_sql(ex, plan.source, plan.numeric)} AS t{where}"):
+        for b in ex.scan(plan.select, f'"{plan.source}" AS t{where}', strict=True):
             rows += b.num_rows
 print(rows, "rows", round(time.perf_counter() - t0, 2), "s")
