@@ -275,3 +275,12 @@ def test_bad_query_parameters(small_run, capsys):
     _assert_one_line(capsys, "parameter top='abc' is not a valid BIGINT")
     assert run(["query", "kernel_summary", str(small_run), "--param", "nope=1"]) == 2
     _assert_one_line(capsys, "has no parameter 'nope'")
+
+
+def test_bad_memory_limit(small_run, capsys, monkeypatch):
+    capsys.readouterr()
+    assert run(["query", "kernel_summary", str(small_run), "--memory-limit", "lots"]) == 2
+    _assert_one_line(capsys, "memory limit 'lots'", "Memory must have a number")
+    monkeypatch.setenv("TRACEKIT_MEMORY_LIMIT", "abc")
+    assert run(["sql", "SELECT 1", str(small_run)]) == 2
+    _assert_one_line(capsys, "memory limit 'abc'")

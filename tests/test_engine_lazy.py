@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tracekit.engine import _ROOFLINE, Engine
@@ -38,3 +40,15 @@ def test_named_query_equals_fully_prepared_engine(nsys_run, name):
         full.con  # noqa: B018 - create everything first
         assert lazy.query(q).equals(full.query(q))
         assert lazy._created < full._created  # and it did not need everything
+
+
+def test_memory_limit_and_private_spill_folder(nsys_run, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # DuckDB's own default spill folder would be ./.tmp
+    q = all_queries()["nvtx_gpu_projection"]
+    with Engine([nsys_run(STEM)]) as free:
+        want = free.query(q)
+    with Engine([nsys_run(STEM)], memory_limit="64MB", threads=1) as tight:
+        spill = tight._spill
+        assert tight.sql("SELECT current_setting('memory_limit') AS m").column("m")[0].as_py() == "61.0 MiB"
+        assert tight.query(q).equals(want)
+    assert not Path(spill).exists() and not (tmp_path / ".tmp").exists()

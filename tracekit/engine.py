@@ -25,6 +25,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import Sequence
 
 import duckdb
@@ -75,10 +77,18 @@ class Engine:
                 )
             seen[r.run_id] = r
         self._con = duckdb.connect(":memory:")
+        # joins and sorts past the memory limit spill here (DuckDB's default for an in-memory
+        # database is .tmp in the working directory); removed by close()
+        self._spill = tempfile.mkdtemp(prefix="tracekit-spill-")
+        self._con.execute(f"SET temp_directory = {_lit(self._spill)}")
         if threads:
             self._con.execute(f"SET threads = {int(threads)}")
         if memory_limit:
-            self._con.execute(f"SET memory_limit = {_lit(memory_limit)}")
+            try:
+                self._con.execute(f"SET memory_limit = {_lit(memory_limit)}")
+            except duckdb.Error as exc:
+                self.close()
+                raise QueryError(f"memory limit {memory_limit!r}: {_one_line(exc)}") from None
         self._created: set[str] = set()  # views, macros and "roofline" created so far
 
     @property
@@ -202,6 +212,7 @@ class Engine:
 
     def close(self):
         self._con.close()
+        shutil.rmtree(self._spill, ignore_errors=True)
 
     def __enter__(self):
         return self

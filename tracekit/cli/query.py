@@ -13,6 +13,10 @@ from tracekit.errors import QueryError
 _RUNS = typer.Argument(..., help="One or more run folders (made by `tracekit convert` or `collect`).")
 _FORMAT = typer.Option(Format.table, "--format", "-f", help="Output format.")
 _OUTPUT = typer.Option(None, "--output", "-o", help="Write to FILE instead of stdout.")
+_MEMORY = typer.Option(
+    None, "--memory-limit", envvar="TRACEKIT_MEMORY_LIMIT",
+    help="DuckDB memory limit, e.g. 1GB (default: DuckDB's, 80% of RAM); past it, joins and sorts "
+         "spill to disk instead of growing.")
 
 
 def parse_params(items: list[str]) -> dict[str, str]:
@@ -32,11 +36,12 @@ def query(
     format: Format = _FORMAT,
     output: Path = _OUTPUT,
     param: list[str] = typer.Option([], "--param", "-p", help="Query parameter KEY=VALUE (repeatable)."),
+    memory_limit: str = _MEMORY,
 ):
     """Run a named query over one or more run folders."""
     from tracekit.engine import Engine
 
-    with Engine(run_dirs) as eng:
+    with Engine(run_dirs, memory_limit=memory_limit) as eng:
         result = eng.query(name, parse_params(param))
     render(result, format, output, title=name)
 
@@ -47,11 +52,12 @@ def sql(
     run_dirs: list[Path] = _RUNS,
     format: Format = _FORMAT,
     output: Path = _OUTPUT,
+    memory_limit: str = _MEMORY,
 ):
     """Run ad-hoc DuckDB SQL over one or more run folders (same table names as named queries)."""
     from tracekit.engine import Engine
 
-    with Engine(run_dirs) as eng:
+    with Engine(run_dirs, memory_limit=memory_limit) as eng:
         result = eng.sql(statement)
     render(result, format, output)
 
