@@ -224,7 +224,8 @@ class Export:
                     if not batch.schema.equals(want):
                         if strict:
                             raise TypeMismatch(from_sql)
-                        raise InputError(f"unexpected column types reading {from_sql}: {batch.schema}",
+                        got = ", ".join(f"{f.name} {f.type}" for f in batch.schema)
+                        raise InputError(f"unexpected column types reading {from_sql}: {got}",
                                          path=self.path)
                     batch = batch.slice(1)
                     first = False

@@ -1,7 +1,9 @@
 -- Shared DuckDB table macros for named queries (loaded by tracekit.engine.Engine after the views).
 --
--- Files whose name starts with "_" are not named queries: the engine runs this one once per
--- connection, so every named query can call these macros. Every macro is linear in its input
+-- Files whose name starts with "_" are not named queries: the engine creates each macro of this
+-- file on a connection before the first statement that calls it (and the macros and views it
+-- calls in turn; one CREATE statement per macro, in file order), so every named query can call
+-- them. Every macro is linear in its input
 -- (sorts, window functions, ASOF joins): nothing joins two event tables on an inequality, so
 -- memory never grows with the product of two inputs. docs/metrics.md explains the definitions.
 --

@@ -52,3 +52,14 @@ def test_memory_limit_and_private_spill_folder(nsys_run, tmp_path, monkeypatch):
         assert tight.sql("SELECT current_setting('memory_limit') AS m").column("m")[0].as_py() == "61.0 MiB"
         assert tight.query(q).equals(want)
     assert not Path(spill).exists() and not (tmp_path / ".tmp").exists()
+
+
+def test_every_macro_statement_is_found():
+    from tracekit.engine import _macro_statements
+    from tracekit.named_queries import macros_sql
+
+    text = macros_sql()
+    macros = _macro_statements()
+    creates = [ln for ln in text.splitlines() if ln.upper().startswith("CREATE")]
+    assert len(macros) == len(creates) >= 10
+    assert all(body.lstrip().upper().startswith("CREATE") and name in body.lower() for name, body in macros.items())

@@ -42,7 +42,9 @@ def test_rowid_ranges_split_and_cover():
     assert ranges == [(0, 5000), (5000, 10000), (10000, 15000), (15000, 16782)]
 
 
-def test_ranges_on_threads_equal_one_scan(tmp_path, monkeypatch):
+@pytest.mark.parametrize("strict", [True, False])  # the strict read and the guarded one
+def test_ranges_on_threads_equal_one_scan(tmp_path, monkeypatch, strict):
+    monkeypatch.setattr(N, "STRICT_FIRST", strict)
     monkeypatch.setenv("TRACEKIT_THREADS", "1")
     plain = _convert(EXPORT, tmp_path / "plain")
     monkeypatch.setenv("TRACEKIT_THREADS", "3")

@@ -227,7 +227,8 @@ _ROOFLINE_NAMES = {"gpu_peaks", "tensor_factors", "tk_ncu_spec", "tk_kernel_key"
                    "tk_roofline_launches"}
 _IDENT = re.compile(r"[a-z_][a-z0-9_]*")
 _COMMENT = re.compile(r"--[^\n]*")
-_MACRO = re.compile(r"^CREATE OR REPLACE TEMP MACRO (\w+)", re.IGNORECASE | re.MULTILINE)
+_MACRO = re.compile(r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?MACRO\s+(\w+)",
+                    re.IGNORECASE | re.MULTILINE)
 _cache: dict[str, object] = {}
 
 

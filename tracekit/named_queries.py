@@ -114,7 +114,8 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
 
 def macros_sql() -> str:
     """Text of ``queries/_macros.sql``: DuckDB macros shared by the named queries (the engine runs
-    it on every connection after creating the views); '' when the file is absent."""
+    the macros a statement calls on its connection, after the views they read); '' when the file
+    is absent."""
     f = resources.files("tracekit.queries") / "_macros.sql"
     return f.read_text(encoding="utf-8") if f.is_file() else ""
 

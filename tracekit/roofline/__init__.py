@@ -1,6 +1,7 @@
 """Roofline support for the query engine: the per-GPU peak table and the shared roofline macros.
 
-:func:`register` is called by :class:`tracekit.engine.Engine` on every connection. It creates
+:func:`register` is called by :class:`tracekit.engine.Engine` on a connection whose statement names
+one of these (on demand). It creates
 
 - ``gpu_peaks``: the documented per-GPU ceilings of ``gpu_peaks.csv`` (device_name as ncu's
   ``device__attribute_display_name`` prints it, resource ``flop``/``tensor``/``dram``, datatype,
