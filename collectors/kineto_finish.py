@@ -15,6 +15,7 @@ from tracekit.collectors.kineto_mapping import (
     CHUNK_ROWS,
     DTYPE_BYTES,
     DUCKDB_MEMORY_LIMIT,
+    DUCKDB_THREADS,
     GPU_TABLES,
     TRACEKIT_DOMAIN,
     TRACEKIT_PHASE,
@@ -67,6 +68,7 @@ def flow_counts(parts: Parts, st: FileState) -> dict:
     con = duckdb.connect()
     try:
         con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
+        con.execute(f"SET threads = {DUCKDB_THREADS}")
         con.execute(f"SET temp_directory = {_sql_str(str(parts.root / 'duckdb-tmp'))}")
         row = con.sql(
             "SELECT count(*), count(*) FILTER (WHERE s > 0 AND f > 0), "
@@ -195,6 +197,7 @@ def _nvtx_batches(parts: Parts, states: list[FileState], range_counter: list[int
             con.execute(f"SET temp_directory = {_sql_str(str(parts.root / 'duckdb-tmp'))}")
             con.execute("SET preserve_insertion_order = true")
             con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
+            con.execute(f"SET threads = {DUCKDB_THREADS}")
             reader = con.sql(sql).to_arrow_reader(CHUNK_ROWS)
             for batch in reader:
                 yield batch
@@ -259,6 +262,7 @@ def collectives_table(parts: Parts, states: list[FileState]) -> pa.Table:
         con = duckdb.connect()
         try:
             con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
+            con.execute(f"SET threads = {DUCKDB_THREADS}")
             con.execute(f"SET temp_directory = {_sql_str(str(parts.root / 'duckdb-tmp'))}")
             con.register("dtype_bytes", pa.table({"dtype": pa.array(list(DTYPE_BYTES), s),
                                                   "element_bytes": pa.array(list(DTYPE_BYTES.values()), i32)}))

@@ -15,12 +15,14 @@ import pyarrow.parquet as pq
 from tracekit.errors import InputError
 from tracekit.workloads import annotate as _annotate
 
-# Rows per table buffered in Python lists before they go to a Parquet part, and the DuckDB memory
-# limit of the end-of-trace sweep (nesting, flows; DuckDB spills to the run folder beyond it).
-# 16,384 rows and 48 MB: peak RSS 347 MiB instead of 571 MiB (65,536 rows, 256 MB) on a 174 MB
-# trace, at the same speed (docs/performance.md).
+# Rows per table buffered in Python lists before they go to a Parquet part (16,384 rather than
+# 65,536: a lower peak RSS at the same speed, docs/performance.md), and the DuckDB memory limit and
+# threads of the end-of-trace sweep (nesting, flows; DuckDB spills to the run folder beyond the
+# limit). 48 MB made that sweep fail now and then with out-of-memory (operators that cannot spill);
+# memory DuckDB needs per thread is why the threads are capped.
 CHUNK_ROWS = 16384
-DUCKDB_MEMORY_LIMIT = "48MB"
+DUCKDB_MEMORY_LIMIT = "256MB"
+DUCKDB_THREADS = 2
 
 # Domains of nvtx_ranges rows made from PyTorch events (category -> domain).
 ANNOTATION_DOMAINS = {

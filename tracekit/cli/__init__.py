@@ -75,7 +75,11 @@ def run(argv: list[str] | None = None) -> int:
         return _fail("interrupted", 130)
     except BrokenPipeError:
         return 0
+    except MemoryError:
+        return _fail("out of memory (run with --debug for the traceback)", 1)
     except Exception as exc:  # a bug in tracekit
+        if type(exc).__name__ == "OutOfMemoryException":  # DuckDB, past a memory limit it cannot spill
+            return _fail(f"out of memory: {' '.join(str(exc).split())[:300]}", 1)
         return _fail(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())} "
                      "(run with --debug for the traceback, and please report it)", 1)
 
