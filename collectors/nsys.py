@@ -683,7 +683,6 @@ def _convert_table(export: Export, plan: _TablePlan, writer: RunWriter, progress
     tname, tmap = plan.tmap.table, plan.tmap
     total = plan.count(export) if progress.enabled else None  # only the progress bar needs it
     bar = progress.task(f"{tname:<16}", total=total)
-    read = 0
 
     def advance(n: int = 1) -> None:
         nonlocal read

@@ -4,12 +4,14 @@
 - ``nsys_run(name)``: fixture export converted once per test session (cached run folder).
 - ``make_run(tmp_path, tables, manifest=None)``: a run folder built from small in-test tables,
   for golden tests of queries (hand-written rows, expected values computed by hand).
+- ``edited_export(tmp_path, stem, sql)``: a writable copy of a fixture export with ``sql`` applied.
 - ``requires_nsys``: skip marker when the nsys CLI is not on PATH (CI installs it).
 """
 
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,6 +25,18 @@ FIXTURES = SHARED / "fixtures"
 NSYS_FIXTURES = sorted((FIXTURES / "nsys").glob("*.sqlite"))
 KINETO_FIXTURES = sorted((FIXTURES / "kineto").glob("*.json.gz"))
 NCU_FIXTURES = sorted((FIXTURES / "ncu").glob("*"))
+
+def edited_export(tmp_path: Path, base: str, sql: str, name: str = "edited.sqlite") -> Path:
+    """A writable copy of fixture export ``base`` (file stem) with ``sql`` applied."""
+    dst = tmp_path / name
+    shutil.copyfile(FIXTURES / "nsys" / f"{base}.sqlite", dst)
+    dst.chmod(0o644)
+    con = sqlite3.connect(dst)
+    con.executescript(sql)
+    con.commit()
+    con.close()
+    return dst
+
 
 requires_nsys = pytest.mark.skipif(shutil.which("nsys") is None, reason="nsys CLI not on PATH")
 

@@ -12,22 +12,21 @@ from tracekit.collectors import nesting
 from tracekit.collectors import nsys as N
 
 
-def _sql_path(t: pa.Table, tmp_path):
-    work = N._Work(tmp_path / "w")
+def _nested(step, t: pa.Table, folder):
+    """``t`` through a nesting step (batches of 997 rows) in its own work folder."""
+    work = N._Work(folder)
     try:
-        out = pa.Table.from_batches(list(N._nvtx_nesting_duckdb(iter(t.to_batches(max_chunksize=997)), work)))
+        return pa.Table.from_batches(list(step(iter(t.to_batches(max_chunksize=997)), work)))
     finally:
         work.close()
-    return out
+
+
+def _sql_path(t: pa.Table, tmp_path):
+    return _nested(N._nvtx_nesting_duckdb, t, tmp_path / "w")
 
 
 def _numpy_path(t: pa.Table, tmp_path):
-    work = N._Work(tmp_path / "n")
-    try:
-        out = pa.Table.from_batches(list(N.nvtx_nesting(iter(t.to_batches(max_chunksize=997)), work)))
-    finally:
-        work.close()
-    return out
+    return _nested(N.nvtx_nesting, t, tmp_path / "n")
 
 
 def _random_ranges(seed: int, n: int) -> pa.Table:

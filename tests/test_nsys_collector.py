@@ -23,7 +23,7 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import FIXTURES, requires_nsys
+from conftest import FIXTURES, edited_export, requires_nsys
 from tracekit.cli import run as cli
 from tracekit.convert import convert
 
@@ -41,18 +41,6 @@ def rows(run: Path, table: str, where: str = "true", cols: str = "*") -> list[di
 
 def manifest(run: Path) -> dict:
     return json.loads((run / "manifest.json").read_text())
-
-
-def edited_export(tmp_path: Path, base: str, sql: str, name: str = "edited.sqlite") -> Path:
-    """A writable copy of a fixture export with ``sql`` applied."""
-    dst = tmp_path / name
-    shutil.copyfile(NSYS / f"{base}.sqlite", dst)
-    dst.chmod(0o644)
-    con = sqlite3.connect(dst)
-    con.executescript(sql)
-    con.commit()
-    con.close()
-    return dst
 
 
 # -- NVTX ----------------------------------------------------------------------------------------

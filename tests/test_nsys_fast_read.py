@@ -11,14 +11,12 @@
 
 from __future__ import annotations
 
-import shutil
-import sqlite3
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, edited_export
 from tracekit.collectors import nsys as N
 from tracekit.collectors import sqlite_export as S
 from tracekit.convert import convert
@@ -56,17 +54,6 @@ def test_ranges_on_threads_equal_one_scan(tmp_path, monkeypatch, strict):
     assert plain["nvtx_ranges"].num_rows > 10000 and plain["kernels"].num_rows == 3442
 
 
-def _edited(tmp_path: Path, sql: str) -> Path:
-    dst = tmp_path / "edited.sqlite"
-    shutil.copyfile(EXPORT, dst)
-    dst.chmod(0o644)
-    con = sqlite3.connect(dst)
-    con.executescript(sql)
-    con.commit()
-    con.close()
-    return dst
-
-
 @pytest.mark.parametrize("rowid", [2, 3000])  # in the driver's first batch / a later one
 @pytest.mark.parametrize("table, column, value", [
     ("CUPTI_ACTIVITY_KIND_KERNEL", "gridX", "'abc'"),       # text in an integer column
@@ -74,7 +61,7 @@ def _edited(tmp_path: Path, sql: str) -> Path:
     ("CUPTI_ACTIVITY_KIND_RUNTIME", "correlationId", "1e30"),     # a real outside int64
 ])
 def test_wrong_storage_class_reads_again_with_guards(tmp_path, monkeypatch, rowid, table, column, value):
-    src = _edited(tmp_path, f'UPDATE {table} SET "{column}" = {value} WHERE rowid = {rowid}')
+    src = edited_export(tmp_path, EXPORT.stem, f'UPDATE {table} SET "{column}" = {value} WHERE rowid = {rowid}')
     mismatches = []
     scan = S.Export.scan
 

@@ -22,6 +22,7 @@ small query). :attr:`Engine.con` creates all of them first, for direct DuckDB us
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -229,7 +230,6 @@ _IDENT = re.compile(r"[a-z_][a-z0-9_]*")
 _COMMENT = re.compile(r"--[^\n]*")
 _MACRO = re.compile(r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?MACRO\s+(\w+)",
                     re.IGNORECASE | re.MULTILINE)
-_cache: dict[str, object] = {}
 
 
 def _identifiers(text: str) -> set[str]:
@@ -238,22 +238,20 @@ def _identifiers(text: str) -> set[str]:
     return set(_IDENT.findall(_COMMENT.sub("", text).lower()))
 
 
+@functools.cache
 def _macro_statements() -> dict[str, str]:
     """``queries/_macros.sql`` as {macro name (lower case): its CREATE statement}, in file order."""
-    if "macros" not in _cache:
-        text = macros_sql()
-        starts = list(_MACRO.finditer(text))
-        _cache["macros"] = {m.group(1).lower(): text[m.start():(starts[i + 1].start() if i + 1 < len(starts) else len(text))]
-                            for i, m in enumerate(starts)}
-    return _cache["macros"]
+    text = macros_sql()
+    starts = list(_MACRO.finditer(text))
+    ends = [m.start() for m in starts[1:]] + [len(text)]
+    return {m.group(1).lower(): text[m.start():end] for m, end in zip(starts, ends)}
 
 
-def _roofline_identifiers() -> set[str]:
-    if "roofline" not in _cache:
-        from tracekit.roofline import macros_text
+@functools.cache
+def _roofline_identifiers() -> frozenset[str]:
+    from tracekit.roofline import macros_text
 
-        _cache["roofline"] = _identifiers(macros_text())
-    return _cache["roofline"]
+    return frozenset(_identifiers(macros_text()))
 
 
 def _run_select(run: Run, path, tdef) -> str:
