@@ -12,15 +12,25 @@ from tracekit.collectors import nsys as N
 from tracekit.collectors import nsys_mapping as M
 from tracekit.collectors.sqlite_export import Export
 
-t0 = time.perf_counter()
-rows = 0
-with Export(Path(sys.argv[1])) as ex:
+def table_plans(ex: Export):
+    """(plan, ' WHERE ...' or '') of every table ``tracekit convert`` reads from ``ex`` (also
+    used by run.py's SQLite floor)."""
     ctx = N._Context(ex)
     for tmap in M.TABLE_MAPS.values():
         plan = N._TablePlan(ex, tmap, ctx)
-        if plan.source is None:
-            continue
-        where = f" WHERE {plan.where}" if plan.where else ""
-        for b in ex.scan(plan.select, f'"{plan.source}" AS t{where}', strict=True):
-            rows += b.num_rows
-print(rows, "rows", round(time.perf_counter() - t0, 2), "s")
+        if plan.source is not None:
+            yield plan, (f" WHERE {plan.where}" if plan.where else "")
+
+
+def main() -> None:
+    t0 = time.perf_counter()
+    rows = 0
+    with Export(Path(sys.argv[1])) as ex:
+        for plan, where in table_plans(ex):
+            for b in ex.scan(plan.select, f'"{plan.source}" AS t{where}', strict=True):
+                rows += b.num_rows
+    print(rows, "rows", round(time.perf_counter() - t0, 2), "s")
+
+
+if __name__ == "__main__":
+    main()

@@ -87,8 +87,8 @@ def sqlite_scan(path: Path) -> dict:
     (count(*) and max(start): SQLite walks every row but decodes one column) and ``values``
     (max() of every expression tracekit reads from that table, in the same FROM and WHERE:
     SQLite decodes every value tracekit converts, and hands none of them out)."""
-    from tracekit.collectors import nsys as N
-    from tracekit.collectors import nsys_mapping as M
+    from adbc_scan import table_plans
+
     from tracekit.collectors.sqlite_export import Export
 
     con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
@@ -102,11 +102,8 @@ def sqlite_scan(path: Path) -> dict:
     count_s = time.perf_counter() - t0
     stmts = []
     with Export(path) as ex:
-        ctx = N._Context(ex)
-        for tmap in M.TABLE_MAPS.values():
-            plan = N._TablePlan(ex, tmap, ctx)
+        for plan, where in table_plans(ex):
             if plan.source in EVENT_TABLES:
-                where = f" WHERE {plan.where}" if plan.where else ""
                 cols = ", ".join(f"max({expr})" for _alias, expr, _kind in plan.select)
                 stmts.append(f'SELECT {cols} FROM "{plan.source}" AS t{where}')
     t0 = time.perf_counter()
