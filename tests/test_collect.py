@@ -152,13 +152,102 @@ def test_existing_run_folder_needs_force(tmp_path, capsys):
 
 @requires_nsys
 @requires_torch
+@requires_kineto
 def test_profiler_failure_surfaces_its_own_message(tmp_path, capsys):
     rc = cli(["collect", "resnet_cifar", "-o", str(tmp_path / "r"), "--profiler", "nsys",
               "--extra-profiler-args", "--trace=bogus"])
     line = _one_error_line(capsys)
     assert rc == 1 and "nsys profile (resnet_cifar) failed" in line
     assert "Illegal --trace argument 'bogus'" in line
-    assert list(tmp_path.iterdir()) == []  # no run folder, no work folder
+    # no run folder, no work folder: only nsys's whole output, named in the error line
+    log = tmp_path / "r.collect-failed.log"
+    assert list(tmp_path.iterdir()) == [log] and f"(its whole output: {log})" in line
+    text = log.read_text()
+    assert text.startswith("$ ") and "--trace=bogus" in text.splitlines()[0]
+    assert "Illegal --trace argument 'bogus'" in text
+    # a later successful collect into the same folder removes it
+    assert cli(["collect", "resnet_cifar", "-o", str(tmp_path / "r"), "--profiler", "torch",
+                "--steps", "1", "--warmup-steps", "0"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+
+
+# what torchrun prints when a rank fails: the cause is in the rank's own lines, not the summary
+TORCHRUN_FAILURE = """\
+ncf tiny fp32 on 2 x cpu: 2 steps (+1 warm-up), batch 32/rank, 3.71 ms/step
+[rank1]: Traceback (most recent call last):
+[rank1]:   File "/x/loop.py", line 225, in run
+[rank1]: RuntimeError: [/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:43121
+E1129 22:31:33.963000 13083 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) local_rank: 1 (pid: 13089) of binary: /usr/bin/python
+Traceback (most recent call last):
+  File "/x/torch/distributed/elastic/multiprocessing/errors/__init__.py", line 367, in wrapper
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+=======================================================
+tracekit.workloads FAILED
+-------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 13089)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+=======================================================
+"""
+
+
+def test_failure_line_quotes_the_exception_not_torchruns_summary():
+    from tracekit.collect.orchestrate import _tail
+
+    assert _tail(TORCHRUN_FAILURE) == (
+        "RuntimeError: [/gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:43121")
+    # a killed rank raises nothing: its exit line, not "error_file: <N/A>"
+    killed = (TORCHRUN_FAILURE.replace("[rank1]: RuntimeError", "terminate called without an active "
+                                       "exception\n[rank1]: at").replace("exitcode: 1)", "exitcode: -6)"))
+    assert _tail(killed).startswith("terminate called without an active exception | E1129")
+    assert _tail(killed).endswith("failed (exitcode: -6) local_rank: 1 (pid: 13089) of binary: /usr/bin/python")
+    assert _tail("Illegal --trace argument 'bogus'.\nusage: nsys profile\nTry 'nsys --help'\n") == \
+        "Illegal --trace argument 'bogus'."
+
+
+def _fail_after(monkeypatch, shell_tail: str) -> None:
+    """Make the workload command run as usual, then ``shell_tail`` (e.g. a crash at exit)."""
+    real = C.runner_command
+
+    def wrapped(*args, **kwargs):
+        import shlex
+
+        return ["bash", "-c", shlex.join(real(*args, **kwargs)) + "; " + shell_tail]
+
+    monkeypatch.setattr(C, "runner_command", wrapped)
+
+
+@requires_torch
+@requires_kineto
+def test_torch_rank_failing_at_exit_after_its_outputs_is_a_warning(tmp_path, monkeypatch, capsys):
+    """torch + Gloo abort now and then while a rank tears down, after the trace and result are
+    written: those complete outputs are converted, with the failure in a warning and the manifest."""
+    _fail_after(monkeypatch, "echo 'terminate called without an active exception' >&2; exit 134")
+    out = tmp_path / "r"
+    assert cli(["collect", "resnet_cifar", "-o", str(out), "--profiler", "torch",
+                "--steps", "1", "--warmup-steps", "0"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: the workload resnet_cifar under torch.profiler failed (exit status 134): " \
+           "terminate called without an active exception -- after every rank" in err
+    notes = json.loads((out / "manifest.json").read_text())["collect"]["notes"]
+    assert any("exit status 134" in n for n in notes)
+    assert [r["step"] for r in _steps(out)] == [0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+
+
+@requires_torch
+@requires_kineto
+def test_torch_failure_before_the_outputs_is_an_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(C, "runner_command", lambda *a, **k: ["bash", "-c", "echo 'RuntimeError: boom' >&2; exit 1"])
+    out = tmp_path / "r"
+    rc = cli(["collect", "resnet_cifar", "-o", str(out), "--profiler", "torch"])
+    line = _one_error_line(capsys)
+    assert rc == 1 and line.startswith("tracekit: error: the workload resnet_cifar under torch.profiler "
+                                       "failed (exit status 1): RuntimeError: boom (its whole output: ")
+    assert [p.name for p in tmp_path.iterdir()] == ["r.collect-failed.log"]
 
 
 # -------------------------------------------------------------------------------- end to end

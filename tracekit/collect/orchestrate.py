@@ -59,13 +59,26 @@ def _say(msg: str, quiet: bool) -> None:
         print(f"tracekit collect: {msg}", file=sys.stderr, flush=True)
 
 
+# a Python exception's last line, as a worker rank prints it (torchrun prefixes "[rankN]:")
+_EXCEPTION = re.compile(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)(?::.*)?)$")
+# torchrun's failure summary: it names no cause, only where to look
+_TORCHRUN_BOILERPLATE = re.compile(
+    r"ChildFailedError|Root Cause|error_file|^Failures:|FAILED$|^traceback\s*:|^\[\d+\]:$|^[=-]{8,}$"
+    r"|^Traceback \(most recent call last\)|^File \"")
+
+
 def _tail(text: str, n: int = 3) -> str:
-    """The profiler's own last words, in one line: its last lines that say error/illegal/failed/
-    exception/... (a Python traceback's last line, nsys's "Illegal --trace argument"), else its
-    last ``n`` lines; progress bars and usage boilerplate left out."""
+    """The profiler's own last words, in one line: a Python exception raised by the workload (or
+    one of its torchrun ranks) when there is one, else its last lines that say error/illegal/
+    failed/... (nsys's "Illegal --trace argument"), else its last ``n`` lines; progress bars,
+    usage boilerplate and torchrun's failure summary left out."""
     lines = [ln.strip() for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
     lines = [ln for ln in lines if not (ln.startswith("[") and "%" in ln)
-             and not re.match(r"(usage:|Try '|Possible |\$ )", ln)]
+             and not re.match(r"(usage:|Try '|Possible |\$ )", ln)
+             and not _TORCHRUN_BOILERPLATE.search(ln)]
+    raised = list(dict.fromkeys(m.group(1) for ln in lines if (m := _EXCEPTION.match(ln))))
+    if raised:
+        return " | ".join(raised[-2:])
     key = [ln for ln in lines if re.search(
         r"error|illegal|invalid|fail|not found|exception|denied|killed|unrecognized|no such", ln, re.I)]
     return " | ".join(key[-2:] if key else lines[-n:]) or "(no output)"
@@ -244,6 +257,12 @@ def _manifest(results: list[dict], profiler: str, profiler_version: dict, cmds: 
                         "argv": cmds, "wall_s": round(wall_s, 3), "notes": notes, "raw": []}}
 
 
+def failure_log(run_dir: Path) -> Path:
+    """Where a failed ``collect`` into ``run_dir`` keeps the profiler's and workload's whole
+    output: ``<run_dir>.collect-failed.log`` beside it (replaced by the next failure)."""
+    return run_dir.with_name(run_dir.name + ".collect-failed.log")
+
+
 def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOptions | None = None,
             *, quiet: bool = False) -> Path:
     """Train ``workload`` under ``options.profiler`` and convert the result into ``run_dir``.
@@ -251,7 +270,8 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
     Raises :class:`InputError` for a bad workload/option or an existing ``run_dir`` (without
     ``force``), :class:`ToolNotFoundError` (a subclass) when the profiler, torch or a GPU that
     the profiler needs is missing, :class:`ProfilerError` when the profiler or workload fails
-    (with the last lines of its output). Nothing is left behind on error.
+    (with the last lines of its output; its whole output is kept in :func:`failure_log`).
+    Nothing else is left behind on error: no run folder, no work folder.
     """
     from tracekit.convert import convert
 
@@ -325,7 +345,20 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
             target = C.runner_command(workload, result_json, torch_profile=str(tdir))
             cmds.append(target)
             _say(f"running {workload.name} ({workload.preset}) under torch.profiler", quiet)
-            _run(target, f"the workload {workload.name} under torch.profiler", log, o.timeout_s)
+            try:
+                _run(target, f"the workload {workload.name} under torch.profiler", log, o.timeout_s)
+            except ProfilerError as exc:
+                # a rank that fails at exit, after every rank wrote its trace and then its result
+                # (the last thing the runner does, after its last collective), left complete
+                # outputs: torch 2.13 + Gloo abort now and then while tearing down
+                # ("terminate called without an active exception")
+                done = [work / f"result-{r}.json" for r in range(workload.nproc)]
+                if not all(p.is_file() for p in done) or len(list(tdir.glob("rank*.json"))) != workload.nproc:
+                    raise
+                note = (f"{exc} -- after every rank had written its trace and result, so they are "
+                        "converted")
+                _say(f"warning: {note}", quiet)
+                notes.append(note)
             inputs = sorted(tdir.glob("rank*.json"))
             if not inputs:
                 raise ProfilerError("torch.profiler wrote no trace")
@@ -366,8 +399,15 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
             extra_manifest["collect"]["raw"] = sorted(
                 str(Path("raw") / p.relative_to(work)) for p in work.rglob("*") if p.is_file())
         convert(inputs, run_dir, force=o.force, extra_manifest=extra_manifest)
+        failure_log(run_dir).unlink(missing_ok=True)  # an earlier attempt's
         if o.keep_raw:
             os.rename(work, run_dir / "raw")
+    except ProfilerError as exc:
+        if not log.is_file():
+            raise
+        kept = failure_log(run_dir)
+        os.replace(log, kept)
+        raise ProfilerError(f"{exc} (its whole output: {kept})") from None
     finally:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)

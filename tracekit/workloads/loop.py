@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import gc
 import json
 import math
 import os
@@ -226,10 +227,14 @@ def run(config: RunConfig | dict) -> dict:
     try:
         result = _train(torch, dist, config, spec, device, batch_size, world, rank, local_rank)
         if dist is not None:
-            # every rank gets here before any tears Gloo down: a rank that exits while its peer's
-            # Gloo threads are still connected can abort ("terminate called without an active
+            # Free the DDP model now, while the interpreter and the process group are whole: its
+            # reducer holds all-reduce futures with Python callbacks (the NVTX comm hook) that
+            # Gloo's threads would otherwise release during interpreter shutdown. Then every rank
+            # gets here before any tears Gloo down: a rank that exits while its peer's Gloo
+            # threads are still connected can abort ("terminate called without an active
             # exception", seen intermittently with 2 CPU ranks). Only on success: after an error
             # the peers may be inside another collective.
+            gc.collect()
             dist.barrier()
         return result
     finally:
