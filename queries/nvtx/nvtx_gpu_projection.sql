@@ -11,11 +11,12 @@
 -- The projected span runs from the first start to the last end of the range's GPU operations
 -- (kernels, copies and memsets, on any device or stream); kernel_ns adds up kernel durations only
 -- (overlapping kernels on several streams add up, so it can exceed the span).
--- Computed with one interval (IE) join on (thread, time) keys: memory grows with the number of
--- ranges and launches, not with their product. (The CTEs are NOT MATERIALIZED: DuckDB 2.0
--- plans a piecewise merge join, quadratic in time, when the join's inputs come from
--- materialized CTEs; tests/test_summary_queries.py checks the plan.) Sorted as nsys stats: by projected start, then
--- longest projected duration first.
+-- Computed with sort-based joins on (thread, time) keys: an ASOF join keeps the ranges in which
+-- a launching call starts, then one interval (IE) join pairs them with the calls inside them.
+-- Memory grows with the number of ranges and launches, not with their product. (The CTEs are
+-- NOT MATERIALIZED: DuckDB 2.0 plans a piecewise merge join, quadratic in time, when the join's
+-- inputs come from materialized CTEs; tests/test_summary_queries.py checks the plan.) Sorted as
+-- nsys stats: by projected start, then longest projected duration first.
 --
 -- @column run_id            id     Run folder the row comes from.
 -- @column range_id          id     The range (nvtx_ranges.range_id; nsys: NVTX_EVENTS rowid, nvtxgpuproj's RangeId).
@@ -69,39 +70,46 @@ calls AS NOT MATERIALIZED (
       ON c.run_id = o.run_id AND c.pid = o.pid AND c.correlation_id = o.correlation_id
     GROUP BY c.run_id, c.pid, c.correlation_id, c.tid, c.start_ns, c.end_ns
 ),
--- ranges and calls with (thread, time) as one ordered key: thread number in the high 64 bits,
--- so containment on the same thread is two inequalities (an IE join, no equality condition)
-keyed AS NOT MATERIALIZED (
-    SELECT *, (dense_rank() OVER (ORDER BY run_id, pid, tid))::HUGEINT << 64 AS thread_key
-    FROM (
-        SELECT run_id, pid, tid, start_ns, end_ns, range_id,
-               NULL::BIGINT AS gpu_ops, NULL::BIGINT AS kernels, NULL::BIGINT AS kernel_ns,
-               NULL::BIGINT AS op_start_ns, NULL::BIGINT AS op_end_ns
-        FROM ranges
-        UNION ALL
-        SELECT run_id, pid, tid, start_ns, end_ns, NULL AS range_id,
-               gpu_ops, kernels, kernel_ns, op_start_ns, op_end_ns
-        FROM calls
-    )
-),
-range_keys AS NOT MATERIALIZED (
-    SELECT run_id, range_id, thread_key + start_ns AS k_start, thread_key + end_ns AS k_end
-    FROM keyed WHERE range_id IS NOT NULL
+-- every thread with ranges, numbered: (thread number, time) is one ordered key with the thread in
+-- the high 64 bits, so "on the same thread and inside" is two inequalities (an IE join)
+threads_n AS NOT MATERIALIZED (
+    SELECT run_id, pid, tid, (row_number() OVER (ORDER BY run_id, pid, tid))::HUGEINT << 64 AS thread_key
+    FROM (SELECT DISTINCT run_id, pid, tid FROM ranges)
 ),
 call_keys AS NOT MATERIALIZED (
-    SELECT thread_key + start_ns AS k_start, thread_key + end_ns AS k_end,
-           gpu_ops, kernels, kernel_ns, op_start_ns, op_end_ns
-    FROM keyed WHERE range_id IS NULL
+    SELECT t.thread_key + c.start_ns AS k_start, t.thread_key + c.end_ns AS k_end,
+           c.gpu_ops, c.kernels, c.kernel_ns, c.op_start_ns, c.op_end_ns
+    FROM calls AS c
+    JOIN threads_n AS t
+      ON c.run_id = t.run_id AND c.pid IS NOT DISTINCT FROM t.pid AND c.tid IS NOT DISTINCT FROM t.tid
+),
+-- only ranges in which some call starts can contain one: the first call starting at or after the
+-- range start (an ASOF join, sort-based) must start before the range ends. This keeps the IE
+-- join's inputs to the ranges that will be projected (on a 5 M-range export, a fifth of them).
+range_keys AS NOT MATERIALIZED (
+    SELECT r.*
+    FROM (
+        SELECT t.thread_key, r.range_id, t.thread_key + r.start_ns AS k_start, t.thread_key + r.end_ns AS k_end
+        FROM ranges AS r
+        JOIN threads_n AS t
+          ON r.run_id = t.run_id AND r.pid IS NOT DISTINCT FROM t.pid AND r.tid IS NOT DISTINCT FROM t.tid
+    ) AS r
+    ASOF JOIN (SELECT k_start FROM call_keys) AS c ON r.k_start <= c.k_start
+    WHERE c.k_start <= r.k_end
 ),
 projected AS NOT MATERIALIZED (
-    SELECT r.range_id, r.run_id,
-           count(*) AS launches, sum(c.gpu_ops) AS gpu_ops, sum(c.kernels) AS kernels,
-           sum(c.kernel_ns) AS kernel_ns, min(c.op_start_ns) AS proj_start_ns,
-           max(c.op_end_ns) AS proj_end_ns
-    FROM range_keys AS r
-    JOIN call_keys AS c
-      ON r.k_start <= c.k_start AND c.k_end <= r.k_end
-    GROUP BY r.run_id, r.range_id
+    SELECT t.run_id, p.* EXCLUDE (thread_key)
+    FROM (
+        SELECT r.thread_key, r.range_id,
+               count(*) AS launches, sum(c.gpu_ops) AS gpu_ops, sum(c.kernels) AS kernels,
+               sum(c.kernel_ns) AS kernel_ns, min(c.op_start_ns) AS proj_start_ns,
+               max(c.op_end_ns) AS proj_end_ns
+        FROM range_keys AS r
+        JOIN call_keys AS c
+          ON r.k_start <= c.k_start AND c.k_end <= r.k_end
+        GROUP BY r.thread_key, r.range_id
+    ) AS p
+    JOIN threads_n AS t USING (thread_key)
 )
 SELECT r.run_id, r.range_id, r.domain, r.name, r.style, r.pid, r.tid, r.depth, r.parent_range_id,
        r.start_ns, r.end_ns - r.start_ns AS duration_ns,
