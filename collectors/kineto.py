@@ -19,9 +19,12 @@ memory does not grow with the trace's size.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import re
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tracekit.collectors import kineto_reader as R
@@ -154,6 +157,20 @@ def fit(v, hi):
     """v when it fits a signed integer column with maximum hi, else None (a damaged size is
     unknown, not a reason to reject the trace)."""
     return v if v is None or -hi - 1 <= v <= hi else None
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """The cyclic garbage collector off while a trace streams: the parse allocates a dict per
+    event, freed by reference counting (events hold no cycles), and the collections those
+    allocations trigger took 14 % of the conversion time of a 174 MB trace."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: list[int]) -> None:
@@ -387,10 +404,14 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
     states = [FileState(i, p) for i, p in enumerate(paths)]
     parts = Parts(writer.path / ".kineto-parts")
     range_counter = [1]
+    # the inputs' SHA-256 on another thread, beside the parse (hashlib releases the GIL)
+    hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracekit-sha256")
     try:
+        described = [hashing.submit(describe_input, st.path, "kineto-json") for st in states]
         for st in states:
-            writer.manifest["inputs"].append(describe_input(st.path, "kineto-json"))
-            _read_file(st, parts, progress, range_counter)
+            with _gc_paused():
+                _read_file(st, parts, progress, range_counter)
+            writer.manifest["inputs"].append(described[st.index].result())
             st.base_ns = file_base_ns(st)
             st.flow_counts = flow_counts(parts, st)
             st.host_pid = file_host_pid(st)
@@ -420,6 +441,7 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
         for t in ("nvtx_marks", "osrt_api", "cpu_thread_state", "gpu_metrics"):
             writer.not_captured(t, "not recorded by the PyTorch profiler")
     finally:
+        hashing.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(parts.root, ignore_errors=True)
     ranks = [(st.metadata.get("distributedInfo") or {}).get("rank") for st in states]
     writer.manifest["sources"][NAME] = {

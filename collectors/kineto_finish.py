@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -29,6 +30,7 @@ from tracekit.collectors.kineto_mapping import (
 )
 
 from tracekit import schema
+from tracekit.collectors import nesting
 from tracekit.engine import fetch_arrow
 from tracekit.errors import InputError
 
@@ -177,36 +179,107 @@ ORDER BY r.range_id
 
 
 def _nvtx_batches(parts: Parts, states: list[FileState], range_counter: list[int]):
-    """nvtx_ranges of each trace through DuckDB (spills to disk: bounded memory): base time,
-    host pid of GPU annotations, the tracekit domain, range IDs, push/pop depth and parent."""
-    import duckdb
-
+    """nvtx_ranges of each trace: base time, host pid of GPU annotations, the tracekit domain,
+    range IDs, push/pop depth and parent. Up to :data:`nesting.MAX_ROWS` ranges per trace are
+    nested in memory with NumPy (:func:`_nvtx_numpy`); more go through DuckDB
+    (:data:`_NVTX_SQL`, which spills to disk). Both give the same rows."""
     for st in states:
-        files = [str(p) for fi, p in parts.files["nvtx_ranges"] if fi == st.index]
+        files = [p for fi, p in parts.files["nvtx_ranges"] if fi == st.index]
         if not files:
             continue
-        src = "read_parquet([" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "])"
-        sql = _NVTX_SQL.format(
-            offset=range_counter[0], base=st.base_ns,
-            host_pid="NULL" if st.host_pid is None else st.host_pid,
-            tracekit="true" if st.has_tracekit_step else "false",
-            step_re=_sql_str(TRACEKIT_STEP), phase_re=_sql_str(TRACEKIT_PHASE),
-            tk_domain=TRACEKIT_DOMAIN, src=src)
-        con = duckdb.connect()
+        if st.nvtx_rows <= nesting.MAX_ROWS:
+            yield from _nvtx_numpy(files, st, range_counter[0])
+        else:
+            yield from _nvtx_duckdb(files, parts, st, range_counter[0])
+        range_counter[0] += st.nvtx_rows
+
+
+def _dense_key(col: pa.ChunkedArray) -> np.ndarray:
+    """0 for null, else 1 + the rank of the value among the distinct values."""
+    valid = col.is_valid().to_numpy(zero_copy_only=False)
+    out = np.zeros(len(col), np.int64)
+    if valid.any():
+        out[valid] = np.unique(col.drop_null().to_numpy(), return_inverse=True)[1].reshape(-1) + 1
+    return out
+
+
+def _nvtx_numpy(files: list, st: FileState, offset: int):
+    """The in-memory path of :func:`_nvtx_batches`: one read of the numeric columns of every part
+    for :func:`nesting.nest` (about 100 bytes per range at the peak), then the parts again, in
+    order, each with its fix-ups and its slice of depth and parent."""
+    cols = pq.read_table(files, columns=["pid", "tid", "start_ns", "end_ns", "seq", "style"])
+    pid_key, tid_key = _dense_key(cols.column("pid")), _dense_key(cols.column("tid"))
+    arrays = {
+        "key": pid_key * (len(cols) + 1) + tid_key,
+        "start": cols.column("start_ns").to_numpy(),
+        "end": cols.column("end_ns").to_numpy(),
+        "end_valid": np.ones(len(cols), bool),
+        "range_id": cols.column("seq").to_numpy() + offset,
+        "pushpop": pc.equal(cols.column("style"), "push/pop").fill_null(False).to_numpy(zero_copy_only=False),
+    }
+    del cols, pid_key, tid_key
+    nesting.release_free_memory()  # the streaming pass's freed buffers, before the nesting's peak
+    depth, parent = nesting.nest(arrays)  # empties ``arrays``
+    parent[depth <= 0] = nesting.NO_PARENT
+    base = pa.scalar(st.base_ns, i64)
+    host = pa.scalar(st.host_pid, i64)
+    at = 0
+    for f in files:
+        t = pq.read_table(f)
+        n = len(t)
         try:
-            con.execute(f"SET temp_directory = {_sql_str(str(parts.root / 'duckdb-tmp'))}")
-            con.execute("SET preserve_insertion_order = true")
-            con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
-            con.execute(f"SET threads = {DUCKDB_THREADS}")
-            reader = con.sql(sql).to_arrow_reader(CHUNK_ROWS)
-            for batch in reader:
-                yield batch
-        except duckdb.OutOfRangeException:
+            start = pc.add_checked(t.column("start_ns"), base)
+            end = pc.add_checked(t.column("end_ns"), base)
+        except pa.ArrowInvalid:
             raise InputError("timestamps + baseTimeNanoseconds overflow int64 nanoseconds",
                              path=st.path) from None
-        finally:
-            con.close()
-        range_counter[0] += st.nvtx_rows
+        domain = t.column("domain")
+        if st.has_tracekit_step:
+            name = t.column("name")
+            ours = pc.and_(pc.equal(domain, "pytorch.user_annotation"),
+                           pc.or_(pc.match_substring_regex(name, TRACEKIT_STEP),
+                                  pc.match_substring_regex(name, TRACEKIT_PHASE)))
+            domain = pc.if_else(ours, pa.scalar(TRACEKIT_DOMAIN, s), domain)
+        d, p = depth[at:at + n], parent[at:at + n]
+        yield pa.table({
+            "start_ns": start, "end_ns": end, "duration_ns": t.column("duration_ns"),
+            "is_open": pa.array(np.zeros(n, bool)), "range_id": pc.add(t.column("seq"), pa.scalar(offset, i64)),
+            "pid": pc.coalesce(t.column("pid"), host), "tid": t.column("tid"), "style": t.column("style"),
+            "domain": domain, "name": t.column("name"), "category": t.column("category"),
+            "depth": pa.array(d, i32, mask=d < 0),
+            "parent_range_id": pa.array(p, i64, mask=p == nesting.NO_PARENT),
+        })
+        at += n
+        del t
+
+
+def _nvtx_duckdb(files: list, parts: Parts, st: FileState, offset: int):
+    """The spilling path of :func:`_nvtx_batches`, for traces with more ranges than
+    :data:`nesting.MAX_ROWS`."""
+    import duckdb
+
+    files = [str(p) for p in files]
+    src = "read_parquet([" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "])"
+    sql = _NVTX_SQL.format(
+        offset=offset, base=st.base_ns,
+        host_pid="NULL" if st.host_pid is None else st.host_pid,
+        tracekit="true" if st.has_tracekit_step else "false",
+        step_re=_sql_str(TRACEKIT_STEP), phase_re=_sql_str(TRACEKIT_PHASE),
+        tk_domain=TRACEKIT_DOMAIN, src=src)
+    con = duckdb.connect()
+    try:
+        con.execute(f"SET temp_directory = {_sql_str(str(parts.root / 'duckdb-tmp'))}")
+        con.execute("SET preserve_insertion_order = true")
+        con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
+        con.execute(f"SET threads = {DUCKDB_THREADS}")
+        reader = con.sql(sql).to_arrow_reader(CHUNK_ROWS)
+        for batch in reader:
+            yield batch
+    except duckdb.OutOfRangeException:
+        raise InputError("timestamps + baseTimeNanoseconds overflow int64 nanoseconds",
+                         path=st.path) from None
+    finally:
+        con.close()
 
 
 _COLLECTIVES_SQL = """

@@ -186,6 +186,20 @@ def test_push_pop_nesting(name, runs):
     assert _sql(eng, "SELECT count(*) FROM nvtx_ranges WHERE depth > 0")[0][0] > 100
 
 
+@pytest.mark.parametrize("name", FIXTURE_IDS)
+def test_nvtx_in_memory_and_duckdb_paths_agree(name, runs, tmp_path, monkeypatch):
+    """Traces with up to nesting.MAX_ROWS ranges are nested with NumPy, larger ones in DuckDB:
+    forcing the DuckDB path gives the same nvtx_ranges table, row for row, on every fixture."""
+    from tracekit.collectors import nesting
+
+    mem = pq.read_table(runs(name) / "nvtx_ranges.parquet")  # converted with the default
+    monkeypatch.setattr(nesting, "MAX_ROWS", -1)
+    path = next(p for p in KINETO_FIXTURES if p.name.startswith(name + "."))
+    duck = pq.read_table(convert([path], tmp_path / "duck") / "nvtx_ranges.parquet")
+    assert mem.num_rows == duck.num_rows > 0
+    assert mem.equals(duck)
+
+
 def test_cpu_only_trace_captures_no_gpu_tables(runs):
     run = runs("kineto_cpu_only_rank")
     man = json.loads((run / "manifest.json").read_text())
