@@ -708,6 +708,7 @@ def _convert_table(export: Export, plan: _TablePlan, writer: RunWriter, progress
         except TypeMismatch:
             if not strict:
                 raise
+            bar(-read)  # the progress bar counts the guarded read again from zero
         finally:
             if work is not None:
                 work.close()

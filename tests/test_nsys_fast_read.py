@@ -79,3 +79,33 @@ def test_wrong_storage_class_reads_again_with_guards(tmp_path, monkeypatch, rowi
     guarded = _convert(src, tmp_path / "guarded")
     for name in guarded:  # ...and the table read again equals the guarded-only conversion
         assert fast[name].equals(guarded[name]), name
+
+
+class _CountingProgress:
+    """A progress bar that records, per task, its total and how far it was advanced."""
+
+    enabled = True
+
+    def __init__(self):
+        self.tasks: dict[str, list] = {}
+
+    def task(self, description: str, total: int | None = None):
+        rec = self.tasks[description.strip()] = [total, 0]
+
+        def advance(n: int = 1) -> None:
+            rec[1] += n
+        return advance
+
+
+def test_progress_of_a_table_read_again_ends_at_its_row_count(tmp_path, monkeypatch):
+    # the strict read fails in a later rowid range (997 rows each), after the bar counted the
+    # ranges before it; the guarded read starts over from zero
+    monkeypatch.setenv("TRACEKIT_THREADS", "3")
+    monkeypatch.setattr(S, "RANGE_ROWS", 997)
+    src = edited_export(tmp_path, EXPORT.stem,
+                        'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET "gridX" = \'abc\' WHERE rowid = 3000')
+    progress = _CountingProgress()
+    convert([src], tmp_path / "run", progress=progress)
+    total, done = progress.tasks["kernels"]
+    assert total == done == pq.read_metadata(tmp_path / "run" / "kernels.parquet").num_rows > 3000
+    assert all(t == d for t, d in progress.tasks.values() if t is not None)
