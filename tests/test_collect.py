@@ -131,11 +131,40 @@ def test_ncu_without_gpu_is_one_line(tmp_path, monkeypatch, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_ncu_steps_and_launch_count_reach_the_ncu_command(tmp_path, monkeypatch, capsys):
+    # a pretend GPU box: ncu and a GPU present; the ncu command line is captured, not run
+    from tracekit.collect import orchestrate as O
+
+    monkeypatch.setattr(tools, "ncu_version", lambda: ("/usr/bin/ncu", "2022.3.0.0"))
+    monkeypatch.setattr(tools, "ncu_sets", lambda path: ("default", "roofline"))
+    monkeypatch.setattr(tools, "cuda_present", lambda: True)
+    ran = []
+
+    def fake_run(cmd, what, *a, **k):
+        ran.append(cmd)
+        raise O.ProfilerError("stopped here")
+
+    monkeypatch.setattr(O, "_run", fake_run)
+    rc = cli(["collect", "gemm", "-o", str(tmp_path / "r"), "--profiler", "ncu", "--warmup-steps", "1",
+              "--ncu-steps", "0,2", "--ncu-launch-count", "7"])
+    assert rc == 1 and "stopped here" in _one_error_line(capsys)
+    cmd = ran[0]
+    assert cmd[cmd.index("--launch-count") + 1] == "7"
+    assert [cmd[i + 1] for i, c in enumerate(cmd) if c == "--nvtx-include"] == [
+        "tracekit@step 0 (warmup)/", "tracekit@step 2/"]
+
+
 @pytest.mark.parametrize("args, message", [
     (["nosuch"], "unknown workload 'nosuch'"),
     (["resnet50", "--preset", "huge"], "unknown preset 'huge'"),
     (["resnet50", "--steps", "0"], "--steps must be at least 1"),
     (["resnet50", "--profiler", "vtune"], "unknown profiler 'vtune'"),
+    (["gemm", "--ncu-steps", "2"], "--ncu-steps and --ncu-launch-count need --profiler ncu"),
+    (["gemm", "--profiler", "ncu", "--ncu-steps", "2,x"], "--ncu-steps: expected step numbers like 2,3; got '2,x'"),
+    (["gemm", "--profiler", "ncu", "--ncu-steps", "1,12"], "--ncu-steps: the run has steps 0 to 11 (warm-up steps first), got 12"),
+    (["gemm", "--profiler", "ncu", "--steps", "3", "--warmup-steps", "0", "--ncu-steps", "3"],
+     "the run has steps 0 to 2"),
+    (["gemm", "--profiler", "ncu", "--ncu-launch-count", "0"], "--ncu-launch-count must be at least 1, got 0"),
 ])
 def test_bad_options(tmp_path, capsys, args, message):
     rc = cli(["collect", *args, "-o", str(tmp_path / "r")])

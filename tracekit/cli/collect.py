@@ -35,6 +35,11 @@ def collect(
                                   "files in RUN_DIR/raw/ (deleted by default)."),
     timeout: float = typer.Option(None, "--timeout", help="Give up after this many seconds per "
                                   "profiler command."),
+    ncu_steps: str = typer.Option(None, "--ncu-steps", help="ncu only: the steps whose kernels are "
+                                  "profiled, comma-separated, numbered from 0 over warm-up and "
+                                  "measured steps (default: the first measured step)."),
+    ncu_launch_count: int = typer.Option(None, "--ncu-launch-count", help="ncu only: profile at most "
+                                         "this many kernel launches in those steps (default: 50)."),
 ):
     """Train a workload under a profiler and convert its trace into a run folder.
 
@@ -49,10 +54,22 @@ def collect(
     w = Workload(name=workload, preset=preset, steps=steps, warmup_steps=warmup_steps,
                  batch_size=batch_size, precision=precision, nproc=nproc)
     opts = CollectOptions(profiler=profiler, extra_profiler_args=extra_profiler_args, force=force,
-                          keep_raw=keep_raw, timeout_s=timeout)
+                          keep_raw=keep_raw, timeout_s=timeout, ncu_steps=_steps(ncu_steps),
+                          ncu_launch_count=CollectOptions.ncu_launch_count if ncu_launch_count is None else ncu_launch_count)
     do_collect(w, output, opts)
     m = open_run(output).manifest
     rows = ", ".join(f"{n} {t['rows']}" for n, t in m["tables"].items() if t["rows"])
     Console(stderr=True, highlight=False).print(
         f"wrote {output} ({m['collect']['profiler']}, {m['workload']['world_size']} rank(s), "
         f"{m['collect']['wall_s']:.1f} s; {rows or 'no rows'})")
+
+
+def _steps(text: str | None) -> tuple[int, ...] | None:
+    from tracekit.errors import InputError
+
+    if text is None:
+        return None
+    try:
+        return tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise InputError(f"--ncu-steps: expected step numbers like 2,3; got {text!r}") from None

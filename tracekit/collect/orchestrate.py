@@ -214,6 +214,27 @@ def _check_workload(w: C.Workload) -> None:
         raise InputError(f"unknown precision {w.precision!r}; choose one of: fp32, amp, bf16")
 
 
+# the runner's defaults (python -m tracekit.workloads --help)
+RUNNER_STEPS, RUNNER_WARMUP_STEPS = 10, 2
+
+
+def _check_ncu_options(o: CollectOptions, w: C.Workload) -> None:
+    """``ncu_steps`` name steps the run has (numbered from 0 over warm-up and measured steps);
+    ``ncu_launch_count`` >= 1; both only with the ncu profiler."""
+    if o.ncu_steps is None and o.ncu_launch_count == CollectOptions.ncu_launch_count:
+        return
+    if o.profiler != "ncu":
+        raise InputError("--ncu-steps and --ncu-launch-count need --profiler ncu")
+    if o.ncu_launch_count < 1:
+        raise InputError(f"--ncu-launch-count must be at least 1, got {o.ncu_launch_count}")
+    total = (RUNNER_WARMUP_STEPS if w.warmup_steps is None else w.warmup_steps) + \
+        (RUNNER_STEPS if w.steps is None else w.steps)
+    bad = [s for s in o.ncu_steps or () if not 0 <= s < total]
+    if bad or o.ncu_steps == ():
+        raise InputError(f"--ncu-steps: the run has steps 0 to {total - 1} (warm-up steps first), "
+                         f"got {', '.join(map(str, bad)) or 'none'}")
+
+
 def _read_results(work: Path, nproc: int) -> list[dict]:
     results = []
     for r in range(nproc):
@@ -277,6 +298,7 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
 
     o = options or CollectOptions()
     _check_workload(workload)
+    _check_ncu_options(o, workload)
     run_dir = Path(run_dir).absolute()
     if run_dir.exists() and not o.force and (not run_dir.is_dir() or any(run_dir.iterdir())):
         raise RunFolderError("already exists (use --force to replace it)", path=run_dir)
@@ -366,7 +388,7 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
             notes.append("torch.profiler records the measured steps only (started after warm-up)")
         else:  # ncu
             target = C.runner_command(workload, result_json)
-            warm = 2 if workload.warmup_steps is None else workload.warmup_steps
+            warm = RUNNER_WARMUP_STEPS if workload.warmup_steps is None else workload.warmup_steps
             steps = list(o.ncu_steps) if o.ncu_steps else [warm]
             base = str(work / "profile")
             prof_cmd = C.ncu_profile_command(ncu_path, target, base, steps=steps, warmup_steps=warm,
