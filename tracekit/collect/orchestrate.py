@@ -214,8 +214,12 @@ def _check_workload(w: C.Workload) -> None:
         raise InputError(f"unknown precision {w.precision!r}; choose one of: fp32, amp, bf16")
 
 
-# the runner's defaults (python -m tracekit.workloads --help)
-RUNNER_STEPS, RUNNER_WARMUP_STEPS = 10, 2
+def _run_steps(w: C.Workload) -> tuple[int, int]:
+    """(warm-up steps, measured steps) of the run: the workload's, else the runner's defaults."""
+    from tracekit.workloads.loop import RunConfig
+
+    return (RunConfig.warmup_steps if w.warmup_steps is None else w.warmup_steps,
+            RunConfig.steps if w.steps is None else w.steps)
 
 
 def _check_ncu_options(o: CollectOptions, w: C.Workload) -> None:
@@ -227,8 +231,7 @@ def _check_ncu_options(o: CollectOptions, w: C.Workload) -> None:
         raise InputError("--ncu-steps and --ncu-launch-count need --profiler ncu")
     if o.ncu_launch_count < 1:
         raise InputError(f"--ncu-launch-count must be at least 1, got {o.ncu_launch_count}")
-    total = (RUNNER_WARMUP_STEPS if w.warmup_steps is None else w.warmup_steps) + \
-        (RUNNER_STEPS if w.steps is None else w.steps)
+    total = sum(_run_steps(w))
     bad = [s for s in o.ncu_steps or () if not 0 <= s < total]
     if bad or o.ncu_steps == ():
         raise InputError(f"--ncu-steps: the run has steps 0 to {total - 1} (warm-up steps first), "
@@ -388,7 +391,7 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
             notes.append("torch.profiler records the measured steps only (started after warm-up)")
         else:  # ncu
             target = C.runner_command(workload, result_json)
-            warm = RUNNER_WARMUP_STEPS if workload.warmup_steps is None else workload.warmup_steps
+            warm = _run_steps(workload)[0]
             steps = list(o.ncu_steps) if o.ncu_steps else [warm]
             base = str(work / "profile")
             prof_cmd = C.ncu_profile_command(ncu_path, target, base, steps=steps, warmup_steps=warm,
