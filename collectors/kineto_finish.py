@@ -239,7 +239,7 @@ def _nvtx_numpy(files: list, st: FileState, offset: int):
             ours = pc.and_(pc.equal(domain, "pytorch.user_annotation"),
                            pc.or_(pc.match_substring_regex(name, TRACEKIT_STEP),
                                   pc.match_substring_regex(name, TRACEKIT_PHASE)))
-            domain = pc.if_else(ours, pa.scalar(TRACEKIT_DOMAIN, s), domain)
+            domain = pc.if_else(ours.fill_null(False), pa.scalar(TRACEKIT_DOMAIN, s), domain)
         d, p = depth[at:at + n], parent[at:at + n]
         yield pa.table({
             "start_ns": start, "end_ns": end, "duration_ns": t.column("duration_ns"),
