@@ -171,7 +171,15 @@ def main(argv=None) -> int:
                     help="seconds after which an nsys stats report is killed (nvtxgpuproj is quadratic)")
     ap.add_argument("--no-single-thread", action="store_true",
                     help="skip the extra TRACEKIT_THREADS=1 conversion")
+    ap.add_argument("--render-only", action="store_true",
+                    help="measure nothing: write --out again from WORK/results.json of the last run "
+                         "(after editing benchmarks/notes.md)")
     args = ap.parse_args(argv)
+    if args.render_only:
+        res = json.loads((args.work / "results.json").read_text())
+        args.out.write_text(render(res, args))
+        print(f"wrote {args.out} from {args.work / 'results.json'}")
+        return 0
     args.work.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(HERE))
     from make_big_export import build
