@@ -28,7 +28,10 @@ import ijson
 from tracekit.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
-CHUNK_BYTES = 1 << 20
+# bytes handed to ijson per read: its C backend builds every event of a chunk before yielding
+# the first, so small chunks keep those objects in the CPU caches (parsing the 174 MB benchmark
+# trace: 3.5-4.0 s with 1 MiB chunks, 2.6 s with 64 KiB, 2.6-2.8 s with 16 KiB)
+CHUNK_BYTES = 1 << 16
 HEAD_BYTES = 8 << 20
 TAIL_BYTES = 8 << 20
 _SNIFF_BYTES = 1 << 20
