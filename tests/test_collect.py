@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -242,8 +243,6 @@ def _fail_after(monkeypatch, shell_tail: str) -> None:
     real = C.runner_command
 
     def wrapped(*args, **kwargs):
-        import shlex
-
         return ["bash", "-c", shlex.join(real(*args, **kwargs)) + "; " + shell_tail]
 
     monkeypatch.setattr(C, "runner_command", wrapped)
