@@ -220,13 +220,22 @@ def _projection_run(run_factory, name=None):
     #   R3 start/end thread 11 [500, 900]
     #   R4 start/end thread 11 [0, 1000], ended on thread 12: not projected (as nsys)
     #   R5 push/pop  thread 12 [0, 1000]
+    #   R6 push/pop  thread 11 [970, 990]: no call of its thread starts after it (the next call in
+    #                (thread, time) order is on thread 12): not projected
+    #   R7 push/pop  thread 10 [0, 1000]: a thread without calls: not projected
+    #   R8 push/pop  thread 12 [150, 160] depth 1, inside R5: exactly the interval of call 5
+    #   R9 push/pop  thread 11 [880, 900] depth 1, inside R1: its only call starts at its end
     ranges = {
-        "start_ns": [0, 100, 500, 0, 0], "end_ns": [1000, 400, 900, 1000, 1000],
-        "range_id": [1, 2, 3, 4, 5], "pid": [1] * 5, "tid": [11, 11, 11, 11, 12],
-        "end_tid": [None, None, None, 12, None],
-        "style": ["push/pop", "push/pop", "start/end", "start/end", "push/pop"],
-        "depth": [0, 1, None, None, 0], "parent_range_id": [None, 1, None, None, None],
-        "domain": ["", "", "", "", "D"], "name": ["R1", "R2", "R3", "R4", "R5"],
+        "start_ns": [0, 100, 500, 0, 0, 970, 0, 150, 880],
+        "end_ns": [1000, 400, 900, 1000, 1000, 990, 1000, 160, 900],
+        "range_id": [1, 2, 3, 4, 5, 6, 7, 8, 9], "pid": [1] * 9, "tid": [11, 11, 11, 11, 12, 11, 10, 12, 11],
+        "end_tid": [None, None, None, 12, None, None, None, None, None],
+        "style": ["push/pop", "push/pop", "start/end", "start/end", "push/pop", "push/pop", "push/pop",
+                  "push/pop", "push/pop"],
+        "depth": [0, 1, None, None, 0, 1, 0, 1, 1],
+        "parent_range_id": [None, 1, None, None, None, 1, None, 5, 1],
+        "domain": ["", "", "", "", "D", "", "", "D", ""],
+        "name": ["R1", "R2", "R3", "R4", "R5", "R6", "R7", "R8", "R9"],
     }
     # CUDA API calls (correlation id: thread, [start, end] -> GPU work):
     #   1: 11 [150, 160] -> kernel [200, 260] (60)
@@ -235,13 +244,15 @@ def _projection_run(run_factory, name=None):
     #   4: 11 [390, 410] -> kernel [420, 430] (10); the call straddles R2's end: R1 only
     #   5: 12 [150, 160] -> kernel [170, 180] (10)
     #   6: 11 [950, 960] -> no GPU work
-    api = {"start_ns": [150, 300, 600, 390, 150, 950], "end_ns": [160, 310, 610, 410, 160, 960],
-           "pid": [1] * 6, "tid": [11, 11, 11, 11, 12, 11], "correlation_id": [1, 2, 3, 4, 5, 6],
+    #   7: 11 [900, 900] -> kernel [905, 915] (10); zero length, at the end of R3 and R9: inside
+    #      R3, R9 and R1
+    api = {"start_ns": [150, 300, 600, 390, 150, 950, 900], "end_ns": [160, 310, 610, 410, 160, 960, 900],
+           "pid": [1] * 7, "tid": [11, 11, 11, 11, 12, 11, 11], "correlation_id": [1, 2, 3, 4, 5, 6, 7],
            "name": ["cudaLaunchKernel", "cudaMemcpyAsync", "cudaGraphLaunch", "cudaLaunchKernel",
-                    "cudaLaunchKernel", "cudaStreamSynchronize"]}
-    kernels = {"start_ns": [200, 620, 630, 420, 170], "end_ns": [260, 640, 700, 430, 180],
-               "duration_ns": [60, 20, 70, 10, 10], "pid": [1] * 5, "correlation_id": [1, 3, 3, 4, 5],
-               "name": ["a", "b", "c", "a", "a"]}
+                    "cudaLaunchKernel", "cudaStreamSynchronize", "cudaLaunchKernel"]}
+    kernels = {"start_ns": [200, 620, 630, 420, 170, 905], "end_ns": [260, 640, 700, 430, 180, 915],
+               "duration_ns": [60, 20, 70, 10, 10, 10], "pid": [1] * 6, "correlation_id": [1, 3, 3, 4, 5, 7],
+               "name": ["a", "b", "c", "a", "a", "a"]}
     memcpy = {"start_ns": [320], "end_ns": [330], "duration_ns": [10], "pid": [1], "correlation_id": [2],
               "bytes": [4], "kind": ["HtoD"]}
     return run_factory({"nvtx_ranges": ranges, "cuda_api": api, "kernels": kernels, "memcpy": memcpy},
@@ -252,12 +263,16 @@ def _projection_run(run_factory, name=None):
 PROJECTION = [
     # R5: call 5
     (5, 1, 1, 1, 10, 170, 180, 10),
-    # R1: calls 1, 2, 3, 4 -> 1 + 1 + 2 + 1 ops, kernels 60 + 20 + 70 + 10; span 200 .. 700
-    (1, 4, 5, 4, 160, 200, 700, 500),
+    # R8: call 5 too (range and call start and end at the same times); after R5 on the tie
+    (8, 1, 1, 1, 10, 170, 180, 10),
+    # R1: calls 1, 2, 3, 4, 7 -> 1 + 1 + 2 + 1 + 1 ops, kernels 60 + 20 + 70 + 10 + 10; span 200 .. 915
+    (1, 5, 6, 5, 170, 200, 915, 715),
     # R2: calls 1 and 2 (not 4, which ends after R2); span 200 .. 330
     (2, 2, 2, 1, 60, 200, 330, 130),
-    # R3: call 3, two kernels 20 + 70, span 620 .. 700
-    (3, 1, 2, 2, 90, 620, 700, 80),
+    # R3: calls 3 and 7, kernels 20 + 70 + 10, span 620 .. 915
+    (3, 2, 3, 3, 100, 620, 915, 295),
+    # R9: call 7
+    (9, 1, 1, 1, 10, 905, 915, 10),
 ]
 
 
@@ -268,10 +283,11 @@ def test_nvtx_gpu_projection(run_factory):
             r["proj_end_ns"], r["proj_duration_ns"]) for r in rows]
     # sorted by projected start, longest first on a tie (R1 before R2); R4 is not projected
     assert got == PROJECTION
-    r1 = rows[1]
+    by_id = {r["range_id"]: r for r in rows}
+    r1 = by_id[1]
     assert (r1["name"], r1["style"], r1["pid"], r1["tid"], r1["depth"], r1["start_ns"], r1["duration_ns"]) == (
         "R1", "push/pop", 1, 11, 0, 0, 1000)
-    assert rows[0]["domain"] == "D" and rows[2]["parent_range_id"] == 1
+    assert by_id[5]["domain"] == "D" and by_id[2]["parent_range_id"] == 1 and by_id[8]["parent_range_id"] == 5
 
 
 def test_nvtx_gpu_projection_runs_do_not_mix(run_factory):
