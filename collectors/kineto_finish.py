@@ -180,47 +180,49 @@ ORDER BY r.range_id
 
 def _nvtx_batches(parts: Parts, states: list[FileState], range_counter: list[int]):
     """nvtx_ranges of each trace: base time, host pid of GPU annotations, the tracekit domain,
-    range IDs, push/pop depth and parent. Up to :data:`nesting.MAX_ROWS` ranges per trace are
-    nested in memory with NumPy (:func:`_nvtx_numpy`); more go through DuckDB
-    (:data:`_NVTX_SQL`, which spills to disk). Both give the same rows."""
+    range IDs, push/pop depth and parent. Up to :data:`nesting.MAX_ROWS` ranges per trace, with
+    pids and tids that fit :func:`nesting.thread_key`, are nested in memory with NumPy
+    (:func:`_nvtx_numpy`); the others go through DuckDB (:data:`_NVTX_SQL`, which spills to
+    disk), as in the nsys collector. Both give the same rows."""
     for st in states:
         files = [p for fi, p in parts.files["nvtx_ranges"] if fi == st.index]
         if not files:
             continue
-        if st.nvtx_rows <= nesting.MAX_ROWS:
-            yield from _nvtx_numpy(files, st, range_counter[0])
+        nested = _nest_in_memory(files, range_counter[0]) if st.nvtx_rows <= nesting.MAX_ROWS else None
+        if nested is not None:
+            yield from _nvtx_numpy(files, st, range_counter[0], *nested)
         else:
             yield from _nvtx_duckdb(files, parts, st, range_counter[0])
         range_counter[0] += st.nvtx_rows
 
 
-def _dense_key(col: pa.ChunkedArray) -> np.ndarray:
-    """0 for null, else 1 + the rank of the value among the distinct values."""
-    valid = col.is_valid().to_numpy(zero_copy_only=False)
-    out = np.zeros(len(col), np.int64)
-    if valid.any():
-        out[valid] = np.unique(col.drop_null().to_numpy(), return_inverse=True)[1].reshape(-1) + 1
-    return out
-
-
-def _nvtx_numpy(files: list, st: FileState, offset: int):
-    """The in-memory path of :func:`_nvtx_batches`: one read of the numeric columns of every part
-    for :func:`nesting.nest` (about 100 bytes per range at the peak), then the parts again, in
-    order, each with its fix-ups and its slice of depth and parent."""
+def _nest_in_memory(files: list, offset: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Depth and parent range_id of every row of the parts (:func:`nesting.nest`, about 100
+    bytes per range at the peak), or None when a pid or tid does not fit :func:`nesting.thread_key`."""
     cols = pq.read_table(files, columns=["pid", "tid", "start_ns", "end_ns", "seq", "style"])
-    pid_key, tid_key = _dense_key(cols.column("pid")), _dense_key(cols.column("tid"))
+    pid, tid = cols.column("pid"), cols.column("tid")
+    key = nesting.thread_key(pid.fill_null(0).to_numpy(), pid.is_valid().to_numpy(zero_copy_only=False),
+                             tid.fill_null(0).to_numpy(), tid.is_valid().to_numpy(zero_copy_only=False))
+    if key is None:
+        return None
     arrays = {
-        "key": pid_key * (len(cols) + 1) + tid_key,
+        "key": key,
         "start": cols.column("start_ns").to_numpy(),
         "end": cols.column("end_ns").to_numpy(),
         "end_valid": np.ones(len(cols), bool),
         "range_id": cols.column("seq").to_numpy() + offset,
         "pushpop": pc.equal(cols.column("style"), "push/pop").fill_null(False).to_numpy(zero_copy_only=False),
     }
-    del cols, pid_key, tid_key
+    del cols, pid, tid, key
     nesting.release_free_memory()  # the streaming pass's freed buffers, before the nesting's peak
     depth, parent = nesting.nest(arrays)  # empties ``arrays``
     parent[depth <= 0] = nesting.NO_PARENT
+    return depth, parent
+
+
+def _nvtx_numpy(files: list, st: FileState, offset: int, depth: np.ndarray, parent: np.ndarray):
+    """The in-memory path of :func:`_nvtx_batches`: the parts again, in order, each with its
+    fix-ups and its slice of ``depth`` and ``parent`` (from :func:`_nest_in_memory`)."""
     base = pa.scalar(st.base_ns, i64)
     host = pa.scalar(st.host_pid, i64)
     at = 0
@@ -255,7 +257,7 @@ def _nvtx_numpy(files: list, st: FileState, offset: int):
 
 def _nvtx_duckdb(files: list, parts: Parts, st: FileState, offset: int):
     """The spilling path of :func:`_nvtx_batches`, for traces with more ranges than
-    :data:`nesting.MAX_ROWS`."""
+    :data:`nesting.MAX_ROWS` or a pid/tid too large for :func:`nesting.thread_key`."""
     import duckdb
 
     files = [str(p) for p in files]

@@ -200,6 +200,20 @@ def test_nvtx_in_memory_and_duckdb_paths_agree(name, runs, tmp_path, monkeypatch
     assert mem.equals(duck)
 
 
+def test_nvtx_nesting_with_a_tid_too_large_for_the_in_memory_key(tmp_path):
+    # some PyTorch versions write pthread ids as tids: past nesting.thread_key's 30 bits the
+    # nesting goes through DuckDB, with the same result
+    def op(name, tid, ts, dur):
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 7, "tid": tid, "ts": ts, "dur": dur}
+    big = 139_870_539_683_648
+    doc = _trace([op("outer", big, 0, 100), op("inner", big, 10, 20), op("other", 5, 0, 50)])
+    run = convert([_write(tmp_path, doc)], tmp_path / "run")
+    rows = {r["name"]: r for r in pq.read_table(run / "nvtx_ranges.parquet").to_pylist()}
+    assert (rows["outer"]["depth"], rows["outer"]["parent_range_id"]) == (0, None)
+    assert (rows["inner"]["depth"], rows["inner"]["parent_range_id"]) == (1, rows["outer"]["range_id"])
+    assert (rows["other"]["depth"], rows["other"]["tid"], rows["inner"]["tid"]) == (0, 5, big)
+
+
 def test_cpu_only_trace_captures_no_gpu_tables(runs):
     run = runs("kineto_cpu_only_rank")
     man = json.loads((run / "manifest.json").read_text())
