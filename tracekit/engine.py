@@ -116,7 +116,7 @@ class Engine:
                 if name in macros:
                     want.add(name)
                     todo |= _identifiers(macros[name])
-                elif name in _ROOFLINE_NAMES:
+                elif name in _roofline_names():
                     want.add(_ROOFLINE)
                     todo |= _roofline_identifiers()
                 elif name in schema.TABLES or name in ("runs", "run_tables"):
@@ -223,9 +223,8 @@ class Engine:
 
 
 _ROOFLINE = "<roofline>"  # marker: tracekit.roofline.register has run
-# names that need the roofline tables and macros (tracekit.roofline)
-_ROOFLINE_NAMES = {"gpu_peaks", "tensor_factors", "tk_ncu_spec", "tk_kernel_key", "tk_bound",
-                   "tk_roofline_launches"}
+# the tables tracekit.roofline.register creates beside the macros of its macros.sql
+_ROOFLINE_TABLES = frozenset({"gpu_peaks", "tensor_factors", "tk_ncu_spec"})
 _IDENT = re.compile(r"[a-z_][a-z0-9_]*")
 _COMMENT = re.compile(r"--[^\n]*")
 _MACRO = re.compile(r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?MACRO\s+(\w+)",
@@ -252,6 +251,15 @@ def _roofline_identifiers() -> frozenset[str]:
     from tracekit.roofline import macros_text
 
     return frozenset(_identifiers(macros_text()))
+
+
+@functools.cache
+def _roofline_names() -> frozenset[str]:
+    """Names that need the roofline tables and macros: its tables and every macro its
+    macros.sql creates."""
+    from tracekit.roofline import macros_text
+
+    return _ROOFLINE_TABLES | {m.group(1).lower() for m in _MACRO.finditer(macros_text())}
 
 
 def _run_select(run: Run, path, tdef) -> str:
