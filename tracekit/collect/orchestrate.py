@@ -238,10 +238,16 @@ def _check_ncu_options(o: CollectOptions, w: C.Workload) -> None:
                          f"got {', '.join(map(str, bad)) or 'none'}")
 
 
+RESULT_JSON = "result-{rank}.json"  # the runner's --result-json, one file per rank, in the work folder
+
+
+def _result_paths(work: Path, nproc: int) -> list[Path]:
+    return [work / RESULT_JSON.format(rank=r) for r in range(nproc)]
+
+
 def _read_results(work: Path, nproc: int) -> list[dict]:
     results = []
-    for r in range(nproc):
-        p = work / f"result-{r}.json"
+    for r, p in enumerate(_result_paths(work, nproc)):
         if not p.is_file():
             raise ProfilerError(f"the workload wrote no result for rank {r} ({p.name}); see the "
                                 "profiler output above")
@@ -327,7 +333,7 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
     notes: list[str] = []
     t0 = time.monotonic()
     try:
-        result_json = str(work / "result-{rank}.json")
+        result_json = str(work / RESULT_JSON)
         if profiler == "nsys":
             target = C.runner_command(workload, result_json)
             base = str(work / "profile")
@@ -335,7 +341,7 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
             exp_cmd = C.nsys_export_command(nsys, base + ".nsys-rep", base + ".sqlite")
             _say(f"running {workload.name} ({workload.preset}) under nsys {nsys.version}", quiet)
             cmds += [prof_cmd]
-            results = [work / f"result-{r}.json" for r in range(workload.nproc)]
+            results = _result_paths(work, workload.nproc)
             for attempt in range(1, NSYS_ATTEMPTS + 1):
                 try:
                     _run(prof_cmd, f"nsys profile ({workload.name})", log, o.timeout_s,
@@ -377,7 +383,7 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
                 # (the last thing the runner does, after its last collective), left complete
                 # outputs: torch 2.13 + Gloo abort now and then while tearing down
                 # ("terminate called without an active exception")
-                done = [work / f"result-{r}.json" for r in range(workload.nproc)]
+                done = _result_paths(work, workload.nproc)
                 if not all(p.is_file() for p in done) or len(list(tdir.glob("rank*.json"))) != workload.nproc:
                     raise
                 note = (f"{exc} -- after every rank had written its trace and result, so they are "
