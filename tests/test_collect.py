@@ -12,7 +12,6 @@ import json
 import os
 import shlex
 import shutil
-import sys
 from pathlib import Path
 
 import pytest

@@ -29,7 +29,6 @@ import pytest
 from conftest import FIXTURES, NSYS_FIXTURES, requires_nsys
 from nsys_oracle import (
     SUMMARY_REPORTS,
-    close_rounded,
     merge_groups,
     mismatches,
     num,

@@ -4,7 +4,6 @@ converts into tables that conform to it and keep the invariants the docs promise
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
 import duckdb
 import pyarrow.parquet as pq

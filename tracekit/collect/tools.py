@@ -8,7 +8,6 @@ nsys that adds ``nccl`` to ``--trace`` gets it traced, and nsys 2022.4 (which ha
 from __future__ import annotations
 
 import functools
-import os
 import re
 import shutil
 import subprocess

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tracekit.errors import InputError, ToolNotFoundError
 from tracekit.workloads import annotate as _annotate
-from tracekit.workloads.annotate import (COMM, MEASURE, backend, end_range, nvtx_range, start_range,
+from tracekit.workloads.annotate import (COMM, MEASURE, backend, end_range, start_range,
                                          step_message)
 from tracekit.workloads.registry import PRESETS, REGISTRY
 
