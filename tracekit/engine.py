@@ -64,11 +64,18 @@ class Engine:
 
     ``Engine(["runs/a", "runs/b"]).query("kernel_summary")`` returns a :class:`pyarrow.Table`.
     Raises :class:`~tracekit.errors.RunFolderError` for a path that is not a run folder and
-    :class:`~tracekit.errors.QueryError` for two runs with the same run_id or failing SQL.
+    :class:`~tracekit.errors.QueryError` for two runs with the same run_id, failing SQL or an
+    invalid ``step_pattern``.
+
+    ``step_pattern``: a regular expression (RE2 syntax) naming the NVTX / annotation ranges that are
+    training steps, the first capture group being the step number (``--step-pattern``); None reads
+    the environment variable ``TRACEKIT_STEP_PATTERN``; '' or unset means none. Steps come from the
+    first source a run has: tracekit's ``step N`` ranges, PyTorch's ``ProfilerStep#N``, this
+    pattern, else iterations detected in the kernel sequence (``tk_steps()``, docs/metrics.md).
     """
 
     def __init__(self, run_dirs: Sequence[str | os.PathLike], *, threads: int | None = None,
-                 memory_limit: str | None = None):
+                 memory_limit: str | None = None, step_pattern: str | None = None):
         self.runs: list[Run] = [open_run(p) for p in run_dirs]
         seen: dict[str, Run] = {}
         for r in self.runs:
@@ -91,6 +98,13 @@ class Engine:
                 self.close()
                 raise QueryError(f"memory limit {memory_limit!r}: {_one_line(exc)}") from None
         self._created: set[str] = set()  # views, macros and "roofline" created so far
+        self.step_pattern = resolve_step_pattern(step_pattern)
+        if self.step_pattern is not None:
+            try:
+                set_step_pattern(self._con, self.step_pattern)
+            except QueryError:
+                self.close()
+                raise
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -276,6 +290,27 @@ def _run_select(run: Run, path, tdef) -> str:
         else:
             cols.append(f'CAST(NULL AS {duck_type(c.type)}) AS "{c.name}"')
     return f"SELECT {', '.join(cols)} FROM read_parquet({_lit(path)})"
+
+
+STEP_PATTERN_ENV = "TRACEKIT_STEP_PATTERN"
+
+
+def resolve_step_pattern(pattern: str | None) -> str | None:
+    """The step pattern in effect: ``pattern``, else ``$TRACEKIT_STEP_PATTERN``; None when empty."""
+    if pattern is None:
+        pattern = os.environ.get(STEP_PATTERN_ENV)
+    return pattern or None
+
+
+def set_step_pattern(con: duckdb.DuckDBPyConnection, pattern: str) -> None:
+    """Set the DuckDB variable ``tk_step_pattern`` that ``tk_steps()`` reads, after checking that
+    DuckDB (RE2) compiles it; :class:`QueryError` naming the pattern when it does not."""
+    try:
+        con.execute("SELECT regexp_matches('', ?)", [pattern]).fetchall()
+    except duckdb.Error as exc:
+        raise QueryError(f"--step-pattern {pattern!r} is not a valid regular expression: "
+                         f"{_one_line(exc)}") from None
+    con.execute("SET VARIABLE tk_step_pattern = ?", [pattern])
 
 
 def fetch_arrow(result) -> pa.Table:

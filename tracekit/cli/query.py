@@ -17,6 +17,11 @@ _MEMORY = typer.Option(
     None, "--memory-limit", envvar="TRACEKIT_MEMORY_LIMIT",
     help="DuckDB memory limit, e.g. 1GB (default: DuckDB's, 80% of RAM); past it, joins and sorts "
          "spill to disk instead of growing.")
+STEP_PATTERN = typer.Option(
+    None, "--step-pattern", envvar="TRACEKIT_STEP_PATTERN", metavar="REGEX",
+    help="Regular expression naming the NVTX / annotation ranges that are training steps (first "
+         "capture group = step number), for runs without tracekit `step N` or PyTorch "
+         "ProfilerStep#N ranges; else steps are detected from the kernel sequence.")
 
 
 def parse_params(items: list[str]) -> dict[str, str]:
@@ -37,11 +42,12 @@ def query(
     output: Path = _OUTPUT,
     param: list[str] = typer.Option([], "--param", "-p", help="Query parameter KEY=VALUE (repeatable)."),
     memory_limit: str = _MEMORY,
+    step_pattern: str = STEP_PATTERN,
 ):
     """Run a named query over one or more run folders."""
     from tracekit.engine import Engine
 
-    with Engine(run_dirs, memory_limit=memory_limit) as eng:
+    with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as eng:
         result = eng.query(name, parse_params(param))
     render(result, format, output, title=name)
 
@@ -53,11 +59,12 @@ def sql(
     format: Format = _FORMAT,
     output: Path = _OUTPUT,
     memory_limit: str = _MEMORY,
+    step_pattern: str = STEP_PATTERN,
 ):
     """Run ad-hoc DuckDB SQL over one or more run folders (same table names as named queries)."""
     from tracekit.engine import Engine
 
-    with Engine(run_dirs, memory_limit=memory_limit) as eng:
+    with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as eng:
         result = eng.sql(statement)
     render(result, format, output)
 
