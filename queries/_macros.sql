@@ -244,10 +244,20 @@ FROM islands;
 --   scope 'run':  from the device's first activity start to its last activity end;
 --   scope 'step': each step (tk_steps) of the same process, on every GPU that process used;
 --   step_source: the step's source (tk_steps), null for scope 'run'.
+-- When a run's steps all lie in one process that used no GPU (a Kineto trace whose annotations
+-- carry another pid than its GPU work), they apply to every GPU of the run.
 CREATE OR REPLACE TEMP MACRO tk_gpu_windows() AS TABLE
 WITH dev AS (
     SELECT run_id, pid, device_id, min(start_ns) AS w0, max(end_ns) AS w1
     FROM tk_gpu_activity() GROUP BY run_id, pid, device_id
+),
+steps AS MATERIALIZED (SELECT * FROM tk_steps()),
+-- runs whose steps all lie in one process that has no GPU activity: a Kineto trace can give its
+-- annotations one pid and its GPU work another (pid namespaces); its steps cover every GPU of the run
+other_pid AS (
+    SELECT s.run_id FROM steps s GROUP BY s.run_id
+    HAVING count(DISTINCT s.pid) = 1
+       AND NOT EXISTS (SELECT 1 FROM dev d WHERE d.run_id = s.run_id AND d.pid = any_value(s.pid))
 )
 SELECT run_id, 'run' AS scope, CAST(NULL AS BIGINT) AS step_id, CAST(NULL AS VARCHAR) AS step,
        CAST(NULL AS BIGINT) AS step_number, CAST(NULL AS VARCHAR) AS step_source, pid, device_id, w0, w1
@@ -255,7 +265,8 @@ FROM dev
 UNION ALL
 SELECT d.run_id, 'step', s.step_id, s.step, s.step_number, s.step_source, d.pid, d.device_id,
        s.start_ns, s.end_ns
-FROM dev d JOIN tk_steps() s ON s.run_id = d.run_id AND s.pid = d.pid;
+FROM dev d JOIN steps s ON s.run_id = d.run_id
+WHERE s.pid = d.pid OR d.run_id IN (SELECT run_id FROM other_pid);
 
 -- tk_busy_between(busy_set): busy time of the busy_set union inside every tk_gpu_windows() window, as
 -- B(w1) - B(w0) where B(t) = busy time before t = cum_before_ns + (min(t, end) - start) of the
