@@ -188,15 +188,21 @@ def test_override_file_groups_runs_collected_elsewhere(run_factory, tmp_path):
         m.pop("workload")
         m.pop("collect")
         (p / "manifest.json").write_text(json.dumps(m))
-    with pytest.raises(InputError, match="names no workload"):
-        load_runs([a, b])
+    # nothing given: inferred from the trace (no input files: the run_id; one GPU each, no GEMM
+    # kernel names: precision unknown, batch unknown), never a default
+    bare = {i.run_id: i for i in load_runs([a, b])}
+    assert (bare["a"].workload, bare["a"].origin["workload"]) == ("python:a", "process name and run_id")
+    assert (bare["b"].world_size, bare["b"].origin["world_size"]) == (2, "GPUs used in the trace (2)")
+    assert bare["a"].world_size == 1
+    assert bare["b"].precision == "unknown" and bare["b"].batch_size is None
+    assert bare["a"].step_source == "tracekit"
     toml = tmp_path / "o.toml"
     toml.write_text('[defaults]\nworkload = "bert"\nbatch_size = 4\ninterconnect = "PCIe"\n'
                     '[runs.b]\nworld_size = 2\nprecision = "amp"\n')
     infos = {i.run_id: i for i in load_runs([a, b], toml)}
     assert infos["b"].workload == "bert" and infos["b"].world_size == 2
     assert infos["b"].precision == "amp" and infos["b"].samples_per_step == 8
-    assert infos["a"].precision == "fp32" and infos["a"].suite == "mlperf"  # from the registry
+    assert infos["a"].precision == "unknown" and infos["a"].suite == "mlperf"  # from the registry
     assert infos["b"].origin["world_size"] == "override" and infos["a"].origin["workload"] == "defaults"
     yaml = pytest.importorskip("yaml")
     y = tmp_path / "o.yaml"

@@ -8,12 +8,14 @@ import typer
 
 from tracekit.cli.app import app
 from tracekit.cli.output import Format, render
+from tracekit.cli.query import STEP_PATTERN
 
 
 @app.command()
 def study(
-    run_dirs: list[Path] = typer.Argument(..., help="Run folders (from `tracekit collect`, or "
-                                          "described by --override)."),
+    run_dirs: list[Path] = typer.Argument(..., help="Run folders (from `tracekit collect` or "
+                                          "`tracekit convert`; keys a manifest lacks are inferred "
+                                          "from the trace or given by --override)."),
     output: Path = typer.Option(..., "-o", "--output", help="Study folder to write (report.html, "
                                 "TABLE.csv, TABLE.parquet, study.json)."),
     override: Path = typer.Option(None, "--override", help="TOML or YAML file giving workload, "
@@ -22,6 +24,10 @@ def study(
                                   "docs/study.md."),
     title: str = typer.Option("tracekit study", "--title", help="Report title."),
     force: bool = typer.Option(False, "--force", help="Replace an existing study folder."),
+    pool: bool = typer.Option(False, "--pool", help="Average runs whose keys (workload, precision, "
+                              "world size, interconnect, batch) are equal into one point; by "
+                              "default every run is its own point."),
+    step_pattern: str = STEP_PATTERN,
 ):
     """Cross-run study: scaling efficiency, mixed precision, host CPU, compute against memory
     traffic, communication; one self-contained HTML report plus CSV and Parquet tables
@@ -30,7 +36,8 @@ def study(
 
     from tracekit.study import build_study
 
-    st, out = build_study(run_dirs, output, override=override, force=force, title=title)
+    st, out = build_study(run_dirs, output, override=override, force=force, title=title, pool=pool,
+                          step_pattern=step_pattern)
     rows = ", ".join(f"{n} {len(t)}" for n, t in st.tables.items())
     Console(stderr=True, highlight=False).print(
         f"wrote {out / 'report.html'} ({len(st.runs)} runs; rows: {rows})")

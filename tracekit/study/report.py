@@ -235,6 +235,23 @@ def _runs_of(study: Study, name: str) -> list[str]:
     return []
 
 
+def runs_table(study: Study) -> pd.DataFrame:
+    """The report's Runs table: one row per run, its keys and where each came from."""
+    def unk(v):
+        return "unknown" if v is None or (isinstance(v, float) and v != v) else v
+
+    return pd.DataFrame([{
+        "run_id": r.run_id, "workload": r.workload, "precision": r.precision,
+        "world_size": unk(r.world_size), "batch_size": unk(r.batch_size),
+        "interconnect": r.interconnect or "", "pass": r.kind, "profiler": r.profiler or "",
+        "steps from": r.step_source or "no steps",
+        "threads/rank": unk(r.threads_per_rank),
+        "keys from": "; ".join(f"{k}: {r.origin[k]}" for k in ("workload", "precision", "world_size",
+                                                                "batch_size", "suite", "interconnect")
+                               if k in r.origin),
+    } for r in study.runs])
+
+
 def render_html(study: Study, figs: dict[str, list[tuple[str, str]]], title: str) -> str:
     esc = html.escape
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{esc(title)}</title>"
@@ -245,13 +262,12 @@ def render_html(study: Study, figs: dict[str, list[tuple[str, str]]], title: str
                  "queries (<code>tracekit queries -v</code>) on these runs; definitions in "
                  "docs/study.md. Tables are also in this folder as CSV and Parquet.</p>")
     parts.append("<h2 id='runs'>Runs</h2>")
-    rdf = pd.DataFrame([{"run_id": r.run_id, "workload": r.workload, "suite": r.suite,
-                         "precision": r.precision, "world_size": r.world_size,
-                         "batch_size": r.batch_size, "interconnect": r.interconnect,
-                         "pass": r.kind, "profiler": r.profiler,
-                         "keys from": ", ".join(sorted(set(r.origin.values())))}
-                        for r in study.runs])
-    parts.append(_html_table(rdf))
+    parts.append(_html_table(runs_table(study)))
+    parts.append("<p class='src'>" + ("Runs with equal keys are pooled (--pool): their values are "
+                 "averaged into one point." if study.pool else "Each run is its own point (pool runs "
+                 "with equal keys with --pool).") + " Keys a manifest lacks are inferred from the "
+                 "trace (docs/study.md); <i>unknown</i> is shown as such, never replaced by a "
+                 "default.</p>")
     parts.append("<ul>" + "".join(f"<li><a href='#{n}'>{esc(TITLES[n])}</a></li>" for n in TITLES)
                  + "</ul>")
     for name in TITLES:
@@ -276,7 +292,7 @@ def render_html(study: Study, figs: dict[str, list[tuple[str, str]]], title: str
 
 
 # -- writing ------------------------------------------------------------------------------------
-INT_COLUMNS = {"world_size", "batch_size", "steps", "kernels", "cpus"}
+INT_COLUMNS = {"world_size", "batch_size", "steps", "kernels", "cpus", "threads_per_rank"}
 TEXT_COLUMNS = {"workload", "suite", "precision", "interconnect", "source", "tensor_core_source", "runs"}
 def _arrow(df: pd.DataFrame, name: str) -> pa.Table:
     df = df[COLUMNS[name]]
@@ -315,7 +331,9 @@ def write_study(study: Study, out_dir: str | os.PathLike, *, force: bool = False
         meta = {"runs": [{"run_id": r.run_id, "path": str(r.path), "workload": r.workload,
                           "suite": r.suite, "precision": r.precision, "world_size": r.world_size,
                           "batch_size": r.batch_size, "interconnect": r.interconnect,
-                          "pass": r.kind, "origin": r.origin} for r in study.runs],
+                          "pass": r.kind, "origin": r.origin, "step_source": r.step_source,
+                          "threads_per_rank": r.threads_per_rank} for r in study.runs],
+                "pool": study.pool,
                 "tables": {n: {"rows": len(study.tables[n]), "queries": SOURCES[n],
                                "reason": study.reasons.get(n)} for n in COLUMNS}}
         (tmp / "study.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
