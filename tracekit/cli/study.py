@@ -53,15 +53,25 @@ def compare(
     fmt: Format = typer.Option(Format.table, "-f", "--format", help="table, csv, json or parquet."),
     output: Path = typer.Option(None, "-o", "--output", help="Write the kernel table here "
                                 "(and the metrics beside it as STEM.metrics.EXT)."),
+    fail_if_slower: float = typer.Option(None, "--fail-if-slower", metavar="PCT",
+                                         help="Regression gate: exit 3 when B's mean step time "
+                                         "(GPU busy time without steps) is more than PCT percent "
+                                         "above A's; the verdict goes to stderr."),
+    step_pattern: str = STEP_PATTERN,
 ):
     """Compare two runs: step time, per-kernel time (new, missing, slower, faster kernels, matched
-    by name), GPU idle time and overlap."""
+    by name), GPU idle time, overlap and copies per kind; --fail-if-slower makes it a gate."""
     import pyarrow as pa
     from rich.console import Console
 
     from tracekit.study import compare_runs
 
-    res = compare_runs(run_a, run_b, threshold=threshold)
+    res = compare_runs(run_a, run_b, threshold=threshold, step_pattern=step_pattern)
+    verdict = None
+    if fail_if_slower is not None:
+        from tracekit.study.gate import gate
+
+        verdict = gate(res["metrics"], fail_if_slower)
     metrics = pa.Table.from_pandas(res["metrics"], preserve_index=False)
     kernels = pa.Table.from_pandas(res["kernels"], preserve_index=False)
     c = res["kernel_counts"]
@@ -73,7 +83,7 @@ def compare(
         render(kernels, fmt, output)
         render(metrics, fmt, mpath)
         Console(stderr=True, highlight=False).print(f"{summary}; wrote {output} and {mpath}")
-        return
+        return _gate_exit(verdict)
     if fmt == Format.table:
         render(metrics, fmt, None, title=f"{res['a']} (a) -> {res['b']} (b)")
         shown = kernels if top == 0 else kernels.slice(0, top)
@@ -81,3 +91,18 @@ def compare(
         Console(stderr=True, highlight=False).print(summary)
     else:
         render(kernels, fmt, None)
+    return _gate_exit(verdict)
+
+
+def _gate_exit(verdict):
+    """Print the --fail-if-slower verdict on stderr; exit 3 when B is too slow."""
+    if verdict is None:
+        return None
+    import sys
+
+    from tracekit.study.gate import EXIT_SLOWER
+
+    print(f"tracekit compare: {verdict.message()}", file=sys.stderr)
+    if verdict.slower:
+        raise typer.Exit(EXIT_SLOWER)
+    return None
