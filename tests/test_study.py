@@ -8,6 +8,7 @@ examples/study_cpu.sh (tiny presets, 1 and 2 Gloo ranks, fp32 and bf16, `traceki
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import shutil
@@ -375,3 +376,45 @@ def test_example_scripts_parse():
     for name in ("study_gpu.sh", "study_cpu.sh"):
         p = subprocess.run(["bash", "-n", str(ROOT / "examples" / name)], capture_output=True, text=True)
         assert p.returncode == 0, p.stderr
+
+
+def test_study_on_foreign_runs_without_override(nsys_run, kineto_run, tmp_path):
+    """Converted runs tracekit did not make (the H100 and V100 nsys exports, two Kineto traces):
+    no override file, keys inferred from the traces, each run its own point."""
+    runs = [nsys_run("nsys2026_h100_2gpu_pytorch_slice"), nsys_run("nsys2020.5_2xv100_p2p_nvlink"),
+            nsys_run("nsys2020.5_2xv100_p2p_via_host"), kineto_run("kineto_a100_nccl_2ranks_rank0"),
+            kineto_run("kineto_mi250_rocm")]
+    out = tmp_path / "study"
+    assert cli(["study", *map(str, runs), "-o", str(out)]) == 0
+    meta = json.loads((out / "study.json").read_text())
+    by = {r["run_id"]: r for r in meta["runs"]}
+    h = by["nsys2026_h100_2gpu_pytorch_slice"]
+    # two processes, each driving one H100: world size 2, from the GPUs the trace used
+    assert (h["world_size"], h["origin"]["world_size"]) == (2, "GPUs used in the trace (2)")
+    # its GEMMs are sm80_xmma_gemm_f32f32_..._ffma kernels: fp32 by name
+    assert h["precision"] == "fp32" and h["origin"]["precision"].startswith("kernel names")
+    assert h["workload"] == "python3:nsys2026_h100_2gpu_pytorch_slice"
+    assert (h["batch_size"], h["origin"]["batch_size"]) == (None, "unknown")
+    k = by["kineto_a100_nccl_2ranks_rank0"]
+    assert (k["world_size"], k["origin"]["world_size"]) == (2, "Kineto distributedInfo.world_size")
+    assert k["step_source"] == "profiler" and by["nsys2020.5_2xv100_p2p_nvlink"]["step_source"] == "detected"
+    # the V100 Jacobi solver has no GEMM kernel: precision unknown, not a default
+    assert by["nsys2020.5_2xv100_p2p_nvlink"]["precision"] == "unknown"
+    sc = pd.read_csv(out / "scaling.csv")
+    assert len(sc) == 5 and sorted(sc.runs) == sorted(r.name for r in runs)  # not pooled
+    assert sc.scaling_efficiency.isna().all()  # batch unknown: samples/s unknown
+    assert "unknown" in meta["tables"]["scaling"]["reason"]
+    html = (out / "report.html").read_text()
+    assert "GPUs used in the trace (2)" in html and "Each run is its own point" in html
+
+
+def test_pool_averages_runs_with_equal_keys(run_factory, tmp_path):
+    a = gpu_run(run_factory, "a", world_size=1, step_ns=1_000_000)
+    b = gpu_run(run_factory, "b", world_size=1, step_ns=3_000_000)
+    out = tmp_path / "s"
+    assert cli(["study", str(a), str(b), "-o", str(out)]) == 0
+    sc = pd.read_csv(out / "scaling.csv")
+    assert sorted(sc.runs) == ["a", "b"] and sorted(sc.step_ns) == [1e6, 3e6]
+    assert cli(["study", str(a), str(b), "-o", str(out), "--force", "--pool"]) == 0
+    sc = pd.read_csv(out / "scaling.csv")
+    assert list(sc.runs) == ["a,b"] and list(sc.step_ns) == [2e6]
