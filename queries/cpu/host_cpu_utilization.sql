@@ -2,7 +2,9 @@
 --
 -- Busy time of a thread is the time it was running on a CPU core: the union of its
 -- cpu_thread_state intervals (nsys SCHED_EVENTS, captured with --cpuctxsw; an interval with no
--- recorded switch-out was closed at the thread's last event, see is_clipped), cut to the window.
+-- recorded switch-out was closed at the thread's last event, see is_clipped; under the torch
+-- profiler, `tracekit collect` writes the runner's CPU-time samples there instead: out_state
+-- 'Sampled'), cut to the window.
 -- OS runtime calls (osrt_api: poll, read, pthread_cond_wait, ...) are reported beside it as
 -- osrt_ns, the union of the thread's calls in the window: time spent inside (mostly blocking)
 -- OS library calls. busy_ns is null when the run has no cpu_thread_state table (not captured),
@@ -15,7 +17,8 @@
 -- run -- the study's host CPU utilization).
 --   cores_busy      = busy_ns / wall_ns: average number of cores kept busy (0-1 for one thread);
 --   cpus            = logical CPUs that appear in the run's scheduling data (a lower bound on
---                     the machine's CPU count);
+--                     the machine's CPU count), or the host's logical cores that `tracekit
+--                     collect` records (manifest environment.host_cpu.cores) when more;
 --   cpu_utilization = busy_ns / (wall_ns * cpus), a fraction 0-1.
 --
 -- @column run_id           id     Run folder the row comes from.
@@ -34,7 +37,7 @@
 -- @column busy_ns          ns     Time running on a CPU core, summed over the level's threads.
 -- @column osrt_ns          ns     Time inside traced OS runtime calls, summed over the level's threads.
 -- @column cores_busy       value  busy_ns / wall_ns: cores kept busy on average.
--- @column cpus             count  Logical CPUs seen in the run's scheduling data.
+-- @column cpus             count  Logical CPUs seen in the run's scheduling data, or the collect manifest's host cores when more.
 -- @column cpu_utilization  value  busy_ns / (wall_ns * cpus), a fraction 0-1.
 WITH tagged AS (
     SELECT run_id, pid, tid, start_ns, end_ns, 'sched' AS cls FROM cpu_thread_state WHERE end_ns > start_ns
@@ -99,8 +102,10 @@ levels AS (
                             (run_id, scope, step_id, step, step_number, step_source, w0, w1, pid),
                             (run_id, scope, step_id, step, step_number, step_source, w0, w1))
 ),
-run_cpus AS (
-    SELECT run_id, count(DISTINCT cpu) AS cpus FROM cpu_thread_state GROUP BY run_id
+run_cpus AS (  -- CPUs seen in the scheduling data, or the host's cores the collect manifest records
+    SELECT c.run_id, greatest(count(DISTINCT c.cpu),
+                              coalesce(any_value(TRY_CAST(json_extract_string(r.manifest, '$.environment.host_cpu.cores') AS BIGINT)), 0)) AS cpus
+    FROM cpu_thread_state c LEFT JOIN runs r ON r.run_id = c.run_id GROUP BY c.run_id
 ),
 sched_captured AS (
     SELECT run_id FROM run_tables WHERE table_name = 'cpu_thread_state' AND captured
