@@ -425,3 +425,17 @@ def test_pool_averages_runs_with_equal_keys(run_factory, tmp_path):
     assert cli(["study", str(a), str(b), "-o", str(out), "--force", "--pool"]) == 0
     sc = pd.read_csv(out / "scaling.csv")
     assert list(sc.runs) == ["a,b"] and list(sc.step_ns) == [2e6]
+
+
+def test_report_tables_in_milliseconds_without_scientific_notation():
+    from tracekit.study.report import _fmt, _html_table
+
+    # 2.5e14 FLOP/s -> '250 T'; 1.2840244e10 ns -> 12,840.244 ms; 0.5224 stays a fraction
+    assert (_fmt(2.5e14), _fmt(3.8e13), _fmt(1234.5), _fmt(0.52242507), _fmt(12.0)) == \
+        ("250 T", "38 T", "1,234", "0.5224", "12")
+    df = pd.DataFrame({"workload": ["w"], "step_ns": [1.2840244e10], "exposed_comm_ns": [3758269.073],
+                       "flop_per_s": [2.5e14]})
+    html = _html_table(df)
+    assert "<th>step (ms)</th>" in html and "<th>exposed comm (ms)</th>" in html
+    assert "<td>12,840.244</td>" in html and "<td>3.758</td>" in html and "<td>250 T</td>" in html
+    assert "e+" not in html

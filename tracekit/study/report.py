@@ -21,9 +21,9 @@ from tracekit.errors import InputError, ToolNotFoundError
 from tracekit.study.tables import COLUMNS, NOT_TENSOR_CORE_NAME_RE, SOURCES, TENSOR_CORE_NAME_RE, Study
 
 TITLES = {
-    "scaling": "Throughput and scaling efficiency against GPU count",
+    "scaling": "Throughput and scaling efficiency against world size (ranks)",
     "precision": "Mixed-precision speed-up and tensor-core share of GPU time",
-    "cpu": "Host CPU utilization against GPU count",
+    "cpu": "Host CPU utilization against world size (ranks)",
     "characterization": "Compute rate against memory traffic (characterization)",
     "communication": "Communication share of step time and exposed communication",
     "interconnect": "NVLink against PCIe",
@@ -196,34 +196,58 @@ def _wrap(text: str, width: int) -> list[str]:
 
 # -- HTML ---------------------------------------------------------------------------------------
 _CSS = """
-body{font-family:sans-serif;max-width:1150px;margin:1em auto;color:#222;font-size:14px}
+body{font-family:sans-serif;max-width:1360px;margin:1em auto;color:#222;font-size:14px}
 h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ccc;margin-top:2em}
-table{border-collapse:collapse;font-size:12px;margin:.5em 0}
+table{border-collapse:collapse;font-size:12px;margin:.5em 0;max-width:100%}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f3f3f3}
-td.t{text-align:left}figure{margin:.5em 0}img{max-width:100%}
+td.t{text-align:left;max-width:26em;overflow-wrap:anywhere}figure{margin:.5em 0}img{max-width:100%}
 figcaption,.src{font-size:12px;color:#555}.why{color:#a33}
-code{background:#f5f5f5;padding:0 2px}
+code{background:#f5f5f5;padding:0 2px;overflow-wrap:anywhere}
 """
+
+_SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"))
 
 
 def _fmt(v) -> str:
+    """A table cell: integers as written, fractions to 4 significant digits, large values with
+    an SI prefix (2.5e14 -> '250 T'), never scientific notation."""
     if v is None or (isinstance(v, float) and v != v):
         return ""
     if isinstance(v, float):
-        if v == 0 or 1e-3 <= abs(v) < 1e6:
-            return f"{v:.4g}"
-        return f"{v:.4e}"
+        if v == 0:
+            return "0"
+        for scale, prefix in _SI:
+            if abs(v) >= scale:
+                return f"{v / scale:.3g} {prefix}"
+        if abs(v) >= 1:
+            return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
+        return f"{v:.4f}".rstrip("0").rstrip(".") if abs(v) >= 1e-4 else "< 0.0001"
     return str(v)
 
 
+def display_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """The table as the report shows it: every ``*_ns`` column in milliseconds, renamed
+    ``* (ms)`` (step_ns -> step (ms)); the CSV and Parquet files keep nanoseconds."""
+    out = df.copy()
+    for c in df.columns:
+        if c.endswith("_ns"):
+            out[c] = pd.to_numeric(df[c], errors="coerce") / 1e6
+            out = out.rename(columns={c: c[:-3].replace("_", " ") + " (ms)"})
+    return out
+
+
 def _html_table(df: pd.DataFrame) -> str:
+    df = display_frame(df)
     head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
     rows = []
     for rec in df.itertuples(index=False):
         cells = []
-        for v in rec:
+        for c, v in zip(df.columns, rec):
             cls = ' class="t"' if isinstance(v, str) else ""
-            cells.append(f"<td{cls}>{html.escape(_fmt(v))}</td>")
+            text = _fmt(v)
+            if c.endswith("(ms)") and isinstance(v, float) and v == v:
+                text = f"{v:,.3f}"  # durations: fixed milliseconds
+            cells.append(f"<td{cls}>{html.escape(text)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
