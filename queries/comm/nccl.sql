@@ -28,11 +28,18 @@
 -- kernels (right for a trace of every rank). Kernels of one collective type on communicators of
 -- different sizes (e.g. tensor- and data-parallel groups) are separate rows, one per n.
 --
+-- With per_step=true the rows are also split by training step (tk_steps, as step_summary: the
+-- step of the kernel's process whose window holds the kernel's start); kernels outside every
+-- step are the rows with a null step_number.
+--
 -- @param ranks BIGINT 0  Ranks in the communicator for the bus-bandwidth factor (0 = infer, see above).
+-- @param per_step BOOLEAN false  Also split rows by training step (step_number, step_source).
 -- @column run_id              id       Run folder the row comes from.
 -- @column pid                 id       Process.
 -- @column rank                id       Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
 -- @column device_id           id       CUDA device ordinal in that process.
+-- @column step_number         count    Step number (tk_steps) of the kernels with per_step=true; null otherwise or outside every step.
+-- @column step_source         enum     'tracekit', 'profiler', 'pattern' or 'detected' with per_step=true; else null.
 -- @column collective          text     Collective type (AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, SendRecv, ...); one row per type and ranks.
 -- @column count               count    NCCL kernels.
 -- @column nccl_ns             ns       Sum of their durations.
@@ -103,14 +110,20 @@ with_n AS (
                      ELSE coalesce(o.group_size, r.group_size, r.world_size, r.gpus) END AS ranks
     FROM o1 o JOIN run_ranks r USING (run_id)
 ),
+stepped AS (
+    SELECT n.*, CASE WHEN getvariable('per_step') AND n.start_ns < s.end_ns THEN s.step_number END AS step_number,
+           CASE WHEN getvariable('per_step') AND n.start_ns < s.end_ns THEN s.step_source END AS step_source
+    FROM with_n n ASOF LEFT JOIN tk_steps() s
+      ON s.run_id = n.run_id AND s.pid = n.pid AND n.start_ns >= s.start_ns
+),
 agg AS (
-    SELECT run_id, pid, device_id, collective, ranks, count(*) AS count,
+    SELECT run_id, pid, device_id, step_number, step_source, collective, ranks, count(*) AS count,
            CAST(sum(end_ns - start_ns) AS BIGINT) AS nccl_ns,
            CAST(sum(c1 - c0) AS BIGINT) AS overlap_ns,
            count(msg_bytes) AS sized_count,
            CAST(sum(msg_bytes) AS BIGINT) AS message_bytes,
            CAST(sum(end_ns - start_ns) FILTER (WHERE msg_bytes IS NOT NULL) AS BIGINT) AS sized_ns
-    FROM with_n GROUP BY run_id, pid, device_id, collective, ranks
+    FROM stepped GROUP BY run_id, pid, device_id, step_number, step_source, collective, ranks
 ),
 with_f AS (
     SELECT *, CASE WHEN collective = 'AllReduce' THEN 2.0 * (ranks - 1) / ranks
@@ -119,7 +132,7 @@ with_f AS (
               END AS bus_factor
     FROM agg
 )
-SELECT f.run_id, f.pid, rk.rank, device_id, collective, count, nccl_ns, overlap_ns, nccl_ns - overlap_ns AS exposed_ns,
+SELECT f.run_id, f.pid, rk.rank, device_id, step_number, step_source, collective, count, nccl_ns, overlap_ns, nccl_ns - overlap_ns AS exposed_ns,
        overlap_ns / nullif(nccl_ns, 0) AS overlap_fraction,
        sized_count, message_bytes, message_bytes / nullif(sized_count, 0) AS avg_message_bytes,
        ranks, bus_factor,
@@ -127,4 +140,4 @@ SELECT f.run_id, f.pid, rk.rank, device_id, collective, count, nccl_ns, overlap_
        1e9 * message_bytes / nullif(sized_ns, 0) * bus_factor AS busbw_bytes_per_s
 FROM with_f f
 LEFT JOIN tk_ranks() rk ON rk.run_id = f.run_id AND rk.pid = f.pid
-ORDER BY f.run_id, f.pid, device_id, nccl_ns DESC, collective, ranks;
+ORDER BY f.run_id, f.pid, device_id, step_number NULLS FIRST, nccl_ns DESC, collective, ranks;
