@@ -82,6 +82,15 @@ class Engine:
         # database is .tmp in the working directory); removed by close()
         self._spill = tempfile.mkdtemp(prefix="tracekit-spill-")
         self._con.execute(f"SET temp_directory = {_lit(self._spill)}")
+        # DuckDB picks quadratic join algorithms for inputs it estimates small: an ASOF join with
+        # <= 64 rows on its left as a nested-loop join plus a group-by, a range join with <= 1000
+        # rows on a side as a piecewise merge join, any join of <= 5 rows a side as a nested
+        # loop. Its estimates of a view over many runs' files are far too small (gpu_idle over
+        # 30 run folders: 49 s instead of 2.5 s, nvtx_gpu_projection 92 s instead of 3.3 s), so
+        # the linear algorithms are always used (ASOF, IEJoin, hash join).
+        self._con.execute("SET asof_loop_join_threshold = 0")
+        self._con.execute("SET merge_join_threshold = 0")
+        self._con.execute("SET nested_loop_join_threshold = 0")
         if threads:
             self._con.execute(f"SET threads = {int(threads)}")
         if memory_limit:
@@ -91,6 +100,7 @@ class Engine:
                 self.close()
                 raise QueryError(f"memory limit {memory_limit!r}: {_one_line(exc)}") from None
         self._created: set[str] = set()  # views, macros and "roofline" created so far
+        self._files_table = False  # tk_table_files (file -> run_id of every view) created
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -143,21 +153,28 @@ class Engine:
         self._created |= want
 
     def _create_view(self, name: str):
+        """One ``read_parquet`` over the literal list of every run's files of table ``name``,
+        joined on the file name with a small (file -> run_id) table: the cost of a view grows
+        with its rows, not with the number of runs or files (docs/performance.md)."""
         tdef = schema.TABLES[name]
-        parts = []
-        for r in self.runs:
-            p = r.table_path(name)
-            if p is not None:
-                parts.append(_run_select(r, p, tdef))
-        if parts:
-            sql = f"CREATE VIEW {name} AS " + "\nUNION ALL\n".join(parts)
-        else:
+        files = [(r.run_id, p.absolute()) for r in self.runs for p in r.table_files(name)]
+        if not files:
             cols = ", ".join(
                 ["CAST(NULL AS VARCHAR) AS run_id"]
                 + [f'CAST(NULL AS {duck_type(c.type)}) AS "{c.name}"' for c in tdef.columns]
             )
-            sql = f"CREATE VIEW {name} AS SELECT {cols} WHERE false"
-        self._con.execute(sql)
+            self._con.execute(f"CREATE VIEW {name} AS SELECT {cols} WHERE false")
+            return
+        self._register_files(name, files)
+        self._con.execute(f"CREATE VIEW {name} AS " + _files_select(name, files, tdef))
+
+    def _register_files(self, name: str, files: list[tuple[str, Path]]) -> None:
+        if not self._files_table:
+            self._con.execute("CREATE TABLE tk_table_files (table_name VARCHAR, run_id VARCHAR, "
+                              "file VARCHAR)")
+            self._files_table = True
+        self._con.executemany("INSERT INTO tk_table_files VALUES (?, ?, ?)",
+                              [(name, run_id, str(p)) for run_id, p in files])
 
     def _create_run_tables(self):
         rows, tables = [], []
@@ -262,20 +279,33 @@ def _roofline_names() -> frozenset[str]:
     return _ROOFLINE_TABLES | {m.group(1).lower() for m in _MACRO.finditer(macros_text())}
 
 
-def _run_select(run: Run, path, tdef) -> str:
-    """SELECT of one run's Parquet file with exactly the schema's columns, in schema order.
+def glob_literal(path: str | os.PathLike) -> str:
+    """``path`` as a DuckDB glob pattern that matches only itself: ``[``, ``*`` and ``?`` (the
+    characters DuckDB's file functions expand) become one-character classes (``[[]``, ``[*]``,
+    ``[?]``), so a run folder named ``run[12]`` reads its own files, not run1's and run2's."""
+    return re.sub(r"([\[*?])", r"[\1]", str(path))
 
-    A column the file lacks (a run folder written before the column was added to the schema)
-    reads as NULL of the schema's type; columns the schema does not know are ignored.
+
+def _files_select(name: str, files: list[tuple[str, Path]], tdef) -> str:
+    """SELECT of every file of one table (all runs) with exactly the schema's columns, in schema
+    order, and ``run_id`` from ``tk_table_files``.
+
+    A column no file has (run folders written before the column was added to the schema) reads
+    as NULL of the schema's type; columns the schema does not know are ignored; files with
+    different column sets are read by name (``union_by_name``), missing columns as NULL.
     """
-    present = set(pq.read_schema(path).names)
-    cols = [f"{_lit(run.run_id)} AS run_id"]
+    names = [tuple(pq.read_schema(p).names) for _, p in files]
+    present = set().union(*names)
+    cols = ["f.run_id AS run_id"]
     for c in tdef.columns:
         if c.name in present:
-            cols.append(f'CAST("{c.name}" AS {duck_type(c.type)}) AS "{c.name}"')
+            cols.append(f'CAST(t."{c.name}" AS {duck_type(c.type)}) AS "{c.name}"')
         else:
             cols.append(f'CAST(NULL AS {duck_type(c.type)}) AS "{c.name}"')
-    return f"SELECT {', '.join(cols)} FROM read_parquet({_lit(path)})"
+    paths = ", ".join(_lit(glob_literal(p)) for _, p in files)
+    by_name = ", union_by_name = true" if len(set(names)) > 1 else ""
+    return (f"SELECT {', '.join(cols)} FROM read_parquet([{paths}], filename = true{by_name}) AS t "
+            f"JOIN tk_table_files AS f ON f.table_name = {_lit(name)} AND f.file = t.filename")
 
 
 def fetch_arrow(result) -> pa.Table:

@@ -203,17 +203,41 @@ class Run:
     def run_id(self) -> str:
         return self.manifest.get("run_id") or self.path.name
 
-    def table_path(self, name: str) -> Path | None:
-        """Path of the table's Parquet file, or None when the run did not capture it.
+    def table_files(self, name: str) -> list[Path]:
+        """The table's Parquet files: one for a run folder of one input (``"file"`` in the
+        manifest), one per rank for a job (``"files"``, layout version 2); ``[]`` when the run
+        did not capture the table.
 
-        Raises :class:`RunFolderError` when the manifest lists the table but its file is missing
+        Raises :class:`RunFolderError` when the manifest lists the table but a file is missing
         or not readable Parquet (a damaged folder must not read as zero rows)."""
         info = self.manifest.get("tables", {}).get(name)
         if info is None:
-            return None
-        p = self.path / info.get("file", f"{name}.parquet")
+            return []
+        if not isinstance(info, dict):
+            raise RunFolderError(f"{MANIFEST}: the entry of table {name} is not an object", path=self.path)
+        rel = info.get("files")
+        if rel is None:
+            rel = [info.get("file", f"{name}.parquet")]
+        if not isinstance(rel, list) or not all(isinstance(f, str) for f in rel):
+            raise RunFolderError(f"{MANIFEST}: the files of table {name} are not a list of names",
+                                 path=self.path)
+        return [self._checked(self.path / f) for f in rel]
+
+    def table_path(self, name: str) -> Path | None:
+        """Path of the table's one Parquet file, or None when the run did not capture it.
+
+        Raises :class:`RunFolderError` for a job's table held in several files (use
+        :meth:`table_files`), and as :meth:`table_files` does."""
+        files = self.table_files(name)
+        if len(files) > 1:
+            raise RunFolderError(f"table {name} is held in {len(files)} files (one per rank); "
+                                 "read them with Run.table_files", path=self.path)
+        return files[0] if files else None
+
+    def _checked(self, p: Path) -> Path:
         if not p.exists():
-            raise RunFolderError(f"{p.name} is listed in {MANIFEST} but missing: the run folder is "
+            raise RunFolderError(f"{p.relative_to(self.path) if p.is_relative_to(self.path) else p.name} "
+                                 f"is listed in {MANIFEST} but missing: the run folder is "
                                  "damaged; convert the input again", path=self.path)
         if p.is_file():
             try:
