@@ -78,10 +78,10 @@ def test_existing_run_folder_is_exit_2_and_untouched(tmp_path, capsys):
     assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
 
 
-def test_force_replaces_existing_folder(tmp_path, capsys):
+def test_force_replaces_existing_run_folder(tmp_path, capsys):
     out = tmp_path / "run"
-    out.mkdir()
-    (out / "keep.txt").write_text("old")
+    assert run(["convert", str(SMALL), "-o", str(out)]) == 0
+    (out / "keep.txt").write_text("old")  # a file left in a run folder tracekit wrote
     assert run(["convert", str(SMALL), "-o", str(out), "--force"]) == 0
     assert (out / "manifest.json").is_file() and not (out / "keep.txt").exists()
 

@@ -31,7 +31,7 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
     for p in inputs:
         mod = detect(p)
         groups.setdefault(mod.NAME, (mod, []))[1].append(Path(p))
-    with RunWriter(run_dir, force=force) as writer:
+    with RunWriter(run_dir, force=force, inputs=inputs) as writer:
         writer.manifest["sources"] = {}
         for name, (mod, paths) in groups.items():
             mod.collect(paths, writer, progress)
