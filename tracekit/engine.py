@@ -218,6 +218,8 @@ class Engine:
             if value is None or (p.name not in params and p.default.upper() == "NULL"):
                 expr = f"CAST(NULL AS {p.type})"
             else:
+                if p.name in params:
+                    value = p.check(value, q.name)  # type and domain (named_queries.Param)
                 expr = f"CAST({_lit(value)} AS {p.type})"
             try:
                 self._con.execute(f"SET VARIABLE {p.name} = {expr}")

@@ -45,9 +45,11 @@ def inside(path: str | os.PathLike, folder: str | os.PathLike) -> bool:
     return p == f or f in p.parents
 
 
-def check_output(path: str | os.PathLike, protect: Iterable[str | os.PathLike] = ()) -> None:
+def check_output(path: str | os.PathLike, protect: Iterable[str | os.PathLike] = (), *,
+                 create_parent: bool = False) -> None:
     """Refuse ``path`` as an output before any work is done: empty name, a directory, a missing
-    parent folder, or a place inside one of the ``protect`` folders (run folders being read)."""
+    parent folder (unless ``create_parent``: it is made when the file is written), or a place
+    inside one of the ``protect`` folders (run folders being read)."""
     text = os.fspath(path)
     if text == STDOUT:
         return
@@ -61,7 +63,7 @@ def check_output(path: str | os.PathLike, protect: Iterable[str | os.PathLike] =
         st = os.stat(text)
     except FileNotFoundError:
         parent = os.path.dirname(os.path.realpath(text))
-        if not os.path.isdir(parent):
+        if not create_parent and not os.path.isdir(parent):
             raise InputError(f"cannot write: the folder {parent} does not exist", path=text) from None
         return
     except OSError as exc:
@@ -71,12 +73,18 @@ def check_output(path: str | os.PathLike, protect: Iterable[str | os.PathLike] =
 
 
 def write_output(path: str | os.PathLike, write: Callable[[BinaryIO], None],
-                 protect: Iterable[str | os.PathLike] = ()) -> None:
+                 protect: Iterable[str | os.PathLike] = (), *, create_parent: bool = False) -> None:
     """Call ``write(f)`` with a binary file object that ends up as ``path`` (see the module text).
+    ``create_parent``: make a missing parent folder (``tracekit plot``) instead of refusing.
 
     Raises :class:`InputError` for the cases the module text lists; nothing is left behind."""
-    check_output(path, protect)
+    check_output(path, protect, create_parent=create_parent)
     text = os.fspath(path)
+    if create_parent and text != STDOUT:
+        try:
+            os.makedirs(os.path.dirname(os.path.realpath(text)), exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot write: {_reason(exc)}", path=text) from None
     if text == STDOUT:
         out = sys.stdout.buffer
         write(out)

@@ -80,7 +80,7 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
     """
     from tracekit.outfile import check_output
 
-    check_output(output, run_dirs)
+    check_output(output, run_dirs, create_parent=True)
     kernels, ceilings, nsys_shares = roofline_data(run_dirs, params)
     nsys_runs = {run for run, _ in nsys_shares}
     if not kernels:
@@ -188,6 +188,6 @@ def _save(fig, out: Path, protect=()) -> None:
 
     fmt = out.suffix.lstrip(".").lower() or "png"
     try:
-        write_output(out, lambda f: fig.savefig(f, format=fmt), protect)
+        write_output(out, lambda f: fig.savefig(f, format=fmt), protect, create_parent=True)
     except ValueError as exc:  # an image format matplotlib does not know
         raise InputError(f"cannot write the plot: {' '.join(str(exc).split())}", path=out) from None

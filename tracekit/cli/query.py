@@ -89,7 +89,8 @@ def queries(
     for q in all_queries().values():
         desc = q.description
         if verbose:
-            extra = [f"--param {p.name}={p.default} ({p.type}): {p.description}" for p in q.params]
+            extra = [f"--param {p.name}={p.default} ({p.type}{', ' + p.domain if p.domain else ''}): "
+                     f"{p.description}" for p in q.params]
             extra += [f"{c.name} [{c.unit}]: {c.description}" for c in q.columns]
             desc = "\n".join([desc] + extra)
         t.add_row(q.name, q.topic, desc)
