@@ -272,7 +272,7 @@ def test_damaged_run_folder_is_exit_2_never_zero_rows(damage, needles, small_run
 def test_bad_query_parameters(small_run, capsys):
     capsys.readouterr()
     assert run(["query", "kernel_summary", str(small_run), "--param", "top=abc"]) == 2
-    _assert_one_line(capsys, "parameter top='abc' is not a valid BIGINT")
+    _assert_one_line(capsys, "parameter top='abc' is not a whole number (BIGINT)")
     assert run(["query", "kernel_summary", str(small_run), "--param", "nope=1"]) == 2
     _assert_one_line(capsys, "has no parameter 'nope'")
 
