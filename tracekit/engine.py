@@ -68,7 +68,7 @@ class Engine:
     """
 
     def __init__(self, run_dirs: Sequence[str | os.PathLike], *, threads: int | None = None,
-                 memory_limit: str | None = None):
+                 memory_limit: str | None = None, external_access: bool = True):
         self.runs: list[Run] = [open_run(p) for p in run_dirs]
         seen: dict[str, Run] = {}
         for r in self.runs:
@@ -101,6 +101,8 @@ class Engine:
                 raise QueryError(f"memory limit {memory_limit!r}: {_one_line(exc)}") from None
         self._created: set[str] = set()  # views, macros and "roofline" created so far
         self._files_table = False  # tk_table_files (file -> run_id of every view) created
+        self._external = external_access  # False: sql() reads only the run folders' tables
+        self._locked = False
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -195,8 +197,21 @@ class Engine:
 
     # -- running --------------------------------------------------------------------------
     def sql(self, text: str) -> pa.Table:
-        """Run ad-hoc SQL over the views; returns an Arrow table. :class:`QueryError` on failure."""
+        """Run ad-hoc SQL over the views; returns an Arrow table. :class:`QueryError` on failure.
+
+        With ``external_access=False`` (``tracekit sql`` without ``--allow-external``) the
+        statement may read no file but the run folders' tables, write none, attach nothing and
+        change no setting (:mod:`tracekit.sql_guard`)."""
+        if not self._external:
+            from tracekit.sql_guard import check_statements
+
+            check_statements(text)
         self._prepare(text)
+        if not self._external and not self._locked:
+            from tracekit.sql_guard import lock
+
+            lock(self._con, self.runs, self._spill)
+            self._locked = True
         try:
             return fetch_arrow(self._con.sql(text))
         except duckdb.Error as exc:
@@ -220,6 +235,8 @@ class Engine:
             if value is None or (p.name not in params and p.default.upper() == "NULL"):
                 expr = f"CAST(NULL AS {p.type})"
             else:
+                if p.name in params:
+                    value = p.check(value, q.name)  # type and domain (named_queries.Param)
                 expr = f"CAST({_lit(value)} AS {p.type})"
             try:
                 self._con.execute(f"SET VARIABLE {p.name} = {expr}")

@@ -41,7 +41,10 @@ def file_base_ns(st: FileState) -> int:
         return 0
     v = to_int(base)
     if v is None:
-        raise InputError(f"baseTimeNanoseconds is not an integer: {base!r}", path=st.path)
+        raise InputError(f"baseTimeNanoseconds is not an integer: {str(base)[:40]!r}", path=st.path)
+    if not 0 <= v < 1 << 62:  # timestamps are int64 ns from it; 2^62 ns is year 2116
+        raise InputError(f"baseTimeNanoseconds {str(base)[:40]} is out of range (int64 ns since "
+                         "the Unix epoch)", path=st.path)
     return v
 
 
@@ -457,6 +460,7 @@ def source_entry(st: FileState) -> dict:
         "invalid_kernels": st.invalid_kernels,
         "invalid_kernel_names": dict(sorted(st.invalid_kernel_names.items())[:20]),
         "bad_timestamps": st.bad_timestamps,
+        "strings_truncated": st.strings_truncated,
         "flows": st.flow_counts,
         "collectives": st.comm_counts,
         "tracekit_ranges": st.has_tracekit_step,

@@ -159,6 +159,8 @@ class FileState:
         self.invalid_kernels = 0
         self.invalid_kernel_names: dict[str, int] = {}
         self.bad_timestamps = 0
+        self.strings_truncated = 0  # text values cut at guard.MAX_STRING_BYTES
+        self.events_seen = 0
         self.has_tracekit_step = False
         self.nvtx_rows = 0
         self.metadata: dict = {}

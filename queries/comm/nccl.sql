@@ -28,7 +28,7 @@
 -- kernels (right for a trace of every rank). Kernels of one collective type on communicators of
 -- different sizes (e.g. tensor- and data-parallel groups) are separate rows, one per n.
 --
--- @param ranks BIGINT 0  Ranks in the communicator for the bus-bandwidth factor (0 = infer, see above).
+-- @param ranks BIGINT 0 [>=0]  Ranks in the communicator for the bus-bandwidth factor (0 = infer, see above).
 -- @column run_id              id       Run folder the row comes from.
 -- @column pid                 id       Process.
 -- @column rank                id       Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.

@@ -11,7 +11,7 @@
 -- of the summed range time of its run; nested ranges add up, so it is not a share of wall time.
 -- Sorted by total time, descending.
 --
--- @param top BIGINT 0  Keep only the N rows with the most total time in each run (0 = all).
+-- @param top BIGINT 0 [>=0]  Keep only the N rows with the most total time in each run (0 = all).
 -- @column run_id     id     Run folder the row comes from.
 -- @column domain     text   NVTX domain name; '' for the default domain.
 -- @column name       text   Range name (message).

@@ -11,13 +11,13 @@
 -- (tracekit/roofline/gpu_peaks.csv); a GPU in neither is an error naming it. Anything missing is
 -- NULL, with the reason in `missing`, never 0. docs/roofline.md has every definition.
 --
--- @param per VARCHAR kernel  'kernel' (one row per kernel name and GPU) or 'launch' (one row per launch).
--- @param ceilings VARCHAR auto  'auto' (report peaks, else the table), 'report', 'table', or 'none' (no ceilings, no GPU lookup).
+-- @param per VARCHAR kernel [kernel|launch]  'kernel' (one row per kernel name and GPU) or 'launch' (one row per launch).
+-- @param ceilings VARCHAR auto [auto|report|table|none]  'auto' (report peaks, else the table), 'report', 'table', or 'none' (no ceilings, no GPU lookup).
 -- @param gpu VARCHAR NULL  Look up the table under this device name instead of the report's (e.g. for --page details CSVs that do not name the GPU).
 -- @param tensor_datatype VARCHAR NULL  Datatype of the tensor ceiling when the counters do not tell it (default fp16).
--- @param sparsity VARCHAR dense  Tensor ceiling from the table: 'dense' or 'sparse'.
+-- @param sparsity VARCHAR dense [dense|sparse]  Tensor ceiling from the table: 'dense' or 'sparse'.
 -- @param merge_passes BOOLEAN false  Pool the metrics of the k-th launch of each kernel name across passes (input files / processes), for counters collected in separate ncu runs.
--- @param min_roof_pct DOUBLE 20  Below this percentage of the roof at its intensity a kernel is labelled 'latency' (neither memory- nor compute-bound).
+-- @param min_roof_pct DOUBLE 20 [0..100]  Below this percentage of the roof at its intensity a kernel is labelled 'latency' (neither memory- nor compute-bound).
 -- @column run_id  id  Run folder the row comes from.
 -- @column kernel_name  text  Kernel name as ncu prints it (demangled).
 -- @column device_name  text  GPU (device__attribute_display_name).

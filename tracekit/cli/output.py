@@ -5,9 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 import sys
-import tempfile
 from enum import Enum
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from tracekit.errors import InputError
+from tracekit.outfile import write_output
 
 
 class Format(str, Enum):
@@ -47,8 +46,11 @@ def _json_value(v):
     return v
 
 
-def render(result: pa.Table, fmt: Format, output: Path | None, title: str | None = None) -> None:
-    """Write ``result`` in ``fmt`` to ``output`` (atomically) or stdout. Parquet needs ``output``."""
+def render(result: pa.Table, fmt: Format, output: Path | None, title: str | None = None,
+           protect=()) -> None:
+    """Write ``result`` in ``fmt`` to ``output`` or stdout (``-`` is stdout too); the file rules
+    (devices, symlinks, modes, folders in ``protect`` refused) are :func:`tracekit.outfile.write_output`'s.
+    Parquet needs ``output``."""
     if fmt == Format.parquet and output is None:
         raise InputError("--format parquet needs --output FILE")
     if fmt == Format.table and output is None:
@@ -67,7 +69,7 @@ def render(result: pa.Table, fmt: Format, output: Path | None, title: str | None
         Console(width=max(100, Console().width)).print(t)
         return
     if fmt == Format.parquet:
-        _atomic_write(output, lambda f: pq.write_table(result, f), binary=True)
+        write_output(output, lambda f: pq.write_table(result, f), protect)
         return
     if fmt == Format.csv or fmt == Format.table:
         buf = io.BytesIO()
@@ -79,17 +81,4 @@ def render(result: pa.Table, fmt: Format, output: Path | None, title: str | None
     if output is None:
         sys.stdout.write(text)
     else:
-        _atomic_write(output, lambda f: f.write(text.encode()), binary=True)
-
-
-def _atomic_write(path: Path, write, binary: bool):
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        write_output(output, lambda f: f.write(text.encode()), protect)

@@ -9,10 +9,11 @@ import typer
 from tracekit.cli.app import app
 from tracekit.cli.output import Format, render
 from tracekit.errors import QueryError
+from tracekit.outfile import check_output
 
 _RUNS = typer.Argument(..., help="One or more run folders (made by `tracekit convert` or `collect`).")
 _FORMAT = typer.Option(Format.table, "--format", "-f", help="Output format.")
-_OUTPUT = typer.Option(None, "--output", "-o", help="Write to FILE instead of stdout.")
+_OUTPUT = typer.Option(None, "--output", "-o", help="Write to FILE instead of stdout (`-`: stdout).")
 _MEMORY = typer.Option(
     None, "--memory-limit", envvar="TRACEKIT_MEMORY_LIMIT",
     help="DuckDB memory limit, e.g. 1GB (default: DuckDB's, 80% of RAM); past it, joins and sorts "
@@ -41,9 +42,12 @@ def query(
     """Run a named query over one or more run folders."""
     from tracekit.engine import Engine
 
+    params = parse_params(param)
+    if output is not None:
+        check_output(output, run_dirs)
     with Engine(run_dirs, memory_limit=memory_limit) as eng:
-        result = eng.query(name, parse_params(param))
-    render(result, format, output, title=name)
+        result = eng.query(name, params)
+    render(result, format, output, title=name, protect=run_dirs)
 
 
 @app.command()
@@ -53,13 +57,19 @@ def sql(
     format: Format = _FORMAT,
     output: Path = _OUTPUT,
     memory_limit: str = _MEMORY,
+    allow_external: bool = typer.Option(
+        False, "--allow-external", help="Let the SQL read and write any file DuckDB can (COPY, "
+        "read_csv, ATTACH, ...). Without it the statement reads only the run folders' tables."),
 ):
-    """Run ad-hoc DuckDB SQL over one or more run folders (same table names as named queries)."""
+    """Run ad-hoc DuckDB SQL over one or more run folders (same table names as named queries).
+    Without --allow-external it reads no other file and writes none (docs/robustness.md)."""
     from tracekit.engine import Engine
 
-    with Engine(run_dirs, memory_limit=memory_limit) as eng:
+    if output is not None:
+        check_output(output, run_dirs)
+    with Engine(run_dirs, memory_limit=memory_limit, external_access=allow_external) as eng:
         result = eng.sql(statement)
-    render(result, format, output)
+    render(result, format, output, protect=run_dirs)
 
 
 @app.command()
@@ -79,7 +89,8 @@ def queries(
     for q in all_queries().values():
         desc = q.description
         if verbose:
-            extra = [f"--param {p.name}={p.default} ({p.type}): {p.description}" for p in q.params]
+            extra = [f"--param {p.name}={p.default} ({p.type}{', ' + p.domain if p.domain else ''}): "
+                     f"{p.description}" for p in q.params]
             extra += [f"{c.name} [{c.unit}]: {c.description}" for c in q.columns]
             desc = "\n".join([desc] + extra)
         t.add_row(q.name, q.topic, desc)

@@ -52,8 +52,15 @@ def compare(
     import pyarrow as pa
     from rich.console import Console
 
+    from tracekit.outfile import check_output
     from tracekit.study import compare_runs
 
+    if output is not None and str(output) == "-":
+        output = None  # stdout: the kernel table, as without -o
+    if output is not None:
+        check_output(output, [run_a, run_b])
+        mpath = output.with_name(f"{output.stem}.metrics{output.suffix}")
+        check_output(mpath, [run_a, run_b])
     res = compare_runs(run_a, run_b, threshold=threshold)
     metrics = pa.Table.from_pandas(res["metrics"], preserve_index=False)
     kernels = pa.Table.from_pandas(res["kernels"], preserve_index=False)
@@ -62,9 +69,8 @@ def compare(
                f"{c['slower']} slower, {c['faster']} faster, {c['same']} same "
                f"(threshold {threshold:g})")
     if output is not None:
-        mpath = output.with_name(f"{output.stem}.metrics{output.suffix}")
-        render(kernels, fmt, output)
-        render(metrics, fmt, mpath)
+        render(kernels, fmt, output, protect=[run_a, run_b])
+        render(metrics, fmt, mpath, protect=[run_a, run_b])
         Console(stderr=True, highlight=False).print(f"{summary}; wrote {output} and {mpath}")
         return
     if fmt == Format.table:

@@ -26,5 +26,9 @@ def build_study(run_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLik
     """Compute the study over ``run_dirs`` and write it to ``out_dir``; returns (study, path)."""
     from tracekit.study.report import write_study
 
+    from tracekit.runfolder import check_replaceable
+
+    check_replaceable(out_dir, force=force, inputs=run_dirs, marker="study.json", key="tables",
+                      what="study folder")
     study = build_tables(load_runs(run_dirs, override))
-    return study, write_study(study, out_dir, force=force, title=title)
+    return study, write_study(study, out_dir, force=force, title=title, inputs=run_dirs)

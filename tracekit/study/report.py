@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracekit.errors import InputError, ToolNotFoundError
+from tracekit.errors import ToolNotFoundError
 from tracekit.study.tables import COLUMNS, NOT_TENSOR_CORE_NAME_RE, SOURCES, TENSOR_CORE_NAME_RE, Study
 
 TITLES = {
@@ -294,14 +294,17 @@ def _arrow(df: pd.DataFrame, name: str) -> pa.Table:
 
 
 def write_study(study: Study, out_dir: str | os.PathLike, *, force: bool = False,
-                title: str = "tracekit study") -> Path:
+                title: str = "tracekit study", inputs=()) -> Path:
     """Write report.html, NAME.csv and NAME.parquet for every table, and study.json (runs,
     reasons, sources) into ``out_dir`` atomically (temp folder + rename)."""
     import pyarrow.csv as pacsv
 
+    from tracekit.runfolder import check_replaceable
+
     out = Path(out_dir).absolute()
-    if out.exists() and not force and (not out.is_dir() or any(out.iterdir())):
-        raise InputError(f"{out}: already exists (use --force to replace it)")
+    # only a study folder tracekit wrote is replaced, never a run folder read (nor anything else)
+    check_replaceable(out, force=force, inputs=inputs, marker="study.json", key="tables",
+                      what="study folder")
     figs = figures(study)
     tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -319,7 +322,9 @@ def write_study(study: Study, out_dir: str | os.PathLike, *, force: bool = False
                 "tables": {n: {"rows": len(study.tables[n]), "queries": SOURCES[n],
                                "reason": study.reasons.get(n)} for n in COLUMNS}}
         (tmp / "study.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
-        if out.exists():
+        if os.path.lexists(out):
+            check_replaceable(out, force=force, inputs=inputs, marker="study.json", key="tables",
+                              what="study folder")
             old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
             os.rename(out, old)
             os.rename(tmp, out)
