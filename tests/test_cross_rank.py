@@ -133,3 +133,34 @@ def test_stragglers_32_ranks(job):
     assert sorted(r["rank"] for r in got) == list(range(RANKS))
     # every rank runs the same steps (shifted clocks do not change durations)
     assert {r["step_ns_vs_median"] for r in got} == ({1.0} if has_steps else {None})
+
+
+# -- nccl: unions, not sums --------------------------------------------------------------------
+AR = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+AG = "ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def test_nccl_times_are_unions_per_gpu(run_factory):
+    # one GPU (pid 1, device 0):
+    #   AllReduce on stream 20 [0,100) and [300,400), on stream 21 [50,150)  (concurrent)
+    #   AllGather on stream 22 [350,500)
+    #   compute on stream 7 [80,120), [380,390), [450,600)
+    ks = [(0, 100, 20, AR), (300, 400, 20, AR), (50, 150, 21, AR), (350, 500, 22, AG),
+          (80, 120, 7, "gemm"), (380, 390, 7, "gemm"), (450, 600, 7, "gemm")]
+    run = run_factory({"kernels": {
+        "start_ns": [k[0] for k in ks], "end_ns": [k[1] for k in ks], "duration_ns": [k[1] - k[0] for k in ks],
+        "pid": [1] * 7, "device_id": [0] * 7, "stream_id": [k[2] for k in ks],
+        "correlation_id": list(range(1, 8)), "name": [k[3] for k in ks]}})
+    with Engine([run]) as eng:
+        got = {r["collective"]: r for r in eng.query("nccl").to_pylist()}
+    ar, ag = got["AllReduce"], got["AllGather"]
+    # AllReduce union [0,150) + [300,400) = 250 (the sum of durations would be 300); overlap with
+    # compute [80,120) 40 + [380,390) 10 = 50; exposed 200
+    assert (ar["count"], ar["nccl_ns"], ar["overlap_ns"], ar["exposed_ns"]) == (3, 250, 50, 200)
+    assert ar["overlap_fraction"] == 0.2
+    # AllGather [350,500) = 150; overlap [380,390) 10 + [450,500) 50 = 60; exposed 90
+    assert (ag["count"], ag["nccl_ns"], ag["overlap_ns"], ag["exposed_ns"]) == (1, 150, 60, 90)
+    # the GPU over both types: NCCL union [0,150) + [300,500) = 350 (rows sum to 400); overlap
+    # 40 + 10 + 50 = 100; exposed 250 = all-kernel union 450 - compute union 200
+    for r in (ar, ag):
+        assert (r["gpu_nccl_ns"], r["gpu_overlap_ns"], r["gpu_exposed_ns"]) == (350, 100, 250)
