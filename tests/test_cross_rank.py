@@ -164,3 +164,85 @@ def test_nccl_times_are_unions_per_gpu(run_factory):
     # 40 + 10 + 50 = 100; exposed 250 = all-kernel union 450 - compute union 200
     for r in (ar, ag):
         assert (r["gpu_nccl_ns"], r["gpu_overlap_ns"], r["gpu_exposed_ns"]) == (350, 100, 250)
+
+
+# -- rank_summary, and stragglers' step ratio, on two hand-written ranks -------------------------
+def cols(rows, names):
+    out = {c: [r[i] for r in rows] for i, c in enumerate(names)}
+    if "start_ns" in out and "end_ns" in out:
+        out["duration_ns"] = [b - a for a, b in zip(out["start_ns"], out["end_ns"])]
+    return out
+
+
+@pytest.fixture
+def two_ranks(run_factory):
+    # rank 0 = pid 1, step 0 [0,1000): compute [100,400) stream 7, AllReduce [300,600) stream 2,
+    #   memcpy [700,800) launched by a call [650,750) (still running when the GPU went idle at
+    #   600: the gap [600,700) is host overhead); gaps [0,100) and [800,1000) have no launch call
+    # rank 1 = pid 2, step 0 [0,2000): compute [0,1000), AllReduce [900,1200)
+    kn = ("start_ns", "end_ns", "pid", "device_id", "stream_id", "correlation_id", "name")
+    return run_factory({
+        "kernels": cols([(100, 400, 1, 0, 7, 1, "gemm"), (300, 600, 1, 0, 2, 2, AR),
+                         (0, 1000, 2, 0, 7, 1, "gemm"), (900, 1200, 2, 0, 2, 2, AR)], kn),
+        "memcpy": cols([(700, 800, 1, 0, 7, 3, 4096, "HtoD")], kn[:6] + ("bytes", "kind")),
+        "cuda_api": cols([(650, 750, 1, 1, 3, "cudaMemcpyAsync")],
+                         ("start_ns", "end_ns", "pid", "tid", "correlation_id", "name")),
+        "nvtx_ranges": cols([(1, "step 0", 0, 1000, 1), (2, "step 0", 0, 2000, 2)],
+                            ("range_id", "name", "start_ns", "end_ns", "pid")) | {
+            "domain": ["tracekit"] * 2, "tid": [1, 2], "style": ["push/pop"] * 2},
+        "processes": {"pid": [1, 2], "name": ["python", "python"], "rank": [0, 1]},
+    }, name="two")
+
+
+def test_rank_summary_against_the_median_rank(two_ranks):
+    from tracekit.named_queries import get_query
+
+    with Engine([two_ranks]) as eng:
+        t = eng.query("rank_summary")
+        got = t.to_pylist()
+    assert t.column_names == [c.name for c in get_query("rank_summary").columns]
+    r0, r1 = got
+    # rank 0: busy [100,600) + [700,800) = 600; compute 300; NCCL 300; kernels [100,600) = 500, so
+    # exposed = 500 - 300 = 200 (NCCL alone in [400,600)); idle 1000 - 600 = 400, of which the
+    # gap [600,700) = 100 waited on the host
+    assert (r0["rank"], r0["step"], r0["pid"], r0["step_ns"], r0["gpu_busy_ns"], r0["compute_ns"],
+            r0["comm_ns"], r0["exposed_comm_ns"], r0["idle_ns"], r0["host_overhead_ns"]) == \
+        (0, 0, 1, 1000, 600, 300, 300, 200, 400, 100)
+    # rank 1: busy [0,1200) = 1200; compute 1000; NCCL 300; exposed [1000,1200) = 200; idle 800
+    # (the trailing gap: no next activity, not the host's)
+    assert (r1["rank"], r1["step_ns"], r1["gpu_busy_ns"], r1["compute_ns"], r1["comm_ns"],
+            r1["exposed_comm_ns"], r1["idle_ns"], r1["host_overhead_ns"]) == \
+        (1, 2000, 1200, 1000, 300, 200, 800, 0)
+    # medians of two ranks are their means: step 1500, busy 900, compute 650, comm 300,
+    # exposed 200, idle 600, host 50
+    assert (r0["step_ns_vs_median"], r1["step_ns_vs_median"]) == (pytest.approx(2 / 3), pytest.approx(4 / 3))
+    assert (r0["gpu_busy_ns_vs_median"], r1["gpu_busy_ns_vs_median"]) == (pytest.approx(2 / 3), pytest.approx(4 / 3))
+    assert (r0["compute_ns_vs_median"], r1["compute_ns_vs_median"]) == (pytest.approx(300 / 650), pytest.approx(1000 / 650))
+    assert r0["comm_ns_vs_median"] == r1["comm_ns_vs_median"] == 1.0
+    assert r0["exposed_comm_ns_vs_median"] == r1["exposed_comm_ns_vs_median"] == 1.0
+    assert (r0["idle_ns_vs_median"], r1["idle_ns_vs_median"]) == (pytest.approx(2 / 3), pytest.approx(4 / 3))
+    assert (r0["host_overhead_ns_vs_median"], r1["host_overhead_ns_vs_median"]) == (2.0, 0.0)
+
+
+def test_stragglers_and_skew_on_two_ranks(two_ranks):
+    from tracekit.named_queries import get_query
+
+    with Engine([two_ranks]) as eng:
+        skew = eng.query("collective_skew")
+        strag = eng.query("stragglers")
+    for name, t in (("collective_skew", skew), ("stragglers", strag)):
+        assert t.column_names == [c.name for c in get_query(name).columns]
+    # the AllReduce starts at 300 on rank 0 and 900 on rank 1: skew 600, rank 1 last, its kernel
+    # (300 ns) is the transfer; no collectives row, so no process group and no size
+    [s] = skew.to_pylist()
+    assert (s["process_group"], s["collective"], s["seq"], s["ranks"], s["first_start_ns"], s["last_start_ns"],
+            s["skew_ns"], s["last_rank"], s["transfer_ns"], s["bytes"], s["algo_bw_bytes_per_s"]) == \
+        (None, "AllReduce", 1, 2, 300, 900, 600, 1, 300, None, None)
+    r1, r0 = strag.to_pylist()
+    # rank 1 held the collective up 600 ns alone; rank 0 waited 600 ns; mean step times 2000 and
+    # 1000 against their median 1500
+    assert (r1["rank"], r1["collectives"], r1["last_arrivals"], r1["delay_caused_ns"], r1["mean_wait_ns"]) == \
+        (1, 1, 1, 600, 0)
+    assert (r0["rank"], r0["collectives"], r0["last_arrivals"], r0["delay_caused_ns"], r0["mean_wait_ns"]) == \
+        (0, 1, 0, 0, 600)
+    assert (r1["step_ns_vs_median"], r0["step_ns_vs_median"]) == (pytest.approx(4 / 3), pytest.approx(2 / 3))
