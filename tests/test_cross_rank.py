@@ -246,3 +246,40 @@ def test_stragglers_and_skew_on_two_ranks(two_ranks):
     assert (r0["rank"], r0["collectives"], r0["last_arrivals"], r0["delay_caused_ns"], r0["mean_wait_ns"]) == \
         (0, 1, 0, 0, 600)
     assert (r1["step_ns_vs_median"], r0["step_ns_vs_median"]) == (pytest.approx(4 / 3), pytest.approx(2 / 3))
+
+
+# -- a real 2-process nsys export ----------------------------------------------------------------
+def test_collective_skew_on_a_two_process_nsys_export(tmp_path):
+    """The 2-GPU H100 export (two processes, pids 111 and 112, one GPU each) holds no NCCL
+    kernel; its 30 + 30 `vectorized_gather_kernel` launches (the same program step on each
+    process) are renamed to an NCCL AllGather kernel, keeping their real timestamps. The skews
+    must equal the raw start differences of the i-th kernel on each process, read here with sqlite3."""
+    import sqlite3
+
+    from conftest import edited_export
+
+    nccl = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+    src = edited_export(tmp_path, "nsys2026_h100_2gpu_pytorch_slice", f"""
+        INSERT INTO StringIds (id, value) SELECT max(id) + 1, '{nccl}' FROM StringIds;
+        UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = (SELECT max(id) FROM StringIds),
+               shortName = (SELECT max(id) FROM StringIds) WHERE demangledName = 331029;""")
+    con = sqlite3.connect(src)
+    raw = {}
+    for gpid, start, end in con.execute(
+            "SELECT globalPid, start, end FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE demangledName = "
+            "(SELECT max(id) FROM StringIds) ORDER BY start"):
+        raw.setdefault((gpid >> 24) & 0xFFFFFF, []).append((start, end))
+    con.close()
+    assert sorted(raw) == [111, 112] and len(raw[111]) == len(raw[112]) == 30
+    run = convert([src], tmp_path / "run")
+    with Engine([run]) as eng:
+        known = dict(tuple(r.values()) for r in eng.sql("SELECT pid, rank FROM processes WHERE rank IS NOT NULL").to_pylist())
+        got = eng.query("collective_skew").to_pylist()
+    rank = {pid: known.get(pid, i) for i, pid in enumerate((111, 112))}  # no ranks recorded: ordinals
+    assert len(got) == 30
+    for i, row in enumerate(got):
+        (s1, e1), (s2, e2) = raw[111][i], raw[112][i]
+        last = 111 if s1 > s2 or (s1 == s2 and rank[111] < rank[112]) else 112  # ties: lowest rank
+        assert (row["collective"], row["seq"], row["ranks"], row["process_group"]) == ("AllGather", i + 1, 2, None)
+        assert (row["first_start_ns"], row["last_start_ns"], row["skew_ns"]) == (min(s1, s2), max(s1, s2), abs(s1 - s2))
+        assert (row["last_rank"], row["transfer_ns"]) == (rank[last], (e1 - s1) if last == 111 else (e2 - s2))
