@@ -361,8 +361,10 @@ CREATE OR REPLACE TEMP MACRO tk_collective_type(raw) AS
 -- rank: tk_ranks(); in a run where no participant has a known rank, the participant's ordinal
 -- (0-based) by (pid, device_id) instead, so a multi-process nsys export without rank
 -- information still pairs its processes.
--- seq: the call's position (1 = first) among its participant's calls of the same process group
--- and collective type, by start: the i-th AllReduce of a process group on one rank is matched
+-- seq: the collective's sequence number in its process group when the input records it
+-- (collectives.seq: PyTorch's 'Seq' argument, the same on every member rank, so ranks whose traces
+-- start at different collectives still match); else the call's position (1 = first) among its
+-- participant's calls of the same process group and collective type, by start: the i-th AllReduce of a process group on one rank is matched
 -- with the i-th on every other rank (NCCL and Gloo require every member to issue a group's
 -- collectives in the same order). A rank whose trace starts one collective late is therefore
 -- misaligned; trace the same window on every rank (tracekit collect does).
@@ -370,7 +372,7 @@ CREATE OR REPLACE TEMP MACRO tk_comm_calls() AS TABLE
 WITH coll AS (
     SELECT run_id, pid, device_id, correlation_id, any_value(collective) AS collective,
            any_value(greatest(in_bytes, out_bytes)) AS bytes, any_value(group_size) AS group_size,
-           any_value(process_group) AS process_group
+           any_value(process_group) AS process_group, any_value(seq) AS pg_seq
     FROM collectives WHERE correlation_id IS NOT NULL
     GROUP BY run_id, pid, device_id, correlation_id
 ),
@@ -378,7 +380,7 @@ gpu AS (
     SELECT k.run_id, k.pid, k.device_id, 'nccl' AS backend, c.process_group,
            tk_collective_type(coalesce(c.collective, regexp_extract(k.name, 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1)))
                AS collective,
-           k.start_ns, k.end_ns, c.bytes, c.group_size
+           k.start_ns, k.end_ns, c.bytes, c.group_size, c.pg_seq
     FROM kernels k LEFT JOIN coll c
       ON c.run_id = k.run_id AND c.pid IS NOT DISTINCT FROM k.pid
      AND c.device_id IS NOT DISTINCT FROM k.device_id AND c.correlation_id = k.correlation_id
@@ -404,7 +406,8 @@ has_any AS (
 cpu AS (
     SELECT r.run_id, r.pid, CAST(NULL AS INTEGER) AS device_id, 'gloo' AS backend,
            CAST(NULL AS VARCHAR) AS process_group, tk_collective_type(r.op) AS collective,
-           r.start_ns, r.end_ns, CAST(NULL AS BIGINT) AS bytes, CAST(NULL AS INTEGER) AS group_size
+           r.start_ns, r.end_ns, CAST(NULL AS BIGINT) AS bytes, CAST(NULL AS INTEGER) AS group_size,
+           CAST(NULL AS BIGINT) AS pg_seq
     FROM cpu_ranges r JOIN has_any h ON h.run_id = r.run_id AND h.pid IS NOT DISTINCT FROM r.pid
     WHERE NOT h.nccl AND (r.kind = 'gloo' OR NOT h.gloo) AND r.op <> ''
 ),
@@ -419,8 +422,8 @@ parts AS (
     LEFT JOIN tk_ranks() r ON r.run_id = p.run_id AND r.pid = p.pid
 )
 SELECT c.*, CAST(CASE WHEN p.known_in_run > 0 THEN p.known_rank ELSE p.ordinal END AS INTEGER) AS rank,
-       row_number() OVER (PARTITION BY c.run_id, c.pid, c.device_id, c.process_group, c.collective
-                          ORDER BY c.start_ns, c.end_ns) AS seq
+       coalesce(c.pg_seq, row_number() OVER (PARTITION BY c.run_id, c.pid, c.device_id, c.process_group,
+                                                          c.collective ORDER BY c.start_ns, c.end_ns)) AS seq
 FROM calls c JOIN parts p
   ON p.run_id = c.run_id AND p.pid IS NOT DISTINCT FROM c.pid AND p.device_id IS NOT DISTINCT FROM c.device_id;
 

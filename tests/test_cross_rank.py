@@ -283,3 +283,46 @@ def test_collective_skew_on_a_two_process_nsys_export(tmp_path):
         assert (row["collective"], row["seq"], row["ranks"], row["process_group"]) == ("AllGather", i + 1, 2, None)
         assert (row["first_start_ns"], row["last_start_ns"], row["skew_ns"]) == (min(s1, s2), max(s1, s2), abs(s1 - s2))
         assert (row["last_rank"], row["transfer_ns"]) == (rank[last], (e1 - s1) if last == 111 else (e2 - s2))
+
+
+# -- PyTorch's 'Seq': ranks whose traces start at different collectives still match ---------------
+def test_seq_argument_matches_ranks_with_different_windows(raw, tmp_path):
+    """Four ranks; every record_param_comms operator of process group 0 gets a 'Seq' argument
+    (its position in the group, as PyTorch >= 2.x writes it: the same on every rank), and rank 3's
+    trace lacks the first collective (its profiler window started one collective later). With
+    Seq, the instances still pair; matching by order would pair rank 3's second Broadcast with
+    the others' first."""
+    shifts = [0, 10_000, 25_000, 5_000]
+    doc = json.loads(json.dumps(raw, default=str), parse_float=Decimal)
+    ops = sorted((e for e in doc["traceEvents"] if e.get("name") == "record_param_comms"
+                  and e["args"].get("Process Group Name") == "0"), key=lambda e: Decimal(e["ts"]))
+    seq_of = {}
+    for i, e in enumerate(ops):
+        e["args"]["Seq"] = i + 1
+        seq_of[e["args"]["External id"]] = i + 1
+    for e in doc["traceEvents"]:
+        if "ts" in e:
+            e["ts"] = Decimal(e["ts"])
+    kernels = sorted((e for e in doc["traceEvents"] if e.get("cat") == "kernel" and NCCL_NAME.search(e["name"])),
+                     key=lambda e: e["ts"])
+    first_ext = kernels[0]["args"]["External id"]
+    paths = []
+    for r in range(4):
+        d = dict(doc)
+        if r == 3:  # drop the first collective: its kernel and its operator
+            d["traceEvents"] = [e for e in doc["traceEvents"]
+                                if not ((e.get("args") or {}).get("External id") == first_ext
+                                        and (e.get("cat") == "kernel" or e.get("name") == "record_param_comms"))]
+        paths.append(write_rank(d, r, shifts[r], tmp_path / f"rank{r}.json"))
+    run = convert(paths, tmp_path / "run")
+    with Engine([run]) as eng:
+        got = eng.query("collective_skew").to_pylist()
+    base = int(raw["baseTimeNanoseconds"])
+    assert len(got) == 21
+    for row, k in zip(got, kernels):
+        members = [0, 1, 2] if k["args"]["External id"] == first_ext else [0, 1, 2, 3]
+        start = base + int(k["ts"] * 1000)
+        assert (row["seq"], row["ranks"], row["first_start_ns"], row["last_start_ns"], row["last_rank"]) == \
+            (seq_of[k["args"]["External id"]], len(members), start + min(shifts[m] for m in members),
+             start + max(shifts[m] for m in members), 2)
+        assert row["skew_ns"] == 25_000

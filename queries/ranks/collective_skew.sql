@@ -4,8 +4,10 @@
 -- across every participant of the run (tk_comm_calls / tk_comm_arrivals in queries/_macros.sql):
 -- on GPUs each NCCL kernel (participant = GPU, process group and size from the collectives row
 -- when the input records them: Kineto), on CPUs each Gloo execution range `gloo:<op>` of the
--- PyTorch profiler (else the `c10d::<op>_` operator range). seq counts a participant's calls of
--- the same process group and type in start order (1 = first). A rank's arrival is the start of
+-- PyTorch profiler (else the `c10d::<op>_` operator range). seq is PyTorch's sequence number of
+-- the collective in its process group when the trace records it (collectives.seq, the 'Seq'
+-- argument: the same on every member rank), else the position of the call among its
+-- participant's calls of the same process group and type, in start order (1 = first). A rank's arrival is the start of
 -- its call (an NCCL kernel starts, then waits inside for its peers), on that rank's trace clock
 -- (ranks on other hosts: as aligned by the collector).
 --   skew_ns     = last_start_ns - first_start_ns: how long the first rank waited for the last;
