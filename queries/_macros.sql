@@ -393,7 +393,7 @@ cpu_ranges AS (
                 ELSE regexp_extract(name, '^c10d::_?([A-Za-z_]+?)_?$', 1) END AS op
     FROM nvtx_ranges
     WHERE starts_with(domain, 'pytorch.') AND end_ns > start_ns
-      AND (starts_with(name, 'gloo:') OR regexp_matches(name, '^c10d::_?[A-Za-z_]+$'))
+      AND (starts_with(name, 'gloo:') OR (starts_with(name, 'c10d::') AND regexp_matches(name, '^c10d::_?[A-Za-z_]+$')))
 ),
 has AS (
     SELECT run_id, pid, bool_or(kind = 'gloo') AS gloo, false AS nccl FROM cpu_ranges GROUP BY run_id, pid

@@ -326,3 +326,18 @@ def test_seq_argument_matches_ranks_with_different_windows(raw, tmp_path):
             (seq_of[k["args"]["External id"]], len(members), start + min(shifts[m] for m in members),
              start + max(shifts[m] for m in members), 2)
         assert row["skew_ns"] == 25_000
+
+
+def test_rank_summary_32_ranks(job):
+    # every rank is the same trace on a shifted clock: each step's numbers are equal on all ranks,
+    # so every ratio to the median rank is exactly 1 (steps: whatever tk_steps recognizes in the
+    # trace; none before ProfilerStep#N ranges count as steps)
+    with Engine([job]) as eng:
+        steps = one(eng, "SELECT count(*) FROM tk_steps() WHERE NOT is_warmup")
+        got = eng.query("rank_summary").to_pylist()
+    assert len(got) == steps
+    ratios = [k for k in (got[0] if got else {}) if k.endswith("_vs_median")]
+    for r in got:
+        assert r["gpu_busy_ns"] > 0 and r["comm_ns"] > 0
+        assert all(r[k] in (1.0, None) for k in ratios), r
+    assert sorted({r["rank"] for r in got}) == (list(range(RANKS)) if got else [])
