@@ -150,7 +150,8 @@ agg0 AS (
 agg AS (
     SELECT a.*, t.nccl_ns, t.overlap_ns FROM agg0 a
     JOIN times t ON t.run_id = a.run_id AND t.pid IS NOT DISTINCT FROM a.pid
-     AND t.device_id IS NOT DISTINCT FROM a.device_id AND t.collective = a.collective AND t.ranks = a.ranks
+     AND t.device_id IS NOT DISTINCT FROM a.device_id AND t.collective IS NOT DISTINCT FROM a.collective
+     AND t.ranks = a.ranks
 ),
 with_f AS (
     SELECT *, CASE WHEN collective = 'AllReduce' THEN 2.0 * (ranks - 1) / ranks
