@@ -75,7 +75,7 @@ named AS (
       ON c.run_id = nk.run_id AND c.pid IS NOT DISTINCT FROM nk.pid
      AND c.device_id IS NOT DISTINCT FROM nk.device_id AND c.correlation_id = nk.correlation_id
 ),
-comp AS (SELECT * FROM tk_busy_islands('compute')),
+comp AS MATERIALIZED (SELECT * FROM tk_busy_islands('compute')),
 run_ranks AS (
     SELECT n.run_id, count(DISTINCT (n.pid, n.device_id)) AS gpus, max(n.group_size) AS group_size,
            any_value(coalesce(TRY_CAST(json_extract_string(r.manifest, '$.workload.world_size') AS INTEGER),
@@ -89,20 +89,26 @@ with_n AS (
                      ELSE coalesce(o.group_size, r.group_size, r.world_size, r.gpus) END AS ranks
     FROM named o JOIN run_ranks r USING (run_id)
 ),
--- union of each (GPU, type, n)'s kernels: sort-and-sweep; a kernel opens an island when it starts
--- after every earlier kernel of the group ended
+-- unions by sort-and-sweep, at two levels: each (GPU, type, n)'s kernels (whole = false) and all
+-- the GPU's NCCL kernels (whole = true); a kernel opens an island when it starts after every
+-- earlier kernel of its group ended
+levels AS (
+    SELECT run_id, pid, device_id, false AS whole, collective, ranks, start_ns, end_ns FROM with_n
+    UNION ALL
+    SELECT run_id, pid, device_id, true, NULL, NULL, start_ns, end_ns FROM with_n
+),
 swept AS (
-    SELECT *, max(end_ns) OVER (PARTITION BY run_id, pid, device_id, collective, ranks ORDER BY start_ns, end_ns
+    SELECT *, max(end_ns) OVER (PARTITION BY run_id, pid, device_id, whole, collective, ranks ORDER BY start_ns, end_ns
                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max_end
-    FROM with_n
+    FROM levels
 ),
 islands AS (
-    SELECT run_id, pid, device_id, collective, ranks, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+    SELECT run_id, pid, device_id, whole, collective, ranks, min(start_ns) AS start_ns, max(end_ns) AS end_ns
     FROM (SELECT *, sum(CASE WHEN prev_max_end IS NULL OR start_ns > prev_max_end THEN 1 ELSE 0 END)
-                        OVER (PARTITION BY run_id, pid, device_id, collective, ranks ORDER BY start_ns, end_ns
+                        OVER (PARTITION BY run_id, pid, device_id, whole, collective, ranks ORDER BY start_ns, end_ns
                               ROWS UNBOUNDED PRECEDING) AS island
           FROM swept)
-    GROUP BY run_id, pid, device_id, collective, ranks, island
+    GROUP BY run_id, pid, device_id, whole, collective, ranks, island
 ),
 -- compute busy time before t: C(t) = cum_before_ns + (min(t, end) - start) of the last compute
 -- island starting at or before t; an island's overlap is C(end) - C(start)
@@ -119,26 +125,14 @@ i1 AS (
      AND o.device_id IS NOT DISTINCT FROM i.device_id AND o.end_ns >= i.start_ns
 ),
 times AS (
-    SELECT run_id, pid, device_id, collective, ranks, CAST(sum(end_ns - start_ns) AS BIGINT) AS nccl_ns,
+    SELECT run_id, pid, device_id, whole, collective, ranks, CAST(sum(end_ns - start_ns) AS BIGINT) AS nccl_ns,
            CAST(sum(c1 - c0) AS BIGINT) AS overlap_ns
-    FROM i1 GROUP BY run_id, pid, device_id, collective, ranks
-),
--- per GPU over every type: |NCCL| = |all kernels| - |compute| + |NCCL & compute|, and
--- |NCCL & compute| = |NCCL| - (|all kernels| - |compute|); so exposed = |kernels| - |compute|
-gpu_sum AS (
-    SELECT run_id, pid, device_id,
-           sum(end_ns - start_ns) FILTER (WHERE busy_set = 'nccl') AS n,
-           coalesce(sum(end_ns - start_ns) FILTER (WHERE busy_set = 'kernel'), 0) AS k,
-           coalesce(sum(end_ns - start_ns) FILTER (WHERE busy_set = 'compute'), 0) AS c
-    FROM (SELECT 'nccl' AS busy_set, * FROM tk_busy_islands('nccl')
-          UNION ALL SELECT 'kernel', * FROM tk_busy_islands('kernel')
-          UNION ALL SELECT 'compute', * FROM tk_busy_islands('compute'))
-    GROUP BY run_id, pid, device_id
+    FROM i1 GROUP BY run_id, pid, device_id, whole, collective, ranks
 ),
 gpu AS (
-    SELECT run_id, pid, device_id, CAST(n AS BIGINT) AS gpu_nccl_ns, CAST(n - (k - c) AS BIGINT) AS gpu_overlap_ns,
-           CAST(k - c AS BIGINT) AS gpu_exposed_ns
-    FROM gpu_sum WHERE n IS NOT NULL
+    SELECT run_id, pid, device_id, nccl_ns AS gpu_nccl_ns, overlap_ns AS gpu_overlap_ns,
+           nccl_ns - overlap_ns AS gpu_exposed_ns
+    FROM times WHERE whole
 ),
 agg0 AS (
     SELECT run_id, pid, device_id, collective, ranks, count(*) AS count,
@@ -149,7 +143,7 @@ agg0 AS (
 ),
 agg AS (
     SELECT a.*, t.nccl_ns, t.overlap_ns FROM agg0 a
-    JOIN times t ON t.run_id = a.run_id AND t.pid IS NOT DISTINCT FROM a.pid
+    JOIN times t ON NOT t.whole AND t.run_id = a.run_id AND t.pid IS NOT DISTINCT FROM a.pid
      AND t.device_id IS NOT DISTINCT FROM a.device_id AND t.collective IS NOT DISTINCT FROM a.collective
      AND t.ranks = a.ranks
 ),
