@@ -341,3 +341,17 @@ def test_rank_summary_32_ranks(job):
         assert r["gpu_busy_ns"] > 0 and r["comm_ns"] > 0
         assert all(r[k] in (1.0, None) for k in ratios), r
     assert sorted({r["rank"] for r in got}) == (list(range(RANKS)) if got else [])
+
+
+def test_a_tie_for_last_is_no_last_arrival(run_factory):
+    # ranks 0 and 1 start their AllReduce at the same time: skew 0; collective_skew names the lowest
+    # rank as last (and its duration, 50, as the transfer), but neither rank counts a last arrival
+    kn = ("start_ns", "end_ns", "pid", "device_id", "stream_id", "correlation_id", "name")
+    run = run_factory({"kernels": cols([(100, 150, 1, 0, 2, 1, AR), (100, 180, 2, 0, 2, 1, AR)], kn),
+                       "processes": {"pid": [1, 2], "rank": [0, 1]}})
+    with Engine([run]) as eng:
+        [s] = eng.query("collective_skew").to_pylist()
+        strag = eng.query("stragglers").to_pylist()
+    assert (s["ranks"], s["skew_ns"], s["last_rank"], s["transfer_ns"]) == (2, 0, 0, 50)
+    assert [(r["rank"], r["collectives"], r["last_arrivals"], r["delay_caused_ns"], r["mean_wait_ns"])
+            for r in strag] == [(0, 1, 0, 0, 0), (1, 1, 0, 0, 0)]

@@ -4,7 +4,8 @@
 -- NCCL kernels on GPUs, Gloo ranges on CPUs, matched across ranks by process group, type and
 -- order). Only instances with two or more participants count.
 --   collectives       = instances the rank took part in;
---   last_arrivals     = instances where it arrived last (ties: the lowest rank);
+--   last_arrivals     = instances where it arrived last, strictly after every other participant
+--                       (when two ranks tie for last, neither alone held the collective up);
 --   delay_caused_ns   = sum, over those, of its start - the next-latest start: time the
 --                       collective was held up by this rank alone;
 --   mean_wait_ns      = mean over its instances of last_start_ns - its start: how long it waited
@@ -23,7 +24,7 @@
 WITH a AS (SELECT * FROM tk_comm_arrivals() WHERE ranks > 1),
 per_rank AS (
     SELECT run_id, rank, count(*) AS collectives,
-           count(*) FILTER (WHERE arrival_from_last = 1) AS last_arrivals,
+           count(*) FILTER (WHERE arrival_from_last = 1 AND start_ns > next_latest_start_ns) AS last_arrivals,
            CAST(coalesce(sum(start_ns - next_latest_start_ns) FILTER (WHERE arrival_from_last = 1), 0) AS BIGINT)
                AS delay_caused_ns,
            avg(last_start_ns - start_ns) AS mean_wait_ns,
