@@ -367,6 +367,43 @@ def test_torch_profiler_two_rank_gloo_ddp(tmp_path):
     assert sorted((r["rank"], r["step"], r["warmup"]) for r in rows) == [
         (0, 1, False), (0, 2, False), (1, 1, False), (1, 2, False)]
     _check_against_runner(run, rows)
+    _check_cpu_collectives(run)
+
+
+def _check_cpu_collectives(run: Path) -> None:
+    """Gloo collectives end to end: collective_skew pairs the i-th `gloo:<op>` range of each rank
+    (read here straight from the Parquet file) and stragglers / rank_summary agree with it."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(run / "nvtx_ranges.parquet", columns=["pid", "name", "start_ns", "end_ns"]).to_pylist()
+    ranks = {r["pid"]: r["rank"] for r in json.loads((run / "manifest.json").read_text())["workload"]["ranks"]}
+    calls: dict = {}
+    for r in sorted(t, key=lambda r: (r["start_ns"], r["end_ns"])):
+        if r["name"].startswith("gloo:"):
+            calls.setdefault((r["name"], ranks[r["pid"]]), []).append(r)
+    ops = {name for name, _ in calls}
+    assert ops and ops <= {"gloo:broadcast", "gloo:all_reduce"}, ops
+    with Engine([run]) as eng:
+        skew = eng.query("collective_skew").to_pylist()
+        strag = eng.query("stragglers").to_pylist()
+        summ = eng.query("rank_summary").to_pylist()
+    want = []
+    for op in ops:
+        word = {"gloo:broadcast": "Broadcast", "gloo:all_reduce": "AllReduce"}[op]
+        assert len(calls[(op, 0)]) == len(calls[(op, 1)])
+        for i, (a, b) in enumerate(zip(calls[(op, 0)], calls[(op, 1)])):
+            last, lr = (b, 1) if b["start_ns"] > a["start_ns"] else (a, 0)
+            want.append((a["start_ns"] if lr else b["start_ns"], word, i + 1, 2, abs(a["start_ns"] - b["start_ns"]),
+                         lr, last["end_ns"] - last["start_ns"]))
+    got = [(r["first_start_ns"], r["collective"], r["seq"], r["ranks"], r["skew_ns"], r["last_rank"],
+            r["transfer_ns"]) for r in skew]
+    assert got == sorted(want)
+    assert sorted(r["rank"] for r in strag) == [0, 1]
+    assert sum(r["last_arrivals"] for r in strag) == len(skew)
+    assert sum(r["collectives"] for r in strag) == 2 * len(skew)
+    # CPU run: no GPU columns; communication = the union of the rank's gloo ranges in the step
+    assert len(summ) == 4 and all(r["gpu_busy_ns"] is None and r["exposed_comm_ns"] is None for r in summ)
+    assert all(0 < r["comm_ns"] <= r["step_ns"] for r in summ), summ
 
 
 @pytest.mark.slow

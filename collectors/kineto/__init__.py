@@ -130,6 +130,7 @@ def column_sources() -> dict[tuple[str, str], str]:
         ("collectives", "out_elements"): "args['Out msg nelems'] (same source)",
         ("collectives", "group_size"): "args['Group size'] (same source)",
         ("collectives", "process_group"): "args['Process Group Name'] (else 'Process Group Description')",
+        ("collectives", "seq"): "args['Seq'] of the NCCL kernel, else of the record_param_comms operator",
     })
     return out
 
@@ -227,6 +228,7 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
         c["group_size"].append(fit(to_int(a.get("Group size")), I32_MAX))
         pg = a.get("Process Group Name", a.get("Process Group Description"))
         c["process_group"].append(pg if pg is None or type(pg) is str else str(pg))
+        c["pg_seq"].append(fit(to_int(a.get("Seq")), I64_MAX))
         CM.n += 1
         if CM.n >= CHUNK_ROWS:
             parts.flush(CM, fi)

@@ -50,9 +50,10 @@ def _metric_rows(eng: Engine, a: str, b: str) -> pd.DataFrame:
     for col in ("kernel_busy_ns", "copy_busy_ns", "overlap_ns"):
         g = gu.groupby("run_id")[col].sum()
         add(f"gpu_{col}", "ns", "gpu_utilization", g.get(a), g.get(b))
-    nc = eng.query("nccl").to_pandas()
+    # per GPU: the unions over every collective type (repeated on each of the GPU's rows)
+    nc = eng.query("nccl").to_pandas().drop_duplicates(["run_id", "pid", "device_id"])
     for col in ("nccl_ns", "overlap_ns", "exposed_ns"):
-        g = nc.groupby("run_id")[col].sum()
+        g = nc.groupby("run_id")[f"gpu_{col}"].sum()
         add(f"nccl_{col}", "ns", "nccl", g.get(a), g.get(b))
     return pd.DataFrame(rows)
 

@@ -338,7 +338,10 @@ def _communication(study: Study, eng: Engine, pr: pd.DataFrame) -> None:
     gu = gu[gu.scope == "run"]
     rows = []
     gpu_runs = set(gu.run_id)
-    n_by_run = nccl.groupby("run_id").agg(nccl_ns=("nccl_ns", "sum"), exposed_ns=("exposed_ns", "sum"))
+    # per GPU: the union over every collective type (nccl repeats it on each of the GPU's rows);
+    # summing nccl_ns over the rows would count concurrent collectives twice
+    per_gpu = nccl.drop_duplicates(["run_id", "pid", "device_id"])
+    n_by_run = per_gpu.groupby("run_id").agg(nccl_ns=("gpu_nccl_ns", "sum"), exposed_ns=("gpu_exposed_ns", "sum"))
     w_by_run = gu.groupby("run_id").agg(wall_ns=("wall_ns", "sum"), gpus=("device_id", "size"))
     for r in pr.itertuples():
         row = {"run_id": r.run_id}
