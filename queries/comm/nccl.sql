@@ -46,6 +46,8 @@
 -- @column bus_factor          value    busbw / algbw for this collective and n (null when unknown).
 -- @column algbw_bytes_per_s   bytes/s  Algorithm bandwidth: message bytes / kernel time of sized kernels.
 -- @column busbw_bytes_per_s   bytes/s  Bus bandwidth: algbw_bytes_per_s * bus_factor.
+-- @requires kernels
+-- @empty no NCCL kernels (names with ncclKernel_ or ncclDevKernel_: the trace holds no NCCL communication)
 WITH nk AS (
     SELECT k.run_id, k.pid, k.device_id, k.stream_id, k.correlation_id, k.name, k.start_ns, k.end_ns
     FROM kernels k WHERE tk_is_nccl(k.name) AND k.end_ns > k.start_ns
