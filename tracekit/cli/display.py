@@ -43,7 +43,7 @@ def kind_of(name: str, unit: str | None, description: str = "", arrow_type=None)
             return "text"
         if arrow_type is not None and pa.types.is_boolean(arrow_type):
             return "flag"
-        if n.endswith("_ns"):
+        if n.endswith("_ns") or "_ns_" in n:
             unit = "ns"
         elif n.endswith("bytes_per_s"):
             unit = "bytes/s"
@@ -93,6 +93,9 @@ def _header(name: str, kind: str, label: str) -> str:
         if base.endswith(suffix) and base != suffix:
             base = base[: -len(suffix)].rstrip("_")
             break
+        if suffix.startswith("_") and f"{suffix}_" in base:  # total_ns_a -> total_a
+            base = base.replace(f"{suffix}_", "_", 1)
+            break
     if kind == "bytes" and base == "bytes" or kind == "FLOP" and base == "flop":
         return label
     return f"{base} {label}" if base else label
@@ -139,7 +142,7 @@ def priority(name: str, kind: str) -> int:
         return 1
     if any(n.startswith(p) or f"_{p}" in n for p in ("min", "max", "med", "p50", "p90", "p99")):
         return 2
-    if kind in ("fraction", "%") or n.startswith("total") or n.endswith("total_ns"):
+    if kind in ("fraction", "%") or n.startswith(("total", "delta")) or n.endswith("total_ns"):
         return 4
     return 3
 

@@ -44,8 +44,11 @@ def select_columns(result: pa.Table, columns: str | None) -> pa.Table:
     return result.select(names)
 
 
+COLUMNS_HINT = "`--columns a,b,c` picks the columns; `-f csv` shows them all."
+
+
 def table_lines(result: pa.Table, title: str | None = None, units: dict | None = None,
-                width: int | None = None) -> list[str]:
+                width: int | None = None, hint: str = COLUMNS_HINT) -> list[str]:
     """The terminal-table view of ``result``: lines of at most ``width`` cells (the terminal's by
     default) with display units, then one note naming the columns left out, wrapped to the width.
     See :mod:`tracekit.cli.termtable` and :mod:`tracekit.cli.display`."""
@@ -63,8 +66,7 @@ def table_lines(result: pa.Table, title: str | None = None, units: dict | None =
     if lay.empty:
         notes.append(f"{', '.join(lay.empty)} (empty in every row)")
     if notes:
-        text = (f"not shown: {'; '.join(notes)}. `--columns a,b,c` picks the columns; "
-                "`-f csv` shows them all.")
+        text = f"not shown: {'; '.join(notes)}. {hint}"
         lines += wrap(visible(text), width)
     return lines
 

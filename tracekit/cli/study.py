@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from tracekit.cli.app import app
-from tracekit.cli.output import Format, render
+from tracekit.cli.output import Format
 
 
 @app.command()
@@ -26,14 +26,12 @@ def study(
     """Cross-run study: scaling efficiency, mixed precision, host CPU, compute against memory
     traffic, communication; one self-contained HTML report plus CSV and Parquet tables
     (see docs/study.md)."""
-    from rich.console import Console
-
+    from tracekit.cli.messages import info
     from tracekit.study import build_study
 
     st, out = build_study(run_dirs, output, override=override, force=force, title=title)
     rows = ", ".join(f"{n} {len(t)}" for n, t in st.tables.items())
-    Console(stderr=True, highlight=False).print(
-        f"wrote {out / 'report.html'} ({len(st.runs)} runs; rows: {rows})")
+    info(f"wrote {out / 'report.html'} ({len(st.runs)} runs; rows: {rows})")
 
 
 @app.command()
@@ -49,28 +47,8 @@ def compare(
 ):
     """Compare two runs: step time, per-kernel time (new, missing, slower, faster kernels, matched
     by name), GPU idle time and overlap."""
-    import pyarrow as pa
-    from rich.console import Console
-
+    from tracekit.cli.compare_output import write_compare
     from tracekit.study import compare_runs
 
     res = compare_runs(run_a, run_b, threshold=threshold)
-    metrics = pa.Table.from_pandas(res["metrics"], preserve_index=False)
-    kernels = pa.Table.from_pandas(res["kernels"], preserve_index=False)
-    c = res["kernel_counts"]
-    summary = (f"{res['a']} -> {res['b']}: kernels {c['new']} new, {c['missing']} missing, "
-               f"{c['slower']} slower, {c['faster']} faster, {c['same']} same "
-               f"(threshold {threshold:g})")
-    if output is not None:
-        mpath = output.with_name(f"{output.stem}.metrics{output.suffix}")
-        render(kernels, fmt, output)
-        render(metrics, fmt, mpath)
-        Console(stderr=True, highlight=False).print(f"{summary}; wrote {output} and {mpath}")
-        return
-    if fmt == Format.table:
-        render(metrics, fmt, None, title=f"{res['a']} (a) -> {res['b']} (b)")
-        shown = kernels if top == 0 else kernels.slice(0, top)
-        render(shown, fmt, None, title=f"kernels by |delta_ns| ({len(shown)} of {len(kernels)})")
-        Console(stderr=True, highlight=False).print(summary)
-    else:
-        render(kernels, fmt, None)
+    write_compare(res, fmt, output, top=top, threshold=threshold)
