@@ -22,8 +22,11 @@ def roofline(
     title: str = typer.Option(None, "--title", help="Figure title."),
     top: int = typer.Option(8, "--top", help="Label the N kernels with the most time."),
 ):
-    """Hierarchical roofline: ceilings per precision and memory level, one point per kernel and
-    level sized by its share of GPU time (see docs/roofline.md)."""
+    """Hierarchical roofline of the ncu kernels of one or more runs.
+
+    Ceilings per precision and memory level, one point per kernel and level sized by its share of
+    GPU time (see docs/roofline.md).
+    """
     from rich.console import Console
 
     from tracekit.plot import plot_roofline

@@ -23,9 +23,12 @@ def study(
     title: str = typer.Option("tracekit study", "--title", help="Report title."),
     force: bool = typer.Option(False, "--force", help="Replace an existing study folder."),
 ):
-    """Cross-run study: scaling efficiency, mixed precision, host CPU, compute against memory
-    traffic, communication; one self-contained HTML report plus CSV and Parquet tables
-    (see docs/study.md)."""
+    """Cross-run study: scaling, precision, host CPU, compute vs memory, communication.
+
+    Scaling efficiency, mixed precision, host CPU, compute against memory traffic and
+    communication across runs; one self-contained HTML report plus CSV and Parquet tables (see
+    docs/study.md).
+    """
     from tracekit.cli.messages import info
     from tracekit.study import build_study
 
@@ -45,8 +48,12 @@ def compare(
     output: Path = typer.Option(None, "-o", "--output", help="Write the kernel table here "
                                 "(and the metrics beside it as STEM.metrics.EXT)."),
 ):
-    """Compare two runs: step time, per-kernel time (new, missing, slower, faster kernels, matched
-    by name), GPU idle time and overlap."""
+    """Compare two runs: step time, per-kernel time, GPU idle time and overlap.
+
+    Kernels are matched by name and classed new, missing, slower, faster or same. On the terminal
+    values show in readable units; -f csv/json write the metrics and the kernels to stdout as one
+    document, -o FILE the kernels in FILE and the metrics beside it.
+    """
     from tracekit.cli.compare_output import write_compare
     from tracekit.study import compare_runs
 
