@@ -40,7 +40,9 @@ def _fail(message: str, code: int) -> int:
         import traceback
 
         traceback.print_exc()
-    print(f"tracekit: error: {message}", file=sys.stderr)
+    from tracekit.cli.termtable import visible
+
+    print(f"tracekit: error: {visible(message)}", file=sys.stderr)  # trace text is never an escape
     return code
 
 

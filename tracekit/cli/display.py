@@ -26,7 +26,7 @@ _TIME = (("ns", 1), ("µs", 1e3), ("ms", 1e6), ("s", 1e9))
 _SI = ("", "K", "M", "G", "T", "P", "E")
 _TIMESTAMP_NAMES = {"start_ns", "end_ns", "first_ns", "last_ns", "ts_ns"}
 _KEY_TEXT = {"name", "step", "collective", "range", "kernel", "kernel_name", "scope", "kind",
-             "direction", "metric", "status", "domain"}
+             "direction", "metric", "status"}
 
 
 def is_timestamp(name: str) -> bool:
@@ -132,19 +132,33 @@ def _num(v) -> float | None:
     return None
 
 
-def priority(name: str, kind: str) -> int:
+_SECONDARY_IDS = ("range_id", "parent_range_id", "correlation_id", "launch_id", "step_id", "tid",
+                  "stream_id")
+_NAMING = ("name", "kernel_name", "range_name", "api_name", "metric_name", "thread_name")
+
+
+def priority(name: str, kind: str) -> float:
     """Drop order when a table is too wide (lowest first): timestamps 0, standard deviations 1,
-    min/max/median/percentiles 2, other values 3, percentages, fractions and totals 4."""
+    min/max/median/percentiles and secondary identifiers (range_id, tid, correlation_id, ...) 2,
+    other text 2.5, counts and other values 3, durations 3.5, percentages, fractions, totals and
+    deltas 4, identifiers (run_id, pid, rank, device_id, enumerations, steps) 5; the column naming
+    the rows is 6 (see :func:`columns_of`)."""
     n = name.lower()
     if kind == "timestamp":
         return 0
     if "stddev" in n:
         return 1
+    if n in _SECONDARY_IDS or n.startswith("parent_"):
+        return 2
+    if kind in ("id", "enum") or n in _KEY_TEXT:
+        return 5
     if any(n.startswith(p) or f"_{p}" in n for p in ("min", "max", "med", "p50", "p90", "p99")):
         return 2
     if kind in ("fraction", "%") or n.startswith(("total", "delta")) or n.endswith("total_ns"):
         return 4
-    return 3
+    if kind == "text":
+        return 2.5
+    return 3.5 if kind == "duration" else 3
 
 
 def column(name: str, values: list, kind: str) -> Col:
@@ -164,12 +178,12 @@ def column(name: str, values: list, kind: str) -> Col:
     cells = [format_plain(v) for v in values]
     if kind in ("text", "enum") or (kind == "value" and values and all(isinstance(v, str) or v is None for v in values)):
         key = kind == "enum" or name in _KEY_TEXT
-        return Col(name, name, cells, "left", "key" if key else "text", 3,
+        return Col(name, name, cells, "left", "key" if key else "text", priority(name, kind),
                    shortenable=kind == "text" or len(max(cells, key=len, default="")) > 16)
     right = kind not in ("flag",)
     if kind == "id":
-        return Col(name, name, cells, "right" if _all_numeric(values) else "left", "key", 5,
-                   shortenable=not _all_numeric(values))
+        return Col(name, name, cells, "right" if _all_numeric(values) else "left", "key",
+                   priority(name, kind), shortenable=not _all_numeric(values))
     return Col(name, name, cells, "right" if right else "left", "num", priority(name, kind))
 
 
@@ -182,15 +196,13 @@ def columns_of(table: pa.Table, units: dict[str, tuple[str, str]] | None = None)
     """Displayed columns of an Arrow table. ``units``: {column: (unit, description)} from a named
     query's header; columns without one are typed from their names."""
     units = units or {}
+    kinds = [kind_of(f.name, *units.get(f.name, (None, "")), f.type) for f in table.schema]
+    texts = [f.name for f, k in zip(table.schema, kinds) if k == "text"]
+    naming = next((n for n in _NAMING if n in texts), texts[0] if texts else None)
     out = []
-    first_text = True
-    for f, col in zip(table.schema, table.columns):
-        unit, desc = units.get(f.name, (None, ""))
-        kind = kind_of(f.name, unit, desc, f.type)
+    for f, col, kind in zip(table.schema, table.columns, kinds):
         c = column(f.name, col.to_pylist(), kind)
-        if kind == "text" and first_text:
-            c.kind = "key"  # the first text column names the row (kernel, range, API call)
-            c.min_width = MIN_NAME
-            first_text = False
+        if f.name == naming:  # names the rows (kernel, range, API call): kept longest and widest
+            c.kind, c.priority, c.min_width = "key", 6, MIN_NAME
         out.append(c)
     return out

@@ -13,7 +13,8 @@ Layout (:func:`layout`) within the width of the terminal (:func:`terminal_width`
    with an ellipsis (two thirds of the width kept from the start, one third from the end), down to
    :data:`MIN_TEXT` cells each (:data:`MIN_NAME` for the column naming the rows); never folded over several lines;
 4. if that is not enough, whole columns are dropped, lowest :attr:`Col.priority` first and from
-   the right among equals; key columns (identifiers, enumerations, the first text column) go last;
+   the right among equals (:func:`tracekit.cli.display.priority`: identifiers and the column
+   naming the rows go last);
 5. the caller prints one note naming what was left out (:func:`render_lines` returns it).
 """
 
@@ -101,8 +102,8 @@ def shorten(text: str, width: int, where: str = "middle") -> str:
 class Col:
     """One displayed column. ``cells`` are final texts (already :func:`visible`).
 
-    ``kind``: "key" (identifier: dropped last), "text" (may be shortened) or "num".
-    ``priority``: drop order when the table is too wide, lowest first (keys ignore it).
+    ``kind``: "key" (identifier), "text" or "num".
+    ``priority``: drop order when the table is too wide, lowest first.
     """
 
     name: str  # the column's real name (what --columns and the notes use)
@@ -135,27 +136,20 @@ def _total(cols: list[Col], widths: list[int]) -> int:
 
 
 def _fill(cols: list[Col], room: int) -> None:
-    """Set widths: non-shortenable columns at natural width; ``room`` cells shared among the
-    shortenable ones, the narrow ones getting their whole natural width first."""
-    flex = [c for c in cols if c.shortenable]
+    """Set widths: non-shortenable columns at natural width; the shortenable ones start at their
+    minimum and share what is left of ``room``, one cell at a time to the narrowest that still
+    wants more (so a short column gets its whole text before a long one grows)."""
     for c in cols:
-        c.width = c.natural()
-    if not flex:
-        return
-    avail = room - sum(c.width for c in cols if not c.shortenable) - GAP * (len(cols) - 1)
-    todo = sorted(flex, key=Col.natural)
-    while todo:
-        share = avail // len(todo)
-        c = todo[0]
-        if c.natural() <= share:
-            c.width = c.natural()
-            avail -= c.width
-            todo.pop(0)
-            continue
-        extra = avail - share * len(todo)
-        for i, c in enumerate(todo):  # the widest get the leftover cells
-            c.width = max(share + (1 if i >= len(todo) - extra else 0), c.minimum())
-        return
+        c.width = c.minimum()
+    flex = [c for c in cols if c.shortenable and c.width < c.natural()]
+    avail = room - _total(cols, [c.width for c in cols])
+    while avail > 0 and flex:
+        c = min(flex, key=lambda c: c.width)
+        step = min(avail, c.natural() - c.width, max(1, avail // len(flex)))
+        c.width += step
+        avail -= step
+        if c.width >= c.natural():
+            flex.remove(c)
 
 
 def layout(cols: list[Col], width: int) -> Layout:
@@ -166,7 +160,7 @@ def layout(cols: list[Col], width: int) -> Layout:
     while True:
         if _total(kept, [c.minimum() for c in kept]) <= width or len(kept) == 1:
             break
-        order = sorted(range(len(kept)), key=lambda i: (kept[i].kind == "key", kept[i].priority, -i))
+        order = sorted(range(len(kept)), key=lambda i: (kept[i].priority, -i))
         dropped.append(kept.pop(order[0]).name)
     _fill(kept, width)
     if len(kept) == 1 and kept[0].width > width:
