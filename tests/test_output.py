@@ -320,3 +320,52 @@ def test_compare_writes_its_metrics_in_every_format(fixture_runs, capsys, monkey
     # 559999448 ns -> 559.999 ms; relative (671764965 - 559999448) / 559999448 = +20.0 %
     assert [x for x in out.split("\n") if x.startswith("gpu_idle_ns ")][0].split() == \
         ["gpu_idle_ns", "559.999", "ms", "671.765", "ms", "111.766", "ms", "+20.0%"]
+
+
+def test_every_width_fits_and_keeps_the_row_names(fixture_runs):
+    from tracekit.cli.output import table_lines
+
+    run = fixture_runs[f"{SLICE}.sqlite"]
+    with Engine([run]) as eng:
+        results = {q: eng.query(q) for q in ("kernel_summary", "nvtx_gpu_projection", "gpu_idle",
+                                               "launch_latency", "memcpy_summary")}
+    units = {q: {c.name: (c.unit, c.description) for c in all_queries()[q].columns} for q in results}
+    for width in range(12, 260, 9):
+        for q, t in results.items():
+            lines = table_lines(t.slice(0, 50), q, units[q], width)
+            assert max(cell_len(x) for x in lines) <= width, (q, width)
+            if width >= 40 and "name" in t.column_names:  # the row names are the last to go
+                assert "name" in lines[1].split(), (q, width, lines[1])
+
+
+def test_shorten_and_visible():
+    from tracekit.cli.termtable import shorten, visible
+
+    name = "void at::native::vectorized_elementwise_kernel<4, float>(int, T2, T3)"
+    assert shorten(name, 30) == "void at::native::vec…, T2, T3)"  # 20 + … + 9 cells
+    assert shorten(name, 30, "end") == "void at::native::vectorized_e…"  # 29 + …
+    assert shorten(name, 200) == name and shorten("漢字漢字漢字", 7) == "漢字…字"  # wide chars: 2 cells
+    assert visible("a\x1b[2Jb\x07\n\t\u202e\x9b") == "a\\x1b[2Jb\\x07\\n\\t\\u202e\\x9b"
+    assert visible("ünïcødé [x] $y$") == "ünïcødé [x] $y$"
+
+
+def test_errors_and_empty_sql_are_plain_one_liners(fixture_runs, capsys, tmp_path):
+    assert cli(["query", "kernel_summary", str(tmp_path / "x\x1b]0;t\x07")]) == 2
+    line = _error(capsys)
+    assert "\x1b" not in line and "x\\x1b]0;t\\x07" in line
+    run = fixture_runs[f"{SLICE}.sqlite"]
+    assert cli(["sql", "SELECT name FROM kernels WHERE name = 'none'", str(run)]) == 0
+    out, err = _out(capsys)
+    assert out == ""
+    assert err == (f"tracekit: the statement returned no rows: no row matched the query's conditions, "
+                   f"among the 3442 rows of kernels in run {SLICE}\n")
+    assert cli(["-q", "sql", "SELECT name FROM kernels WHERE name = 'none'", str(run)]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_queries_listing_fits(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    assert cli(["queries", "-v"]) == 0
+    out = capsys.readouterr().out
+    assert max(cell_len(x) for x in out.split("\n")) <= 80
+    assert "  kernel_summary  " in out and "time_pct [%]" in out and "[ns]" in out

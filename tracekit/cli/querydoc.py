@@ -14,7 +14,9 @@ from tracekit.named_queries import NamedQuery
 def _hanging(left: str, text: str, indent: int, width: int) -> list[str]:
     """``left`` padded to ``indent`` cells, then ``text`` wrapped beside it."""
     body = wrap(text, max(width - indent, 20)) or [""]
-    first = left + " " * max(indent - cell_len(left), 1)
+    if cell_len(left) >= indent:  # a long name: its text starts on the next line
+        return [left] + [" " * indent + line for line in body]
+    first = left + " " * (indent - cell_len(left))
     return [first + body[0]] + [" " * indent + line for line in body[1:]]
 
 
@@ -74,5 +76,6 @@ def listing(queries: list[NamedQuery], verbose: bool = False, width: int | None 
         out += _hanging(f"  {q.name}", q.description, indent, width)
         if verbose:
             out += _params_and_columns(q, width, pad="    ")
-    out += ["", "`tracekit queries NAME` shows one in full; `tracekit query NAME RUN_DIR` runs it."]
+    out += [""] + wrap("`tracekit queries NAME` shows one in full; `tracekit query NAME RUN_DIR` "
+                       "runs it.", width)
     return "\n".join(out) + "\n"
