@@ -369,3 +369,14 @@ def test_queries_listing_fits(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert max(cell_len(x) for x in out.split("\n")) <= 80
     assert "  kernel_summary  " in out and "time_pct [%]" in out and "[ns]" in out
+
+
+def test_requires_lines_name_tables_the_query_reads():
+    from tracekit import schema
+    from tracekit.explain import tables_read
+
+    declared = [q for q in all_queries().values() if q.requires]
+    assert {"nccl", "roofline", "step_summary", "nvtx_gpu_projection"} <= {q.name for q in declared}
+    for q in declared:
+        assert set(q.requires) <= set(schema.TABLES), q.name
+        assert set(q.requires) <= tables_read(q.sql), q.name  # a typo would never explain anything

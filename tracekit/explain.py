@@ -152,7 +152,8 @@ def why_empty(runs: Sequence[Run], query: NamedQuery | None = None, sql: str | N
         hint = "; ".join(f"{', '.join(ts)} {'come' if len(ts) > 1 else 'comes'} from {h}"
                          for h, ts in how.items())
         return f"{name} returned no rows: {'; '.join(parts)}" + (f". {hint}" if hint else "")
-    counts = ", ".join(f"{n} rows of {t}" for t in need if (n := sum(_rows(r, t) or 0 for r in complete)))
+    counts = ", ".join(f"{n} row{'s' if n != 1 else ''} of {t}" for t in need
+                       if (n := sum(_rows(r, t) or 0 for r in complete)))
     cond = query.empty if query is not None and query.empty else "no row matched the query's conditions"
     given = ", ".join(f"{k}={v}" for k, v in (params or {}).items())
     return (f"{name} returned no rows: {cond}, among the {counts} in {_runs_phrase(complete)}"
