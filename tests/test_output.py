@@ -380,3 +380,24 @@ def test_requires_lines_name_tables_the_query_reads():
     for q in declared:
         assert set(q.requires) <= set(schema.TABLES), q.name
         assert set(q.requires) <= tables_read(q.sql), q.name  # a typo would never explain anything
+
+
+def test_every_argument_and_option_has_a_description():
+    import typer
+
+    from tracekit.cli.app import app
+
+    root = typer.main.get_command(app)
+    missing = []
+
+    def walk(cmd, path):
+        for p in cmd.params:
+            if not (getattr(p, "help", None) or "").strip():
+                missing.append(f"{path} {p.name}")
+        for name, sub in getattr(cmd, "commands", {}).items():
+            if not (sub.help or "").strip():
+                missing.append(f"{path} {name} (command)")
+            walk(sub, f"{path} {name}")
+
+    walk(root, "tracekit")
+    assert missing == []

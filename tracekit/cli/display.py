@@ -96,8 +96,8 @@ def _header(name: str, kind: str, label: str) -> str:
         if suffix.startswith("_") and f"{suffix}_" in base:  # total_ns_a -> total_a
             base = base.replace(f"{suffix}_", "_", 1)
             break
-    if kind == "bytes" and base == "bytes" or kind == "FLOP" and base == "flop":
-        return label
+    if any(base == suffix.lstrip("_") for suffix in _SUFFIXES.get(kind, ())):
+        return label  # bytes -> MB, bytes_per_s -> GB/s
     return f"{base} {label}" if base else label
 
 
