@@ -215,7 +215,9 @@ class Engine:
         try:
             return fetch_arrow(self._con.sql(text))
         except duckdb.Error as exc:
-            raise QueryError(f"SQL failed: {_one_line(exc)}") from None
+            from tracekit.explain import sql_error
+
+            raise QueryError(f"SQL failed: {sql_error(_one_line(exc))}") from None
 
     def query(self, name: str | NamedQuery, params: dict[str, str] | None = None) -> pa.Table:
         """Run a named query with ``params`` (name -> text value, cast to the declared type)."""

@@ -307,6 +307,9 @@ def open_run(path: str | os.PathLike) -> Run:
     layout version."""
     p = Path(path)
     m = p / MANIFEST
+    if p.is_file():
+        raise RunFolderError("is a file, not a run folder: convert a profiler output first, "
+                             f"e.g. `tracekit convert {p} -o runs/NAME`, then use runs/NAME", path=p)
     if not p.is_dir():
         raise RunFolderError("not a run folder (no such directory)", path=p)
     if not m.is_file():

@@ -56,6 +56,8 @@
 -- @column ceiling_source  text  'report', 'table:GPU', 'report+table:GPU' or 'none'.
 -- @column missing  text  What is absent and why (the NULL columns), '; '-separated; NULL when nothing is.
 -- @column notes  text  How derived values were obtained (rates x time, cycles / clock, estimates).
+-- @requires ncu_launches ncu_metrics
+-- @empty no profiled launch matched
 WITH l AS (
     SELECT *, coalesce(fp64_flop, 0) + coalesce(fp32_flop, 0) + coalesce(fp16_flop, 0) + coalesce(tensor_flop, 0) AS flop_any,
            (fp64_flop IS NULL AND fp32_flop IS NULL AND fp16_flop IS NULL AND tensor_flop IS NULL) AS no_flop

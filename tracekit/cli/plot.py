@@ -22,14 +22,16 @@ def roofline(
     title: str = typer.Option(None, "--title", help="Figure title."),
     top: int = typer.Option(8, "--top", help="Label the N kernels with the most time."),
 ):
-    """Hierarchical roofline: ceilings per precision and memory level, one point per kernel and
-    level sized by its share of GPU time (see docs/roofline.md)."""
-    from rich.console import Console
+    """Hierarchical roofline of the ncu kernels of one or more runs.
 
+    Ceilings per precision and memory level, one point per kernel and level sized by its share of
+    GPU time (see docs/roofline.md).
+    """
+    from tracekit.cli.messages import info
     from tracekit.plot import plot_roofline
 
     info = plot_roofline(run_dirs, output, params=parse_params(param), title=title, top=top)
     msg = f"wrote {output} ({len(info['plotted'])} kernels"
     if info["skipped"]:
         msg += f"; {len(info['skipped'])} without FLOP or byte counters not drawn"
-    Console(stderr=True, highlight=False).print(msg + ")")
+    info(msg + ")")

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from tracekit.cli.app import app
-from tracekit.cli.output import Format, render
+from tracekit.cli.output import Format
 
 
 @app.command()
@@ -23,17 +23,18 @@ def study(
     title: str = typer.Option("tracekit study", "--title", help="Report title."),
     force: bool = typer.Option(False, "--force", help="Replace an existing study folder."),
 ):
-    """Cross-run study: scaling efficiency, mixed precision, host CPU, compute against memory
-    traffic, communication; one self-contained HTML report plus CSV and Parquet tables
-    (see docs/study.md)."""
-    from rich.console import Console
+    """Cross-run study: scaling, precision, host CPU, compute vs memory, communication.
 
+    Scaling efficiency, mixed precision, host CPU, compute against memory traffic and
+    communication across runs; one self-contained HTML report plus CSV and Parquet tables (see
+    docs/study.md).
+    """
+    from tracekit.cli.messages import info
     from tracekit.study import build_study
 
     st, out = build_study(run_dirs, output, override=override, force=force, title=title)
     rows = ", ".join(f"{n} {len(t)}" for n, t in st.tables.items())
-    Console(stderr=True, highlight=False).print(
-        f"wrote {out / 'report.html'} ({len(st.runs)} runs; rows: {rows})")
+    info(f"wrote {out / 'report.html'} ({len(st.runs)} runs; rows: {rows})")
 
 
 @app.command()
@@ -47,11 +48,13 @@ def compare(
     output: Path = typer.Option(None, "-o", "--output", help="Write the kernel table here "
                                 "(and the metrics beside it as STEM.metrics.EXT)."),
 ):
-    """Compare two runs: step time, per-kernel time (new, missing, slower, faster kernels, matched
-    by name), GPU idle time and overlap."""
-    import pyarrow as pa
-    from rich.console import Console
+    """Compare two runs: step time, per-kernel time, GPU idle time and overlap.
 
+    Kernels are matched by name and classed new, missing, slower, faster or same. On the terminal
+    values show in readable units; -f csv/json write the metrics and the kernels to stdout as one
+    document, -o FILE the kernels in FILE and the metrics beside it.
+    """
+    from tracekit.cli.compare_output import write_compare
     from tracekit.outfile import check_output
     from tracekit.study import compare_runs
 
@@ -62,21 +65,4 @@ def compare(
         mpath = output.with_name(f"{output.stem}.metrics{output.suffix}")
         check_output(mpath, [run_a, run_b])
     res = compare_runs(run_a, run_b, threshold=threshold)
-    metrics = pa.Table.from_pandas(res["metrics"], preserve_index=False)
-    kernels = pa.Table.from_pandas(res["kernels"], preserve_index=False)
-    c = res["kernel_counts"]
-    summary = (f"{res['a']} -> {res['b']}: kernels {c['new']} new, {c['missing']} missing, "
-               f"{c['slower']} slower, {c['faster']} faster, {c['same']} same "
-               f"(threshold {threshold:g})")
-    if output is not None:
-        render(kernels, fmt, output, protect=[run_a, run_b])
-        render(metrics, fmt, mpath, protect=[run_a, run_b])
-        Console(stderr=True, highlight=False).print(f"{summary}; wrote {output} and {mpath}")
-        return
-    if fmt == Format.table:
-        render(metrics, fmt, None, title=f"{res['a']} (a) -> {res['b']} (b)")
-        shown = kernels if top == 0 else kernels.slice(0, top)
-        render(shown, fmt, None, title=f"kernels by |delta_ns| ({len(shown)} of {len(kernels)})")
-        Console(stderr=True, highlight=False).print(summary)
-    else:
-        render(kernels, fmt, None)
+    write_compare(res, fmt, output, top=top, threshold=threshold, protect=[run_a, run_b])
