@@ -29,6 +29,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -64,11 +65,19 @@ class Engine:
 
     ``Engine(["runs/a", "runs/b"]).query("kernel_summary")`` returns a :class:`pyarrow.Table`.
     Raises :class:`~tracekit.errors.RunFolderError` for a path that is not a run folder and
-    :class:`~tracekit.errors.QueryError` for two runs with the same run_id or failing SQL.
+    :class:`~tracekit.errors.QueryError` for two runs with the same run_id, failing SQL or an
+    invalid ``step_pattern``.
+
+    ``step_pattern``: a regular expression (RE2 syntax) naming the NVTX / annotation ranges that are
+    training steps, the first capture group being the step number (``--step-pattern``); None reads
+    the environment variable ``TRACEKIT_STEP_PATTERN``; '' or unset means none. Steps come from the
+    first source a run has: tracekit's ``step N`` ranges, PyTorch's ``ProfilerStep#N``, this
+    pattern, else iterations detected in the kernel sequence (``tk_steps()``, docs/metrics.md).
     """
 
     def __init__(self, run_dirs: Sequence[str | os.PathLike], *, threads: int | None = None,
-                 memory_limit: str | None = None, external_access: bool = True):
+                 memory_limit: str | None = None, external_access: bool = True,
+                 step_pattern: str | None = None):
         self.runs: list[Run] = [open_run(p) for p in run_dirs]
         seen: dict[str, Run] = {}
         for r in self.runs:
@@ -103,6 +112,13 @@ class Engine:
         self._files_table = False  # tk_table_files (file -> run_id of every view) created
         self._external = external_access  # False: sql() reads only the run folders' tables
         self._locked = False
+        self.step_pattern = resolve_step_pattern(step_pattern)
+        if self.step_pattern is not None:
+            try:
+                set_step_pattern(self._con, self.step_pattern)
+            except QueryError:
+                self.close()
+                raise
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -325,6 +341,27 @@ def _files_select(name: str, files: list[tuple[str, Path]], tdef) -> str:
     by_name = ", union_by_name = true" if len(set(names)) > 1 else ""
     return (f"SELECT {', '.join(cols)} FROM read_parquet([{paths}], filename = true{by_name}) AS t "
             f"JOIN tk_table_files AS f ON f.table_name = {_lit(name)} AND f.file = t.filename")
+
+
+STEP_PATTERN_ENV = "TRACEKIT_STEP_PATTERN"
+
+
+def resolve_step_pattern(pattern: str | None) -> str | None:
+    """The step pattern in effect: ``pattern``, else ``$TRACEKIT_STEP_PATTERN``; None when empty."""
+    if pattern is None:
+        pattern = os.environ.get(STEP_PATTERN_ENV)
+    return pattern or None
+
+
+def set_step_pattern(con: duckdb.DuckDBPyConnection, pattern: str) -> None:
+    """Set the DuckDB variable ``tk_step_pattern`` that ``tk_steps()`` reads, after checking that
+    DuckDB (RE2) compiles it; :class:`QueryError` naming the pattern when it does not."""
+    try:
+        con.execute("SELECT regexp_matches('', ?)", [pattern]).fetchall()
+    except duckdb.Error as exc:
+        raise QueryError(f"--step-pattern {pattern!r} is not a valid regular expression: "
+                         f"{_one_line(exc)}") from None
+    con.execute("SET VARIABLE tk_step_pattern = ?", [pattern])
 
 
 def fetch_arrow(result) -> pa.Table:

@@ -23,6 +23,11 @@ _MEMORY = typer.Option(
     None, "--memory-limit", envvar="TRACEKIT_MEMORY_LIMIT",
     help="DuckDB memory limit, e.g. 1GB (default: DuckDB's, 80% of RAM); past it, joins and sorts "
          "spill to disk instead of growing.")
+STEP_PATTERN = typer.Option(
+    None, "--step-pattern", envvar="TRACEKIT_STEP_PATTERN", metavar="REGEX",
+    help="Regular expression naming the NVTX / annotation ranges that are training steps (first "
+         "capture group = step number), for runs without tracekit `step N` or PyTorch "
+         "ProfilerStep#N ranges; else steps are detected from the kernel sequence.")
 
 
 def parse_params(items: list[str]) -> dict[str, str]:
@@ -55,6 +60,7 @@ def query(
     columns: Optional[str] = _COLUMNS,
     memory_limit: str = _MEMORY,
     quiet: bool = QUIET,
+    step_pattern: str = STEP_PATTERN,
 ):
     """Run a named query over one or more run folders.
 
@@ -71,7 +77,7 @@ def query(
     params = parse_params(param)
     if output is not None:
         check_output(output, run_dirs)
-    with Engine(run_dirs, memory_limit=memory_limit) as eng:
+    with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as eng:
         result = eng.query(q, params)
         _warn_runs(eng, tables_read(q.sql))
         if result.num_rows == 0:
@@ -95,6 +101,7 @@ def sql(
     allow_external: bool = typer.Option(
         False, "--allow-external", help="Let the SQL read and write any file DuckDB can (COPY, "
         "read_csv, ATTACH, ...). Without it the statement reads only the run folders' tables."),
+    step_pattern: str = STEP_PATTERN,
 ):
     """Run ad-hoc DuckDB SQL over one or more run folders.
 
