@@ -52,6 +52,9 @@ _DUCK_TYPES = {
 
 
 def duck_type(t: pa.DataType) -> str:
+    """DuckDB type name of a schema column's Arrow type (lists as ``T[]``)."""
+    if pa.types.is_list(t):
+        return duck_type(t.value_type) + "[]"
     return _DUCK_TYPES[t]
 
 
@@ -91,6 +94,7 @@ class Engine:
                 self.close()
                 raise QueryError(f"memory limit {memory_limit!r}: {_one_line(exc)}") from None
         self._created: set[str] = set()  # views, macros and "roofline" created so far
+        self.notices: list[str] = []  # lines of the last named query's @notice statements
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -191,9 +195,29 @@ class Engine:
         self._set_params(q, params or {})
         self._prepare(q.sql)
         try:
-            return fetch_arrow(self._con.sql(q.sql))
+            result = fetch_arrow(self._con.sql(q.sql))
         except duckdb.Error as exc:
             raise QueryError(f"query {q.name} failed: {_one_line(exc)}") from None
+        self.notices = self._notices(q, result)
+        return result
+
+    def _notices(self, q: NamedQuery, result: pa.Table) -> list[str]:
+        """The lines of ``q``'s ``@notice`` statements over ``result`` (see named_queries)."""
+        out: list[str] = []
+        if not q.notices:
+            return out
+        self._con.register("result", result)
+        try:
+            for stmt in q.notices:
+                self._prepare(stmt)
+                try:
+                    rows = self._con.sql(stmt).fetchall()
+                except duckdb.Error as exc:
+                    raise QueryError(f"query {q.name}: @notice failed: {_one_line(exc)}") from None
+                out.extend(str(r[0]) for r in rows if r and r[0] is not None)
+        finally:
+            self._con.unregister("result")
+        return out
 
     def _set_params(self, q: NamedQuery, params: dict[str, str]):
         for key in params:

@@ -11,6 +11,10 @@ Each file holds one query whose header is a block of ``--`` comment lines::
     -- @column name       text   Demangled kernel name.
     -- @column total_ns   ns     Sum of kernel durations.
 
+An optional ``-- @notice SELECT ...`` line holds one SQL statement over the view ``result`` (the
+query's rows); each value of its first column is printed by ``tracekit query`` as one line on
+stderr (a coverage figure, why a column is NULL and how to fill it).
+
 The first line is ``NAME: one-line description`` and NAME must equal the file's stem. Parameters
 are read in SQL with ``getvariable('top')`` and are set (cast to the declared DuckDB type) before
 the query runs. Every output column must have an ``@column`` line with a unit from
@@ -29,6 +33,7 @@ from tracekit.schema import UNITS
 
 _PARAM = re.compile(r"^@param\s+(\w+)\s+(\w+)\s+(\S+)\s*(.*)$")
 _COLUMN = re.compile(r"^@column\s+(\w+)\s+(\S+)\s*(.*)$")
+_NOTICE = re.compile(r"^@notice\s+(SELECT\b.*)$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ class NamedQuery:
     sql: str
     path: str
     topic: str = ""
+    notices: tuple[str, ...] = ()
     _params_by_name: dict = field(default=None, init=False, repr=False, compare=False)
 
     def param(self, name: str) -> Param:
@@ -82,9 +88,14 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
         raise QueryError(f"{path}: the first line must be '-- NAME: description'")
     name, _, description = header[0].partition(":")
     name = name.strip()
-    details, params, columns = [], [], []
+    details, params, columns, notices = [], [], [], []
     for line in header[1:]:
-        if line.startswith("@param"):
+        if line.startswith("@notice"):
+            m = _NOTICE.match(line)
+            if not m:
+                raise QueryError(f"{path}: malformed @notice line (expected '@notice SELECT ...'): {line!r}")
+            notices.append(m.group(1))
+        elif line.startswith("@param"):
             m = _PARAM.match(line)
             if not m:
                 raise QueryError(f"{path}: malformed @param line: {line!r}")
@@ -109,6 +120,7 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
         sql=sql,
         path=path,
         topic=Path(path).parent.name,
+        notices=tuple(notices),
     )
 
 

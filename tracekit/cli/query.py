@@ -43,7 +43,11 @@ def query(
 
     with Engine(run_dirs, memory_limit=memory_limit) as eng:
         result = eng.query(name, parse_params(param))
+        notices = eng.notices
     render(result, format, output, title=name)
+    for line in notices:
+        # text from a trace is data: control characters (terminal escapes) are not written
+        typer.echo("".join(ch if ch.isprintable() else "?" for ch in line), err=True)
 
 
 @app.command()

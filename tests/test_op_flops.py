@@ -1,0 +1,99 @@
+"""op_flops and mfu (issue 18): FLOP and bytes from operator shapes, MFU per step.
+
+Golden tests on run folders built here (every expected value worked out by hand next to it) and
+checks on the shared Kineto fixtures recorded with shapes (the raw JSON read with ``json``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pyarrow as pa
+import pytest
+
+from tests.conftest import FIXTURES
+from tracekit.engine import Engine
+
+DIMS = pa.list_(pa.list_(pa.int64()))
+STRS = pa.list_(pa.string())
+
+
+def q(runs, name, params=None):
+    with Engine(runs if isinstance(runs, list) else [runs]) as eng:
+        rows = eng.query(name, params).to_pylist()
+        return rows, eng.notices
+
+
+def ops_table(rows, pid=1, tid=1):
+    """rows: (range_id, name, start, end, depth, dims, types, concrete) -> nvtx_ranges."""
+    return pa.table({
+        "range_id": [r[0] for r in rows], "name": [r[1] for r in rows],
+        "start_ns": [r[2] for r in rows], "end_ns": [r[3] for r in rows],
+        "duration_ns": [r[3] - r[2] for r in rows], "depth": pa.array([r[4] for r in rows], pa.int32()),
+        "pid": [pid] * len(rows), "tid": [tid] * len(rows), "style": ["push/pop"] * len(rows),
+        "domain": [("tracekit" if r[1].startswith("step ") else "pytorch.cpu_op") for r in rows],
+        "input_dims": pa.array([r[5] for r in rows], DIMS),
+        "input_types": pa.array([r[6] for r in rows], STRS),
+        "concrete_inputs": pa.array([r[7] for r in rows], STRS),
+    })
+
+
+def launches(rows, pid=1, tid=1):
+    """rows: (call start, call end, correlation, kernel start, kernel end) -> cuda_api, kernels."""
+    api = {"start_ns": [r[0] for r in rows], "end_ns": [r[1] for r in rows],
+           "duration_ns": [r[1] - r[0] for r in rows], "pid": [pid] * len(rows), "tid": [tid] * len(rows),
+           "correlation_id": [r[2] for r in rows], "name": ["cudaLaunchKernel"] * len(rows)}
+    k = {"start_ns": [r[3] for r in rows], "end_ns": [r[4] for r in rows],
+         "duration_ns": [r[4] - r[3] for r in rows], "pid": [pid] * len(rows),
+         "device_id": pa.array([0] * len(rows), pa.int32()), "stream_id": [7] * len(rows),
+         "correlation_id": [r[2] for r in rows], "name": [f"k{r[2]}" for r in rows]}
+    return api, k
+
+
+F4 = ["float"]
+
+
+@pytest.fixture
+def model_run(run_factory):
+    ops = ops_table([
+        (1, "step 1", 0, 1000, 0, None, None, None),
+        # linear(x [4, 8], w [16, 8], b [16]) -> addmm(b, x, w^T [8, 16]): 2*4*8*16 = 1024 FLOP
+        (2, "aten::linear", 0, 100, 1, [[4, 8], [16, 8], [16]], F4 * 3, ["", "", ""]),
+        (3, "aten::addmm", 10, 90, 2, [[16], [4, 8], [8, 16], [], []], F4 * 3 + ["Scalar"] * 2,
+         ["", "", "", "1", "1"]),
+        # bmm half [3, 4, 5] x [3, 5, 6]: 2*3*4*5*6 = 720 FLOP
+        (4, "aten::bmm", 200, 300, 1, [[3, 4, 5], [3, 5, 6]], ["c10::Half"] * 2, ["", ""]),
+        # conv2d x [2, 3, 8, 8], w [4, 3, 3, 3], stride 1, padding 1, dilation 1 -> out [2, 4, 8, 8]
+        (5, "aten::conv2d", 400, 500, 1, [[2, 3, 8, 8], [4, 3, 3, 3], [4], [], [], [], []],
+         F4 * 3 + ["ScalarList"] * 3 + ["Scalar"], ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"]),
+        (6, "aten::empty", 600, 610, 1, [[], [], []], ["ScalarList", "", ""], ["[5]", "", ""]),
+        (7, "aten::foo", 700, 800, 1, [[10]], F4, [""]),
+    ])
+    api, k = launches([(20, 30, 1, 100, 150), (210, 220, 2, 300, 400), (710, 720, 3, 800, 850)])
+    dev = {"device_id": pa.array([0], pa.int32()), "name": ["NVIDIA A100-SXM4-40GB"],
+           "compute_capability": ["8.0"]}
+    return run_factory({"nvtx_ranges": ops, "cuda_api": api, "kernels": k, "devices": dev})
+
+
+def test_op_flops_golden(model_run):
+    rows, notices = q(model_run, "op_flops")
+    by = {r["range_id"]: r for r in rows}
+    assert set(by) == {2, 3, 4, 5}  # empty and foo have no model
+    # addmm: bytes = (16 + 4*8 + 8*16) * 4 read + 4*16*4 written = 704 + 256 = 960
+    assert (by[3]["flop"], by[3]["bytes"], by[3]["dtype"], by[3]["family"]) == (1024, 960, "fp32", "matmul")
+    assert by[3]["counted"] and not by[2]["counted"] and by[2]["flop"] == 1024
+    # kernel [100, 150) was launched inside addmm (and so inside linear)
+    assert (by[3]["gpu_ns"], by[2]["gpu_ns"], by[3]["kernels"]) == (50, 50, 1)
+    assert by[3]["flop_per_s"] == pytest.approx(1024 / 50e-9)
+    assert by[3]["intensity"] == pytest.approx(1024 / 960)
+    # bmm: bytes = (60 + 90) * 2 + 3*4*6 * 2 = 444
+    assert (by[4]["flop"], by[4]["bytes"], by[4]["dtype"], by[4]["gpu_ns"]) == (720, 444, "fp16", 100)
+    # conv: 2 * (N 2 * Cout 4 * 8*8 out * Cin 3 * 3*3) = 27648; bytes = (384 + 108 + 4)*4 + 512*4
+    assert (by[5]["flop"], by[5]["bytes"], by[5]["gpu_ns"]) == (27648, 4032, None)
+    # coverage: kernels 50 + 100 + 50 = 200 ns, 150 inside counted calls -> 75 %
+    assert by[3]["coverage_pct"] == 75.0
+    assert notices == ["op_flops: run run1: FLOP modelled for 75.0% of GPU kernel time "
+                       "(0.000 of 0.000 ms); most time without a model: aten::foo 25.0%"]
+    rows, _ = q(model_run, "op_flops", {"all_ops": "true"})
+    assert {r["range_id"]: r["flop"] for r in rows if r["family"] is None} == {6: None, 7: None}
