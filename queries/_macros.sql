@@ -536,7 +536,8 @@ FROM conv;
 -- launching call: thread and start), call_start_ns, kernels, kernel_ns.
 CREATE OR REPLACE TEMP MACRO tk_op_calls() AS TABLE
 WITH ops AS NOT MATERIALIZED (
-    SELECT run_id, range_id, pid, tid, start_ns, end_ns FROM tk_op_model()
+    SELECT run_id, range_id, pid, tid, start_ns, end_ns FROM nvtx_ranges
+    WHERE input_dims IS NOT NULL AND style = 'push/pop' AND end_ns IS NOT NULL
 ),
 calls AS NOT MATERIALIZED (
     SELECT c.run_id, c.pid, c.tid, c.start_ns, c.end_ns, count(*) AS kernels, sum(k.end_ns - k.start_ns) AS kernel_ns
@@ -567,38 +568,19 @@ SELECT r.run_id, r.range_id, c.k_start AS call_key, c.start_ns AS call_start_ns,
 FROM range_keys AS r
 JOIN call_keys AS c ON r.k_start <= c.k_start AND c.k_end <= r.k_end;
 
--- tk_op_flops(): tk_op_model() with the GPU time of each call and whether its FLOP are counted:
--- gpu_ns / kernels: kernels launched inside the operator (child operators included; NULL when
--- none); counted: the operator has a FLOP model (flop not NULL) and no operator with a FLOP model
--- runs inside it, so summing flop over counted rows counts every modelled FLOP once (aten::linear
--- -> aten::addmm: addmm is counted; AddmmBackward0 -> aten::mm x 2: both mm are).
+-- tk_op_flops(): tk_op_model() with `counted`: the operator has a FLOP model (flop not NULL) and
+-- no operator with a FLOP model runs inside it, so summing flop over counted rows counts every
+-- modelled FLOP once (aten::linear -> aten::addmm: addmm is counted; AddmmBackward0 -> aten::mm x 2:
+-- both mm are). The GPU time of a call comes from tk_op_calls() (op_flops, mfu).
 CREATE OR REPLACE TEMP MACRO tk_op_flops() AS TABLE
-WITH m AS NOT MATERIALIZED (SELECT * FROM tk_op_model()),
+WITH m AS MATERIALIZED (SELECT * FROM tk_op_model()),
 nxt AS (
     -- the next modelled operator on the same thread (by start, outer first); ranges on a thread are
     -- nested, so when it starts before this one ends it runs inside it
-    SELECT run_id, range_id, start_ns, end_ns, depth,
-           lead(start_ns) OVER w AS next_start, lead(depth) OVER w AS next_depth
+    SELECT run_id, range_id, lead(start_ns) OVER w AS next_start, lead(depth) OVER w AS next_depth
     FROM m WHERE flop IS NOT NULL
     WINDOW w AS (PARTITION BY run_id, pid, tid ORDER BY start_ns, depth, range_id)
-),
-g AS (
-    SELECT run_id, range_id, sum(kernels)::BIGINT AS kernels, sum(kernel_ns)::BIGINT AS gpu_ns
-    FROM tk_op_calls() GROUP BY run_id, range_id
 )
-SELECT m.*, g.kernels, g.gpu_ns,
+SELECT m.*,
        m.flop IS NOT NULL AND NOT coalesce(n.next_start < m.end_ns OR (n.next_start = m.start_ns AND n.next_depth > m.depth), false) AS counted
-FROM m
-LEFT JOIN nxt AS n USING (run_id, range_id)
-LEFT JOIN g USING (run_id, range_id);
-
--- tk_op_coverage(): per launching call (pid, thread, start) whose kernels ran inside some
--- operator call with shapes: kernels, kernel_ns, covered (some enclosing operator is counted in
--- tk_op_flops: its kernel time has modelled FLOP) and the innermost enclosing operator's name.
-CREATE OR REPLACE TEMP MACRO tk_op_coverage() AS TABLE
-WITH f AS (SELECT run_id, range_id, pid, op, start_ns, depth, counted FROM tk_op_flops())
-SELECT c.run_id, any_value(f.pid) AS pid, c.call_key, any_value(c.call_start_ns) AS call_start_ns,
-       any_value(c.kernels) AS kernels, any_value(c.kernel_ns) AS kernel_ns,
-       bool_or(f.counted) AS covered, arg_max(f.op, f.depth) AS innermost_op
-FROM tk_op_calls() AS c JOIN f USING (run_id, range_id)
-GROUP BY c.run_id, c.call_key;
+FROM m LEFT JOIN nxt AS n USING (run_id, range_id);

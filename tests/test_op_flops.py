@@ -97,3 +97,26 @@ def test_op_flops_golden(model_run):
                        "(0.000 of 0.000 ms); most time without a model: aten::foo 25.0%"]
     rows, _ = q(model_run, "op_flops", {"all_ops": "true"})
     assert {r["range_id"]: r["flop"] for r in rows if r["family"] is None} == {6: None, 7: None}
+
+
+def test_mfu_golden(model_run):
+    rows, _ = q(model_run, "mfu")
+    by = {r["scope"]: r for r in rows}
+    step, run = by["step"], by["run"]
+    # counted: addmm 1024 (fp32) + bmm 720 (fp16) + conv 27648 (fp32) = 29392; fp32 dominates
+    assert (step["flop"], step["ops"], step["dtype"], step["time_ns"]) == (29392, 3, "fp32", 1000)
+    # A100 SXM4 40GB fp32 SIMT peak 19.5 TFLOP/s: 29392 / (1e-6 s x 19.5e12) = 0.0015073
+    assert (step["gpu"], step["peak"], step["peak_flop_per_s"]) == ("NVIDIA A100-SXM4-40GB", "flop fp32", 19.5e12)
+    assert step["mfu"] == pytest.approx(29392 / (1000e-9 * 19.5e12))
+    assert step["coverage_pct"] == 75.0 and step["missing"] is None
+    # whole run: the GPU activity spans [100, 850) = 750 ns
+    assert run["time_ns"] == 750 and run["mfu"] == pytest.approx(29392 / (750e-9 * 19.5e12))
+    # fp32 matmuls on tensor cores (allow_tf32): the TF32 dense peak, 156 TFLOP/s
+    rows, _ = q(model_run, "mfu", {"fp32_math": "tf32"})
+    assert {r["scope"]: r["peak"] for r in rows} == {"step": "tensor tf32", "run": "tensor tf32"}
+    assert rows[0]["peak_flop_per_s"] == 156e12
+
+
+def test_mfu_unknown_gpu_says_why(model_run):
+    rows, _ = q(model_run, "mfu", {"gpu": "NVIDIA A10G"})
+    assert all(r["mfu"] is None and "not in the peak table" in r["missing"] for r in rows)

@@ -248,7 +248,7 @@ class Engine:
 
 _ROOFLINE = "<roofline>"  # marker: tracekit.roofline.register has run
 # the tables tracekit.roofline.register creates beside the macros of queries/roofline/_macros.sql
-_ROOFLINE_TABLES = frozenset({"gpu_peaks", "tensor_factors", "tk_ncu_spec"})
+_ROOFLINE_TABLES = frozenset({"gpu_peaks", "gpu_aliases", "tensor_factors", "tk_ncu_spec"})
 _IDENT = re.compile(r"[a-z_][a-z0-9_]*")
 _COMMENT = re.compile(r"--[^\n]*")
 _MACRO = re.compile(r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?MACRO\s+(\w+)",

@@ -39,8 +39,15 @@
 -- @column mfu                 value   flop / (time x peak_flop_per_s), a fraction (0-1).
 -- @column coverage_pct        %       Kernel time launched in the window inside counted calls, as a percentage of all kernel time launched in it.
 -- @column missing             text    Why mfu is NULL, when it is.
-WITH f AS MATERIALIZED (SELECT run_id, pid, start_ns, dtype, flop FROM tk_op_flops() WHERE counted),
-cov AS MATERIALIZED (SELECT run_id, pid, call_start_ns, kernel_ns, covered FROM tk_op_coverage()),
+WITH f0 AS MATERIALIZED (SELECT run_id, range_id, pid, start_ns, depth, dtype, flop, counted FROM tk_op_flops()),
+f AS (SELECT * FROM f0 WHERE counted),
+-- launching calls inside operator calls; covered when some enclosing operator is counted
+cov AS MATERIALIZED (
+    SELECT c.run_id, any_value(f0.pid) AS pid, any_value(c.call_start_ns) AS call_start_ns,
+           any_value(c.kernel_ns) AS kernel_ns, bool_or(f0.counted) AS covered
+    FROM tk_op_calls() AS c JOIN f0 USING (run_id, range_id)
+    GROUP BY c.run_id, c.call_key
+),
 launched AS MATERIALIZED (
     -- every kernel launch, by the host time of its launching call
     SELECT c.run_id, c.pid, c.start_ns AS call_start_ns, sum(k.end_ns - k.start_ns) AS kernel_ns

@@ -42,8 +42,20 @@
 -- @column covered_ms     value  Per run: that kernel time, in milliseconds.
 -- @column kernel_ms      value  Per run: all kernel time, in milliseconds.
 -- @column uncovered_top  text   Per run: the operators (innermost) with the most kernel time outside counted calls, with their share of the run's kernel time.
-WITH f AS (SELECT * FROM tk_op_flops()),
-cov AS (SELECT * FROM tk_op_coverage()),
+WITH f0 AS MATERIALIZED (SELECT * FROM tk_op_flops()),
+calls AS MATERIALIZED (SELECT * FROM tk_op_calls()),
+g AS (
+    SELECT run_id, range_id, sum(kernels)::BIGINT AS kernels, sum(kernel_ns)::BIGINT AS gpu_ns
+    FROM calls GROUP BY run_id, range_id
+),
+f AS (SELECT f0.*, g.kernels, g.gpu_ns FROM f0 LEFT JOIN g USING (run_id, range_id)),
+-- per launching call: covered when some enclosing operator is counted; the innermost one's name
+cov AS (
+    SELECT c.run_id, c.call_key, any_value(c.kernel_ns) AS kernel_ns, bool_or(f0.counted) AS covered,
+           arg_max(f0.op, f0.depth) AS innermost_op
+    FROM calls AS c JOIN f0 USING (run_id, range_id)
+    GROUP BY c.run_id, c.call_key
+),
 tot AS (
     SELECT run_id, sum(end_ns - start_ns) AS kernel_ns FROM kernels GROUP BY run_id
 ),
