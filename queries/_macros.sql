@@ -378,7 +378,8 @@ CREATE OR REPLACE TEMP MACRO tk_attn_pairs(l, s, causal) AS
 -- tk_op_model(): one row per operator call that recorded shapes (nvtx_ranges with input_dims,
 -- push/pop, closed): op (the operator name without PyTorch's NVTX suffixes), dtype (of its first
 -- tensor argument with a known type, else the variable op_dtype), family, flop and bytes (NULL when
--- the operator has no model or its arguments do not fit it). Formulas: docs/metrics.md.
+-- the operator has no model, or its arguments do not fit it: e.g. an elementwise operator over
+-- TensorLists, whose shapes are not flat lists). Formulas: docs/metrics.md.
 CREATE OR REPLACE TEMP MACRO tk_op_model() AS TABLE
 WITH o AS (
     SELECT run_id, range_id, pid, tid, start_ns, end_ns, depth, domain,
@@ -499,7 +500,8 @@ conv AS (
     FROM mm
 )
 SELECT run_id, range_id, pid, tid, start_ns, end_ns, depth, op, d AS input_dims, dtype, family,
-    CASE family
+    CASE WHEN list_count(d) < len(d) AND family IN ('elementwise', 'copy', 'reduction') THEN NULL
+    ELSE CASE family
         WHEN 'matmul' THEN 2.0 * b_ * m_ * k_ * n_
         WHEN 'convolution' THEN 2.0 * conv_macs * conv_passes
         WHEN 'attention' THEN
@@ -512,8 +514,9 @@ SELECT run_id, range_id, pid, tid, start_ns, end_ns, depth, op, d AS input_dims,
         WHEN 'reduction' THEN tk_numel(d[1])
         WHEN 'copy' THEN 0.0
         WHEN 'elementwise' THEN max_numel
-    END AS flop,
-    CASE family
+    END END AS flop,
+    CASE WHEN list_count(d) < len(d) AND family IN ('elementwise', 'copy', 'reduction') THEN NULL
+    ELSE CASE family
         WHEN 'matmul' THEN in_bytes + b_ * m_ * n_ * eb
         WHEN 'convolution' THEN CASE WHEN conv_macs IS NOT NULL THEN in_bytes + CASE WHEN base = 'convolution_backward' THEN 0
             ELSE conv_macs / coalesce(list_product(w[2:len(w)]), 1) * eb END END
@@ -525,8 +528,8 @@ SELECT run_id, range_id, pid, tid, start_ns, end_ns, depth, op, d AS input_dims,
         WHEN 'copy' THEN CASE WHEN base IN ('fill_', 'zero_') THEN max_numel * eb
                               WHEN base IN ('copy_', 'index_put_', 'scatter_add_') THEN in_bytes
                               ELSE in_bytes + max_numel * eb END
-        WHEN 'elementwise' THEN in_bytes + CASE WHEN base LIKE '%\_' ESCAPE '\' THEN 0 ELSE max_numel * eb END
-    END AS bytes
+        WHEN 'elementwise' THEN in_bytes + max_numel * eb
+    END END AS bytes
 FROM conv;
 
 -- tk_op_calls(): every (operator call with shapes, launching CUDA API call inside it) pair, by

@@ -120,3 +120,109 @@ def test_mfu_golden(model_run):
 def test_mfu_unknown_gpu_says_why(model_run):
     rows, _ = q(model_run, "mfu", {"gpu": "NVIDIA A10G"})
     assert all(r["mfu"] is None and "not in the peak table" in r["missing"] for r in rows)
+
+
+# -- the shared Kineto fixtures recorded with shapes ---------------------------------------------
+
+def _raw_ops(path):
+    with gzip.open(path, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    return [e for e in events if e.get("cat") == "cpu_op" and "Input Dims" in (e.get("args") or {})]
+
+
+SHAPED = [p for p in sorted((FIXTURES / "kineto").glob("*.json.gz")) if _raw_ops(p)]
+
+
+@pytest.fixture(scope="module")
+def kineto_runs(tmp_path_factory):
+    from tracekit.convert import convert
+
+    base = tmp_path_factory.mktemp("kineto_shapes")
+    return {p.name: convert([p], base / p.name.split(".")[0]) for p in SHAPED}
+
+
+def _mkn(name, dims):
+    """2*M*K*N (x B) from the raw JSON's Input Dims, by the aten signatures."""
+    if name == "aten::mm":
+        (m, k), (_, n) = dims[0], dims[1]
+        return 2 * m * k * n
+    if name == "aten::addmm":
+        (m, k), (_, n) = dims[1], dims[2]
+        return 2 * m * k * n
+    (b, m, k), (_, _, n) = dims[0], dims[1]  # aten::bmm
+    return 2 * b * m * k * n
+
+
+def test_fixtures_with_shapes_are_found():
+    # the ROCm trace, the CPU-only rank and the Triton trace record shapes; the others do not
+    assert [p.name for p in SHAPED] == ["kineto_a100_triton.json.gz", "kineto_cpu_only_rank.json.gz",
+                                        "kineto_mi250_rocm.json.gz"]
+
+
+@pytest.mark.parametrize("path", SHAPED, ids=lambda p: p.name.split(".")[0])
+def test_matmul_flop_exact_on_fixtures(kineto_runs, path):
+    want = sorted((e["name"], _mkn(e["name"], e["args"]["Input Dims"])) for e in _raw_ops(path)
+                  if e["name"] in ("aten::mm", "aten::addmm", "aten::bmm"))
+    rows, _ = q(kineto_runs[path.name], "op_flops")
+    got = sorted((r["name"], r["flop"]) for r in rows if r["name"] in ("aten::mm", "aten::addmm", "aten::bmm"))
+    assert got == want
+    # every recorded shape is kept as written; a TensorList's nested shapes become a null element
+    flat = [[d if all(type(x) is int for x in d) else None for d in e["args"]["Input Dims"]] for e in _raw_ops(path)]
+    raw = sorted(json.dumps(d) for d in flat)
+    with Engine([kineto_runs[path.name]]) as eng:
+        kept = eng.sql("SELECT input_dims FROM nvtx_ranges WHERE input_dims IS NOT NULL").column(0).to_pylist()
+    assert sorted(json.dumps(d) for d in kept) == raw
+
+
+def test_fixture_counts(kineto_runs):
+    # MI250: 1 mm [128, 5] x [5, 128] and 1 addmm [5, 128] x [128, 128]: 2*128*5*128 each
+    rows, notices = q(kineto_runs["kineto_mi250_rocm.json.gz"], "op_flops")
+    assert [(r["name"], r["flop"]) for r in rows if r["family"] == "matmul" and r["counted"]] == \
+        [("aten::addmm", 163840), ("aten::mm", 163840)]
+    assert len(notices) == 1 and "FLOP modelled for" in notices[0]
+    cpu, _ = q(kineto_runs["kineto_cpu_only_rank.json.gz"], "op_flops")
+    assert sum(r["name"] == "aten::addmm" for r in cpu) == 99
+
+
+def test_mfu_on_rocm_fixture(kineto_runs):
+    # a GPU trace on a GPU of the peak table ('AMD Radeon Graphics', gfx90a, 104 CUs: one MI250 GCD)
+    rows, _ = q(kineto_runs["kineto_mi250_rocm.json.gz"], "mfu")
+    [run] = [r for r in rows if r["scope"] == "run"]
+    assert run["gpu"] == "AMD Instinct MI250 (one GCD)" and run["peak"] == "flop fp32"
+    assert run["peak_flop_per_s"] == 45.3e12 / 2
+    assert 0 < run["mfu"] < 1
+    assert run["mfu"] == pytest.approx(run["flop"] / (run["time_ns"] / 1e9 * 45.3e12 / 2))
+    # a CPU-only trace has FLOP but no GPU to time or rate them by
+    [cpu] = q(kineto_runs["kineto_cpu_only_rank.json.gz"], "mfu")[0]
+    assert cpu["flop"] > 0 and cpu["mfu"] is None and cpu["missing"] == "no GPU activity to time the run by"
+
+
+# -- nsys: PyTorch NVTX op ranges (emit_nvtx(record_shapes=True)) ---------------------------------
+
+def test_nsys_pytorch_nvtx_sizes(tmp_path):
+    # the H100 slice was taken with emit_nvtx() without shapes ('aten::mm, op_id = 314307'); one
+    # message gets the sizes and seq that record_shapes=True writes
+    from tests.conftest import edited_export
+    from tracekit.convert import convert
+
+    src = edited_export(tmp_path, "nsys2026_h100_2gpu_pytorch_slice", """
+        UPDATE NVTX_EVENTS SET text = 'aten::mm, seq = 5, op_id = 314307, sizes = [[4, 8], [8, 16]], '
+                                      || 'input_op_ids = [(314300, 0), (314301, 0)]' WHERE rowid = 27;
+        UPDATE NVTX_EVENTS SET text = 'aten::add, op_id = 314349, sizes = [[3, [2]], []]' WHERE rowid = 107;""")
+    run = convert([src], tmp_path / "run")
+    with Engine([run]) as eng:
+        t = eng.sql("SELECT range_id, op_id, sequence_number, input_dims FROM nvtx_ranges "
+                    "WHERE range_id IN (27, 36, 107) ORDER BY range_id").to_pylist()
+        n_ops = eng.sql("SELECT count(*) FROM nvtx_ranges WHERE op_id IS NOT NULL").column(0)[0].as_py()
+        n_raw = eng.sql("SELECT count(*) FROM nvtx_ranges WHERE name LIKE '%, op_id = %'").column(0)[0].as_py()
+    assert t == [{"range_id": 27, "op_id": 314307, "sequence_number": 5, "input_dims": [[4, 8], [8, 16]]},
+                 {"range_id": 36, "op_id": 314286, "sequence_number": None, "input_dims": None},
+                 {"range_id": 107, "op_id": 314349, "sequence_number": None, "input_dims": None}]
+    assert n_ops == n_raw > 1000
+    rows, _ = q(run, "op_flops")
+    [mm] = [r for r in rows if r["range_id"] == 27]
+    # 2*4*8*16 = 1024; nsys records no types: bytes only with -p op_dtype
+    assert (mm["name"], mm["flop"], mm["bytes"], mm["dtype"]) == ("aten::mm", 1024, None, None)
+    rows, _ = q(run, "op_flops", {"op_dtype": "bf16"})
+    [mm] = [r for r in rows if r["range_id"] == 27]
+    assert (mm["dtype"], mm["bytes"]) == ("bf16", (32 + 128 + 64) * 2)

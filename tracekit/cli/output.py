@@ -71,7 +71,7 @@ def render(result: pa.Table, fmt: Format, output: Path | None, title: str | None
         return
     if fmt == Format.csv or fmt == Format.table:
         buf = io.BytesIO()
-        pacsv.write_csv(result, buf)
+        pacsv.write_csv(_lists_as_json(result), buf)
         text = buf.getvalue().decode()
     else:
         rows = [{k: _json_value(v) for k, v in r.items()} for r in result.to_pylist()]
@@ -80,6 +80,15 @@ def render(result: pa.Table, fmt: Format, output: Path | None, title: str | None
         sys.stdout.write(text)
     else:
         _atomic_write(output, lambda f: f.write(text.encode()), binary=True)
+
+
+def _lists_as_json(result: pa.Table) -> pa.Table:
+    """List columns (operator shapes, ...) as JSON text, which CSV can hold."""
+    for i, f in enumerate(result.schema):
+        if pa.types.is_list(f.type) or pa.types.is_large_list(f.type):
+            text = [None if v is None else json.dumps(v) for v in result.column(i).to_pylist()]
+            result = result.set_column(i, f.name, pa.array(text, pa.string()))
+    return result
 
 
 def _atomic_write(path: Path, write, binary: bool):

@@ -66,10 +66,6 @@ KERNELS = Table(
         C("grid_id", i64, "id", "Unique grid ID assigned by CUPTI."),
         C("graph_id", i64, "id", "CUDA graph ID when the kernel ran as a graph node, else null."),
         C("graph_node_id", i64, "id", "CUDA graph node ID when launched from a graph, else null."),
-        C("recorded_bytes_per_s", f64, "bytes/s", "Throughput of the copy as the profiler computed it "
-          "from its own exact timestamps (Kineto: args['memory bandwidth (GB/s)'] x 1e9), for traces "
-          "whose start_ns/end_ns are rounded (old Kineto traces write whole microseconds); null "
-          "when not recorded (nsys: its timestamps are exact)."),
     ),
 )
 
@@ -103,6 +99,10 @@ MEMCPY = Table(
         C("src_device_id", i32, "id", "Source device for DtoD/PtoP copies."),
         C("dst_device_id", i32, "id", "Destination device for DtoD/PtoP copies."),
         C("graph_node_id", i64, "id", "CUDA graph node ID when launched from a graph, else null."),
+        C("recorded_bytes_per_s", f64, "bytes/s", "Throughput of the copy as the profiler computed it "
+          "from its own exact timestamps (Kineto: args['memory bandwidth (GB/s)'] x 1e9), for traces "
+          "whose start_ns/end_ns are rounded (old Kineto traces write whole microseconds); null "
+          "when not recorded (nsys: its timestamps are exact)."),
     ),
 )
 
