@@ -35,7 +35,7 @@
 -- @column tensor_flop  FLOP  Tensor-core FLOPs (sum of sm__ops_path_tensor_src_* ops, or the labelled estimate).
 -- @column tensor_flop_estimated  flag  True when tensor_flop is the instruction-count estimate.
 -- @column flop  FLOP  fp64 + fp32 + fp16 + tensor FLOPs, over the precisions that were measured (see missing).
--- @column precision  enum  Precision with the most FLOPs: fp64, fp32, fp16 or tensor; its ceiling is peak_flop_per_s.
+-- @column precision  enum  Precision with the most FLOPs: fp64, fp32, fp16 or tensor (fp32 when every measured count is 0); its ceiling is peak_flop_per_s.
 -- @column dram_bytes  bytes  dram__bytes.sum (or read + write).
 -- @column l2_bytes  bytes  lts__t_bytes.sum.
 -- @column l1_bytes  bytes  l1tex__t_bytes.sum.
@@ -109,6 +109,9 @@ checked AS (
              THEN error('roofline: --param per=' || getvariable('per') || ' is not kernel or launch') END AS _chk,
         CASE greatest(coalesce(fp64_flop, -1), coalesce(fp32_flop, -1), coalesce(fp16_flop, -1), coalesce(tensor_flop, -1))
             WHEN -1 THEN NULL
+            -- no floating-point work at all (an integer-only kernel): rated against fp32
+            WHEN 0 THEN CASE WHEN fp32_flop IS NOT NULL THEN 'fp32' WHEN fp64_flop IS NOT NULL THEN 'fp64'
+                             WHEN fp16_flop IS NOT NULL THEN 'fp16' ELSE 'tensor' END
             WHEN coalesce(tensor_flop, -1) THEN 'tensor'
             WHEN coalesce(fp64_flop, -1) THEN 'fp64'
             WHEN coalesce(fp32_flop, -1) THEN 'fp32'
