@@ -226,3 +226,25 @@ def test_nsys_pytorch_nvtx_sizes(tmp_path):
     rows, _ = q(run, "op_flops", {"op_dtype": "bf16"})
     [mm] = [r for r in rows if r["range_id"] == 27]
     assert (mm["dtype"], mm["bytes"]) == ("bf16", (32 + 128 + 64) * 2)
+
+
+def test_kineto_copies_use_the_recorded_rate(tmp_path):
+    # AlexNet (integer-microsecond ts/dur): the 256-byte copy is written with dur 1 us, but Kineto
+    # measured it at 0.14277746793084217 GB/s (1793 ns): that rate, not 256 B / 1 us = 0.256 GB/s
+    from tracekit.convert import convert
+
+    src = FIXTURES / "kineto" / "kineto_a100_alexnet.json.gz"
+    with gzip.open(src, "rt") as f:
+        copies = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "gpu_memcpy"]
+    run = convert([src], tmp_path / "alexnet")
+    with Engine([run]) as eng:
+        kept = eng.sql("SELECT bytes, recorded_bytes_per_s FROM memcpy ORDER BY start_ns").to_pylist()
+        [row] = eng.query("memcpy_throughput").to_pylist()
+    assert kept == [{"bytes": e["args"]["bytes"], "recorded_bytes_per_s": e["args"]["memory bandwidth (GB/s)"] * 1e9}
+                    for e in sorted(copies, key=lambda e: e["ts"])]
+    durations = [e["args"]["bytes"] / (e["args"]["memory bandwidth (GB/s)"] * 1e9) * 1e9 for e in copies]
+    assert row["count"] == 16 and row["total_ns"] == round(sum(durations))
+    rates = sorted(e["args"]["memory bandwidth (GB/s)"] * 1e9 for e in copies)
+    assert rates[0] == pytest.approx(0.14277746793084217e9)
+    assert row["max_bytes_per_s"] == pytest.approx(rates[-1])
+    assert row["bytes_per_s"] == pytest.approx(sum(e["args"]["bytes"] for e in copies) / sum(durations) * 1e9)
