@@ -369,3 +369,22 @@ def test_example_scripts_parse():
     for name in ("study_gpu.sh", "study_cpu.sh"):
         p = subprocess.run(["bash", "-n", str(ROOT / "examples" / name)], capture_output=True, text=True)
         assert p.returncode == 0, p.stderr
+
+
+def test_characterization_from_the_operator_model(tmp_path):
+    """A workload without an ncu pass: FLOP and bytes from its recorded operator shapes (op_flops)
+    over the kernel time of those calls, labelled as the operator model (the ROCm fixture)."""
+    from tracekit.convert import convert
+
+    run = convert([FIXTURES / "kineto" / "kineto_mi250_rocm.json.gz"], tmp_path / "mlp")
+    o = tmp_path / "o.toml"
+    o.write_text('[runs.mlp]\nworkload = "mlp"\nsuite = "micro"\n')
+    st, _ = build_study([run], tmp_path / "study", override=o)
+    [row] = st.tables["characterization"].itertuples()
+    with Engine([run]) as eng:
+        ops = eng.query("op_flops").to_pandas()
+    ops = ops[ops.counted & (ops.gpu_ns > 0) & ops.flop.notna() & ops.bytes.notna()]
+    assert row.flop_per_s == pytest.approx(ops.flop.sum() * 1e9 / ops.gpu_ns.sum(), rel=1e-12)
+    assert row.dram_bytes_per_s == pytest.approx(ops.bytes.sum() * 1e9 / ops.gpu_ns.sum(), rel=1e-12)
+    assert row.source.startswith("operator model (op_flops") and row.suite == "micro"
+    assert "characterization" not in st.reasons
