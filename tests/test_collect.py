@@ -517,3 +517,43 @@ def test_every_tiny_workload_under_torch_profiler(tmp_path, workload):
     _check_against_runner(run, rows)
     m = json.loads((run / "manifest.json").read_text())
     assert m["collect"]["profiler"] == "torch" and m["sources"]["kineto"]
+
+
+def _conv_flop(x, w, ci):
+    """2 x N x Cout x prod(output spatial) x Cin/groups x prod(kernel), output size from the stride,
+    padding and dilation of mkldnn/cudnn_convolution(self, weight, [bias,] padding, stride, dilation, ...)."""
+    first = 3 if len(ci) == 7 else 2  # mkldnn has a bias argument before padding, cudnn does not
+    pad, stride, dil = (json.loads(ci[first + i]) for i in range(3))
+    out = 1
+    for j in range(len(x) - 2):
+        out *= (x[j + 2] + 2 * pad[j] - dil[j] * (w[j + 2] - 1) - 1) // stride[j] + 1
+    k = 1
+    for v in w[1:]:
+        k *= v
+    return 2 * x[0] * w[0] * out * k
+
+
+@pytest.mark.slow
+@requires_kineto
+@requires_torch
+def test_torch_profiler_run_has_op_flops_and_mfu(tmp_path):
+    """tracekit's own torch-profiler runs record shapes (record_shapes=True), so op_flops models
+    their operators: every mm is 2*M*K*N of its recorded dims, every convolution the formula above."""
+    run = _collect(tmp_path, "resnet_cifar", "torch", "--steps", "1", "--warmup-steps", "1")
+    with Engine([run]) as eng:
+        ops = eng.query("op_flops").to_pylist()
+        ci = {r["range_id"]: r["concrete_inputs"] for r in eng.sql(
+            "SELECT range_id, concrete_inputs FROM nvtx_ranges WHERE input_dims IS NOT NULL").to_pylist()}
+        mfu = eng.query("mfu").to_pylist()
+    mms = [r for r in ops if r["name"] == "aten::mm"]
+    convs = [r for r in ops if r["name"] in ("aten::mkldnn_convolution", "aten::cudnn_convolution")]
+    assert len(mms) >= 3 and len(convs) >= 8
+    for r in mms:
+        (m, k), (_, n) = r["input_dims"][:2]
+        assert r["flop"] == 2 * m * k * n and r["counted"]
+    for r in convs:
+        assert r["flop"] == _conv_flop(r["input_dims"][0], r["input_dims"][1], ci[r["range_id"]]) and r["counted"]
+    # the measured step's FLOP are the counted calls in it; a CPU run has no GPU to rate them by
+    [step] = [r for r in mfu if r["scope"] == "step"]
+    assert step["flop"] == sum(r["flop"] for r in ops if r["counted"] and r["flop"])
+    assert step["flop"] > 0 and step["dtype"] == "fp32" and step["mfu"] is None and step["missing"]

@@ -440,3 +440,20 @@ def test_report_tables_in_milliseconds_without_scientific_notation():
     assert "<th>step (ms)</th>" in html and "<th>exposed comm (ms)</th>" in html
     assert "<td>12,840.244</td>" in html and "<td>3.758</td>" in html and "<td>250 T</td>" in html
     assert "e+" not in html
+def test_characterization_from_the_operator_model(tmp_path):
+    """A workload without an ncu pass: FLOP and bytes from its recorded operator shapes (op_flops)
+    over the kernel time of those calls, labelled as the operator model (the ROCm fixture)."""
+    from tracekit.convert import convert
+
+    run = convert([FIXTURES / "kineto" / "kineto_mi250_rocm.json.gz"], tmp_path / "mlp")
+    o = tmp_path / "o.toml"
+    o.write_text('[runs.mlp]\nworkload = "mlp"\nsuite = "micro"\n')
+    st, _ = build_study([run], tmp_path / "study", override=o)
+    [row] = st.tables["characterization"].itertuples()
+    with Engine([run]) as eng:
+        ops = eng.query("op_flops").to_pandas()
+    ops = ops[ops.counted & (ops.gpu_ns > 0) & ops.flop.notna() & ops.bytes.notna()]
+    assert row.flop_per_s == pytest.approx(ops.flop.sum() * 1e9 / ops.gpu_ns.sum(), rel=1e-12)
+    assert row.dram_bytes_per_s == pytest.approx(ops.bytes.sum() * 1e9 / ops.gpu_ns.sum(), rel=1e-12)
+    assert row.source.startswith("operator model (op_flops") and row.suite == "micro"
+    assert "characterization" not in st.reasons

@@ -53,6 +53,9 @@ _DUCK_TYPES = {
 
 
 def duck_type(t: pa.DataType) -> str:
+    """DuckDB type name of a schema column's Arrow type (lists as ``T[]``)."""
+    if pa.types.is_list(t):
+        return duck_type(t.value_type) + "[]"
     return _DUCK_TYPES[t]
 
 
@@ -119,6 +122,7 @@ class Engine:
             except QueryError:
                 self.close()
                 raise
+        self.notices: list[str] = []  # lines of the last named query's @notice statements
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -241,9 +245,29 @@ class Engine:
         self._set_params(q, params or {})
         self._prepare(q.sql)
         try:
-            return fetch_arrow(self._con.sql(q.sql))
+            result = fetch_arrow(self._con.sql(q.sql))
         except duckdb.Error as exc:
             raise QueryError(f"query {q.name} failed: {_one_line(exc)}") from None
+        self.notices = self._notices(q, result)
+        return result
+
+    def _notices(self, q: NamedQuery, result: pa.Table) -> list[str]:
+        """The lines of ``q``'s ``@notice`` statements over ``result`` (see named_queries)."""
+        out: list[str] = []
+        if not q.notices:
+            return out
+        self._con.register("result", result)
+        try:
+            for stmt in q.notices:
+                self._prepare(stmt)
+                try:
+                    rows = self._con.sql(stmt).fetchall()
+                except duckdb.Error as exc:
+                    raise QueryError(f"query {q.name}: @notice failed: {_one_line(exc)}") from None
+                out.extend(str(r[0]) for r in rows if r and r[0] is not None)
+        finally:
+            self._con.unregister("result")
+        return out
 
     def _set_params(self, q: NamedQuery, params: dict[str, str]):
         for key in params:
@@ -276,7 +300,7 @@ class Engine:
 
 _ROOFLINE = "<roofline>"  # marker: tracekit.roofline.register has run
 # the tables tracekit.roofline.register creates beside the macros of queries/roofline/_macros.sql
-_ROOFLINE_TABLES = frozenset({"gpu_peaks", "tensor_factors", "tk_ncu_spec"})
+_ROOFLINE_TABLES = frozenset({"gpu_peaks", "gpu_aliases", "tensor_factors", "tk_ncu_spec"})
 _IDENT = re.compile(r"[a-z_][a-z0-9_]*")
 _COMMENT = re.compile(r"--[^\n]*")
 _MACRO = re.compile(r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?MACRO\s+(\w+)",

@@ -14,6 +14,10 @@ Each file holds one query whose header is a block of ``--`` comment lines::
     -- @requires kernels
     -- @empty no kernel matched
 
+An optional ``-- @notice SELECT ...`` line holds one SQL statement over the view ``result`` (the
+query's rows); each value of its first column is printed by ``tracekit query`` as one line on
+stderr (a coverage figure, why a column is NULL and how to fill it).
+
 The first line is ``NAME: one-line description`` and NAME must equal the file's stem. Parameters
 are read in SQL with ``getvariable('top')`` and are set (cast to the declared DuckDB type) before
 the query runs. A value must be of the declared type (``3.7`` is not an INTEGER, ``1,5`` not a
@@ -45,6 +49,7 @@ _INT_BITS = {"TINYINT": 8, "SMALLINT": 16, "INTEGER": 32, "BIGINT": 64}
 _BOOL = {"true": "true", "t": "true", "1": "true", "yes": "true",
          "false": "false", "f": "false", "0": "false", "no": "false"}
 _COLUMN = re.compile(r"^@column\s+(\w+)\s+(\S+)\s*(.*)$")
+_NOTICE = re.compile(r"^@notice\s+(SELECT\b.*)$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,7 @@ class NamedQuery:
     topic: str = ""
     requires: tuple[str, ...] = ()
     empty: str = ""
+    notices: tuple[str, ...] = ()
     _params_by_name: dict = field(default=None, init=False, repr=False, compare=False)
 
     def param(self, name: str) -> Param:
@@ -149,12 +155,17 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
         raise QueryError(f"{path}: the first line must be '-- NAME: description'")
     name, _, description = header[0].partition(":")
     name = name.strip()
-    details, params, columns, requires, empty = [], [], [], [], ""
+    details, params, columns, requires, empty, notices = [], [], [], [], "", []
     for line in header[1:]:
         if line.startswith("@requires"):
             requires += line[len("@requires"):].split()
         elif line.startswith("@empty"):
             empty = line[len("@empty"):].strip()
+        elif line.startswith("@notice"):
+            m = _NOTICE.match(line)
+            if not m:
+                raise QueryError(f"{path}: malformed @notice line (expected '@notice SELECT ...'): {line!r}")
+            notices.append(m.group(1))
         elif line.startswith("@param"):
             m = _PARAM.match(line)
             if not m:
@@ -183,6 +194,7 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
         topic=Path(path).parent.name,
         requires=tuple(requires),
         empty=empty,
+        notices=tuple(notices),
     )
 
 

@@ -79,12 +79,15 @@ def query(
         check_output(output, run_dirs)
     with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as eng:
         result = eng.query(q, params)
+        notices = eng.notices
         _warn_runs(eng, tables_read(q.sql))
         if result.num_rows == 0:
             note(why_empty(eng.runs, q, params=params))
     result = select_columns(result, columns)
     units = {c.name: (c.unit, c.description) for c in q.columns}
     render(result, format, output, title=name, units=units, protect=run_dirs)
+    for line in notices:  # the query's @notice lines (coverage, why a column is NULL)
+        note(line)
 
 
 @app.command()
