@@ -34,7 +34,7 @@ def plot_kernels(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLik
         raise InputError("nothing to plot: the run folder(s) hold no kernels, memcpy or memset")
     plt = style.pyplot()
     n_names = max(sum(1 for x in rows if x["run_id"] == r and x["level"] == "name") for r in drawn)
-    fig, axes = plt.subplots(len(drawn), 2, figsize=(11, 0.9 + len(drawn) * (0.6 + 0.3 * n_names)),
+    fig, axes = plt.subplots(len(drawn), 2, figsize=(11, 0.9 + len(drawn) * max(3.2, 0.6 + 0.3 * n_names)),
                              gridspec_kw={"width_ratios": [1, 4.2]}, squeeze=False)
     for (ax_c, ax_n), run in zip(axes, drawn):
         cats = {x["category"]: x for x in rows if x["run_id"] == run and x["level"] == "category"}
@@ -64,7 +64,7 @@ def plot_kernels(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLik
         kl = iter(style.kernel_labels([x["name"] for x in names if x["category"] in ("compute", "nccl")], 64))
         ax_n.set_yticklabels([next(kl) if x["category"] in ("compute", "nccl") else style.text(x["name"])
                               for x in names], fontsize=7)
-        ax_n.invert_yaxis()
+        ax_n.set_ylim(max(len(names), 8) - 0.5, -0.5)  # top down; a short list keeps thin bars
         xmax = max(x["total_ns"] for x in names) / div
         ax_n.set_xlim(0, xmax * 1.18)
         for y, x in zip(ys, names):

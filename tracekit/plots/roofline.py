@@ -45,7 +45,8 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
                   params: dict[str, str] | None = None, title: str | None = None, top: int = 8) -> dict:
     """Draw the roofline of ``run_dirs`` into ``output`` (PNG, SVG or PDF by suffix).
 
-    Returns ``{"plotted": [kernel names], "skipped": {kernel: reason}}``. Raises
+    Returns ``{"plotted": [kernel names], "skipped": {kernel: reason}, "title": text, "legend":
+    [ceiling and marker legend texts], "labels": [numbered kernel legend texts]}``. Raises
     :class:`InputError` when no kernel has both a FLOP count and a byte count at some level
     (the message quotes what is missing), :class:`ToolNotFoundError` without matplotlib.
     """
@@ -152,5 +153,7 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
         ax.legend(handles=kernel_handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7,
                   title="kernels (share of time)", title_fontsize=7, frameon=False)
     fig.tight_layout()
+    drawn = {"title": ax.get_title(), "legend": [t.get_text() for t in first.get_texts()],
+             "labels": [h.get_label() for h in kernel_handles]}
     style.save(fig, output)
-    return {"plotted": [k["kernel_name"] for k, _, _ in points], "skipped": skipped}
+    return {"plotted": [k["kernel_name"] for k, _, _ in points], "skipped": skipped, **drawn}

@@ -45,7 +45,7 @@ def plot_steps(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike,
     for r in rows:
         by_series.setdefault((r["run_id"], r["rank"], r["pid"]), []).append(r)
     phases = [(col, name) for col, name in PHASES if any(r[col] for r in rows)]
-    fig, axes = plt.subplots(2 if phases else 1, 1, figsize=(10, 6.4 if phases else 3.8), squeeze=False)
+    fig, axes = plt.subplots(2 if phases else 1, 1, figsize=(10, 6.8 if phases else 3.8), squeeze=False)
     ax = axes[0, 0]
     div, unit = style.time_unit(max(r["wall_ns"] for r in rows))
     steps = sorted({r["step"] for r in rows})
@@ -83,10 +83,12 @@ def plot_steps(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike,
                     color=style.PHASE_COLORS[name], label="GPU busy (kernels)" if name == "gpu_busy" else name)
         axp.set_xlabel("step")
         axp.set_ylabel(f"time per step ({unit}, mean over ranks)")
-        axp.legend(fontsize=7, ncol=len(phases))
+        axp.legend(fontsize=7, ncol=len(phases), loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
         axp.grid(alpha=0.3, axis="y")
         axp.set_xticks(steps if len(steps) <= 30 else steps[:: max(1, len(steps) // 30)])
         axp.set_title("phases (NVTX ranges inside each step; they may overlap, e.g. comm during backward)", fontsize=8)
+    if not gpus and all(r["gpu_busy_ns"] is None for r in rows):
+        gpus = ["CPU trace (no kernels captured)"]
     fig.suptitle(title or style.run_title("Step time", runs, gpus), fontsize=10)
     fig.tight_layout()
     style.save(fig, output)
