@@ -8,9 +8,9 @@ import sys
 import time
 from pathlib import Path
 
-from tracekit.collectors import nsys as N
-from tracekit.collectors import nsys_mapping as M
-from tracekit.collectors.sqlite_export import Export
+from tracekit.collectors.nsys import decode as N
+from tracekit.collectors.nsys import mapping as M
+from tracekit.collectors.nsys.export import Export
 
 def table_plans(ex: Export):
     """(plan, ' WHERE ...' or '') of every table ``tracekit convert`` reads from ``ex`` (also

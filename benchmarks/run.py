@@ -89,7 +89,7 @@ def sqlite_scan(path: Path) -> dict:
     SQLite decodes every value tracekit converts, and hands none of them out)."""
     from adbc_scan import table_plans
 
-    from tracekit.collectors.sqlite_export import Export
+    from tracekit.collectors.nsys.export import Export
 
     con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
     tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}

@@ -1,7 +1,10 @@
-"""Collectors: one module per input format. Each turns profiler output into run-folder tables.
+"""Collectors: one package per input format (``nsys/``, ``ncu/``, ``kineto/``), each with its
+reader, its mapping to tracekit's columns as data and its post-steps; :mod:`.common` holds what
+they share (input description, push/pop NVTX nesting). Each turns profiler output into run-folder
+tables.
 
 Collectors only rename, decode and cast (staging); they compute no metrics — metrics live in the
-named queries. Every collector module exposes:
+named queries. Every collector package exposes:
 
 - ``NAME``: short format name written to the manifest (``nsys``, ``kineto``, ``ncu``)
 - ``sniff(path) -> bool``: cheap check whether ``path`` is in this format (reads a few bytes)
@@ -18,7 +21,7 @@ from pathlib import Path
 
 from tracekit.errors import InputError, UnsupportedFormatError
 
-# module names under tracekit.collectors, in the order sniff() is tried
+# package names under tracekit.collectors, in the order sniff() is tried
 REGISTRY = ("nsys", "ncu", "kineto")
 
 

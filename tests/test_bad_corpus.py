@@ -17,8 +17,8 @@ import pytest
 
 from conftest import FIXTURES, NSYS_FIXTURES
 from tracekit.cli import run
-from tracekit.collectors import nsys_versions as V
-from tracekit.collectors.sqlite_export import Export
+from tracekit.collectors.nsys import versions as V
+from tracekit.collectors.nsys.export import Export
 
 BAD = Path(__file__).parent / "data" / "bad"
 CASES = json.loads((BAD / "cases.json").read_text())
@@ -137,7 +137,7 @@ def test_newer_schema_is_read_best_effort(tmp_path):
 # -- schema registry -----------------------------------------------------------------------------
 
 def _version(path: Path) -> str:
-    from tracekit.collectors.nsys import _metadata
+    from tracekit.collectors.nsys.pipeline import _metadata
 
     with Export(path) as ex:
         return V.version_key(_metadata(ex)["export_schema_version"])
@@ -147,7 +147,7 @@ def _version(path: Path) -> str:
 def test_registry_matches_fixture(path):
     reg = V.registry()["versions"]
     key = _version(path)
-    assert key in reg, f"{path.name}: schema {key} not registered; regenerate nsys_schemas.json"
+    assert key in reg, f"{path.name}: schema {key} not registered; regenerate collectors/nsys/schemas.json"
     entry = reg[key]
     assert path.name in entry["fixtures"]
     with Export(path) as ex:
@@ -163,8 +163,8 @@ def test_registry_matches_fixture(path):
 
 def test_registry_covers_every_table_read():
     assert V.registry()["read_tables"] == list(V.READ_TABLES), \
-        "tables read changed: regenerate collectors/nsys_schemas.json"
-    from tracekit.collectors import nsys_mapping as M
+        "tables read changed: regenerate collectors/nsys/schemas.json"
+    from tracekit.collectors.nsys import mapping as M
 
     for tmap in M.TABLE_MAPS.values():
         assert set(tmap.sources) <= set(V.READ_TABLES)

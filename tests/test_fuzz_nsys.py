@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import FIXTURES
-from tracekit.collectors import nsys_mapping as M
-from tracekit.collectors import nsys_versions as V
+from tracekit.collectors.nsys import mapping as M
+from tracekit.collectors.nsys import versions as V
 from tracekit.convert import convert
 from tracekit.errors import InputError
 

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import KINETO_FIXTURES
 from tracekit.collectors import detect
-from tracekit.collectors.kineto_reader import head_metadata, tail_metadata, to_ns
+from tracekit.collectors.kineto.reader import head_metadata, tail_metadata, to_ns
 
 from tracekit.convert import convert
 from tracekit.engine import Engine
@@ -190,7 +190,7 @@ def test_push_pop_nesting(name, runs):
 def test_nvtx_in_memory_and_duckdb_paths_agree(name, runs, tmp_path, monkeypatch):
     """Traces with up to nesting.MAX_ROWS ranges are nested with NumPy, larger ones in DuckDB:
     forcing the DuckDB path gives the same nvtx_ranges table, row for row, on every fixture."""
-    from tracekit.collectors import nesting
+    from tracekit.collectors import common as nesting
 
     mem = pq.read_table(runs(name) / "nvtx_ranges.parquet")  # converted with the default
     monkeypatch.setattr(nesting, "MAX_ROWS", -1)

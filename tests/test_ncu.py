@@ -20,7 +20,7 @@ from conftest import FIXTURES
 from tracekit.cli import run as cli_run
 from tracekit.collectors import detect
 from tracekit.collectors import ncu as ncu_collector
-from tracekit.collectors.ncu_units import UNIT_TABLE, convert as convert_units, parse_values
+from tracekit.collectors.ncu.units import UNIT_TABLE, convert as convert_units, parse_values
 from tracekit.convert import convert
 from tracekit.engine import Engine
 from tracekit.errors import InputError

@@ -1,4 +1,4 @@
-"""The in-memory NVTX nesting (collectors/nesting.py) against the DuckDB SQL path of the nsys
+"""The in-memory NVTX nesting (collectors/common.py) against the DuckDB SQL path of the nsys
 collector, on random ranges with every edge case: equal starts, zero-length and never-closed
 ranges, negative lengths, null pid/tid, several threads, overlapping (not nested) ranges."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tracekit.collectors import nesting
-from tracekit.collectors import nsys as N
+from tracekit.collectors import common as nesting
+from tracekit.collectors.nsys import post_steps as N
 
 
 def _nested(step, t: pa.Table, folder):

@@ -382,7 +382,7 @@ def test_report_is_exported_and_converted(nsys_report, tmp_path, capsys):
 @pytest.mark.nsys
 def test_newer_report_names_both_versions(nsys_report, tmp_path, capsys):
     data = nsys_report.read_bytes()
-    from tracekit.collectors.nsys_report import local_version
+    from tracekit.collectors.nsys.report import local_version
 
     local = local_version()
     fake = tmp_path / "newer.nsys-rep"

@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import FIXTURES, edited_export
-from tracekit.collectors import nsys as N
-from tracekit.collectors import sqlite_export as S
+from tracekit.collectors.nsys import pipeline as N
+from tracekit.collectors.nsys import export as S
 from tracekit.convert import convert
 
 EXPORT = FIXTURES / "nsys" / "nsys2026_h100_2gpu_pytorch_slice.sqlite"

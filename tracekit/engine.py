@@ -239,7 +239,7 @@ class Engine:
 
 
 _ROOFLINE = "<roofline>"  # marker: tracekit.roofline.register has run
-# the tables tracekit.roofline.register creates beside the macros of its macros.sql
+# the tables tracekit.roofline.register creates beside the macros of queries/roofline/_macros.sql
 _ROOFLINE_TABLES = frozenset({"gpu_peaks", "tensor_factors", "tk_ncu_spec"})
 _IDENT = re.compile(r"[a-z_][a-z0-9_]*")
 _COMMENT = re.compile(r"--[^\n]*")
@@ -272,7 +272,7 @@ def _roofline_identifiers() -> frozenset[str]:
 @functools.cache
 def _roofline_names() -> frozenset[str]:
     """Names that need the roofline tables and macros: its tables and every macro its
-    macros.sql creates."""
+    queries/roofline/_macros.sql creates."""
     from tracekit.roofline import macros_text
 
     return _ROOFLINE_TABLES | {m.group(1).lower() for m in _MACRO.finditer(macros_text())}

@@ -112,12 +112,19 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
     )
 
 
-def macros_sql() -> str:
-    """Text of ``queries/_macros.sql``: DuckDB macros shared by the named queries (the engine runs
-    the macros a statement calls on its connection, after the views they read); '' when the file
-    is absent."""
-    f = resources.files("tracekit.queries") / "_macros.sql"
+def macros_sql(topic: str = "") -> str:
+    """Text of ``queries/_macros.sql`` (or ``queries/TOPIC/_macros.sql``): DuckDB macros shared by
+    the named queries (the engine runs the macros a statement calls on its connection, after the
+    views they read); '' when the file is absent."""
+    root = resources.files("tracekit.queries")
+    f = (root / topic if topic else root) / "_macros.sql"
     return f.read_text(encoding="utf-8") if f.is_file() else ""
+
+
+def data_file(name: str) -> str:
+    """Path of a data table shipped in ``queries/data/`` (``gpu_peaks.csv``, ``tensor_factors.csv``;
+    documented in ``queries/data/README.md``)."""
+    return str(resources.files("tracekit.queries") / "data" / name)
 
 
 def _query_files():

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import hashlib
 import json
 import os
 import shutil
@@ -40,29 +39,6 @@ def parquet_options(arrow_schema: pa.Schema) -> dict:
     (docs/performance.md)."""
     text = [f.name for f in arrow_schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
     return {"compression": PARQUET_COMPRESSION, "use_dictionary": text}
-
-
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
-    """Hex SHA-256 of a file, read in 4 MiB chunks (constant memory)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            buf = f.read(chunk)
-            if not buf:
-                return h.hexdigest()
-            h.update(buf)
-
-
-def describe_input(path: str | os.PathLike, fmt: str) -> dict:
-    """Manifest entry for one input file: name, absolute path, size in bytes, sha256, format."""
-    p = Path(path)
-    return {
-        "name": p.name,
-        "path": str(p.resolve()),
-        "size_bytes": p.stat().st_size,
-        "sha256": sha256_file(p),
-        "format": fmt,
-    }
 
 
 class RunWriter:

@@ -1,4 +1,6 @@
-"""Roofline support for the query engine: the per-GPU peak table and the shared roofline macros.
+"""Roofline support for the query engine: loads the per-GPU peak table and the roofline macros,
+which live with the other SQL under ``queries/`` (``queries/data/gpu_peaks.csv``,
+``queries/data/tensor_factors.csv``, ``queries/roofline/_macros.sql``).
 
 :func:`register` is called by :class:`tracekit.engine.Engine` on a connection whose statement names
 one of these (on demand). It creates
@@ -8,8 +10,8 @@ one of these (on demand). It creates
   dense/sparse, value in FLOP/s or bytes/s, source);
 - ``tensor_factors``: FLOP per tensor-pipe instruction by compute capability, for the labelled
   estimate used when a report has no per-datatype tensor op counters;
-- ``tk_ncu_spec``: :data:`tracekit.ncu_metrics.INPUTS` as rows (alias, metric_name, prio);
-- the macros of ``macros.sql``: ``tk_roofline_launches()`` (one row per ncu launch with FLOPs,
+- ``tk_ncu_spec``: :data:`tracekit.collectors.ncu.metrics.INPUTS` as rows (alias, metric_name, prio);
+- the macros of ``queries/roofline/_macros.sql``: ``tk_roofline_launches()`` (one row per ncu launch with FLOPs,
   bytes, time and ceilings) and scalar helpers ``tk_bound``.
 
 The named queries in ``queries/roofline/`` build on these; docs/roofline.md documents them.
@@ -17,19 +19,16 @@ The named queries in ``queries/roofline/`` build on these; docs/roofline.md docu
 
 from __future__ import annotations
 
-from importlib import resources
-
 import duckdb
 
+from tracekit.collectors.ncu.metrics import INPUTS
 from tracekit.errors import QueryError
-from tracekit.ncu_metrics import INPUTS
-
-_PKG = resources.files("tracekit.roofline")
+from tracekit.named_queries import data_file, macros_sql
 
 
 def peaks_path() -> str:
     """Path of the shipped per-GPU peak table (CSV)."""
-    return str(_PKG / "gpu_peaks.csv")
+    return data_file("gpu_peaks.csv")
 
 
 def load_peaks():
@@ -40,8 +39,8 @@ def load_peaks():
 
 
 def macros_text() -> str:
-    """Text of the roofline macros (``macros.sql``)."""
-    return (_PKG / "macros.sql").read_text(encoding="utf-8")
+    """Text of the roofline macros (``queries/roofline/_macros.sql``)."""
+    return macros_sql("roofline")
 
 
 def register(con: duckdb.DuckDBPyConnection) -> None:
@@ -55,7 +54,7 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(
             "CREATE OR REPLACE TEMP TABLE tensor_factors AS SELECT * FROM read_csv(?, header = true, "
             "columns = {'compute_capability': 'VARCHAR', 'flop_per_inst': 'DOUBLE', 'source': 'VARCHAR'})",
-            [str(_PKG / "tensor_factors.csv")])
+            [data_file("tensor_factors.csv")])
         rows = [(alias, name, prio) for alias, names in INPUTS.items() for prio, name in enumerate(names)]
         con.execute("CREATE OR REPLACE TEMP TABLE tk_ncu_spec (alias VARCHAR, metric_name VARCHAR, prio INTEGER)")
         con.executemany("INSERT INTO tk_ncu_spec VALUES (?, ?, ?)", rows)

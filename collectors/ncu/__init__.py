@@ -4,6 +4,11 @@ Writes ``ncu_launches`` (one row per profiled launch) and ``ncu_metrics`` (long:
 metric name, raw unit, value in base units, raw text). Several ncu inputs given together are
 concatenated in order; launch_id numbers the launches of the run. Metrics are not interpreted
 here: FLOPs, bytes and ceilings are computed by the roofline queries (docs/roofline.md).
+
+Modules: :mod:`~tracekit.collectors.ncu.csv_reader` (raw and details CSV pages),
+:mod:`~tracekit.collectors.ncu.rep_reader` (``.ncu-rep`` through NVIDIA's ``ncu-report``),
+:mod:`~tracekit.collectors.ncu.units` (ncu's units to base units, as a table),
+:mod:`~tracekit.collectors.ncu.metrics` (the metric names the roofline reads, per ncu version).
 """
 
 from __future__ import annotations
@@ -14,12 +19,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracekit.collectors import ncu_csv as C
-from tracekit.collectors import ncu_units as U
-from tracekit.collectors.ncu_rep import is_report, read_report
+from tracekit.collectors.ncu import csv_reader as C
+from tracekit.collectors.ncu import units as U
+from tracekit.collectors.ncu.rep_reader import is_report, read_report
 from tracekit.errors import InputError
 from tracekit.progress import NULL_PROGRESS, Progress
-from tracekit.runfolder import RunWriter, describe_input
+from tracekit.collectors.common import describe_input
+from tracekit.runfolder import RunWriter
 
 NAME = "ncu"
 

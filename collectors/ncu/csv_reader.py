@@ -8,7 +8,7 @@ header, one row per launch); the details page is long ("Section Name", "Metric N
 "Metric Unit", "Metric Value", plus rule rows without a metric). Cells are read as text by
 Python's csv module (quoted names with commas stay whole; exports hold one row per launch or
 per launch and metric, so this is small); numbers are parsed by
-:func:`tracekit.collectors.ncu_units.parse_values`.
+:func:`tracekit.collectors.ncu.units.parse_values`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Push/pop NVTX nesting by sort-and-sweep in NumPy: the in-memory path of the nsys collector's
+"""What the collectors share: the description of an input file for the manifest
+(:func:`describe_input`) and push/pop NVTX nesting (:func:`nest`).
+
+Push/pop NVTX nesting by sort-and-sweep in NumPy: the in-memory path of the nsys collector's
 ``nvtx_nesting`` step (exports with more push/pop ranges than :data:`MAX_ROWS` go through the
 spilling DuckDB SQL of :mod:`tracekit.collectors.nsys` instead; both give the same result).
 
@@ -16,6 +19,10 @@ per thread only).
 """
 
 from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
 
 import numpy as np
 
@@ -118,3 +125,28 @@ def nest(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         depth[out] = d
         parent[out] = np.where(ok, rs[cand], NO_PARENT)
     return depth, parent
+
+
+# -- input description ---------------------------------------------------------------------
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
+    """Hex SHA-256 of a file, read in 4 MiB chunks (constant memory)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            buf = f.read(chunk)
+            if not buf:
+                return h.hexdigest()
+            h.update(buf)
+
+
+def describe_input(path: str | os.PathLike, fmt: str) -> dict:
+    """Manifest entry for one input file: name, absolute path, size in bytes, sha256, format."""
+    p = Path(path)
+    return {
+        "name": p.name,
+        "path": str(p.resolve()),
+        "size_bytes": p.stat().st_size,
+        "sha256": sha256_file(p),
+        "format": fmt,
+    }

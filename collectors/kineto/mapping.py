@@ -1,7 +1,7 @@
 """Kineto collector, the mapping as data: event categories -> tables and domains, the column
 types of the temporary parts, and the small per-event converters. Used by
 :mod:`tracekit.collectors.kineto` (the pass over the events) and
-:mod:`tracekit.collectors.kineto_finish` (the fix-ups at the end)."""
+:mod:`tracekit.collectors.kineto.finish` (the fix-ups at the end)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ PART_COLUMNS = {
 # ac2g flow ends: not a run-folder table; used for the manifest's flow counts and to find the
 # correlation ID of a GPU activity whose args lack it (the flow end at the same track and time).
 FLOW_COLUMNS = {"id": i64, "is_start": b, "pid": i64, "tid": i64, "ts_ns": i64}
-# Communication calls with their sizes, for the collectives table (kineto_finish.collectives_table):
+# Communication calls with their sizes, for the collectives table (finish.collectives_table):
 # one row per NCCL kernel (kernel=true: its args, when PyTorch >= 2.1 copied the collective's
 # arguments onto it, and its External id) and per record_param_comms CPU operator (kernel=false;
 # linked to the NCCL kernel with the same External id at the end). seq: order within the file.

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from tracekit.collectors.kineto_mapping import (
+from tracekit.collectors.kineto.mapping import (
     THREAD_NAME,
     CHUNK_ROWS,
     DTYPE_BYTES,
@@ -30,7 +30,7 @@ from tracekit.collectors.kineto_mapping import (
 )
 
 from tracekit import schema
-from tracekit.collectors import nesting
+from tracekit.collectors import common as nesting
 from tracekit.engine import fetch_arrow
 from tracekit.errors import InputError
 

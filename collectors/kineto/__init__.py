@@ -1,7 +1,7 @@
 """PyTorch profiler (Kineto / CUPTI / roctracer) Chrome-trace JSON collector.
 
 Reads ``.json``, ``.json.gz`` and ``*.pt.trace.json[.gz]`` traces (recognized by content) in one
-streaming pass (:mod:`tracekit.collectors.kineto_reader`) and writes the same run-folder tables
+streaming pass (:mod:`tracekit.collectors.kineto.reader`) and writes the same run-folder tables
 as the nsys collector: ``kernels``, ``cuda_api``, ``memcpy``, ``memset``, ``cuda_sync``,
 ``nvtx_ranges`` (PyTorch operators and annotations, with a ``pytorch.*`` domain, or ``tracekit``
 for the ranges of tracekit's own runners), ``processes``, ``threads``, ``devices``, and
@@ -15,6 +15,10 @@ temporary Parquet parts in the run folder being built, and copied into the final
 end with vectorized fix-ups that need the whole trace (``baseTimeNanoseconds`` written after the
 events, the host pid of GPU activities, bytes of ROCm copies, the ``tracekit`` domain). Peak
 memory does not grow with the trace's size.
+
+Modules: :mod:`~tracekit.collectors.kineto.reader` (streaming JSON, timestamps, metadata),
+:mod:`~tracekit.collectors.kineto.mapping` (event categories and args to columns, as data),
+:mod:`~tracekit.collectors.kineto.finish` (the end-of-trace fix-ups, nesting, collectives).
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from tracekit.collectors import kineto_reader as R
-from tracekit.collectors.kineto_finish import (
+from tracekit.collectors.kineto import reader as R
+from tracekit.collectors.kineto.finish import (
     collectives_table,
     file_base_ns,
     devices_table,
@@ -40,7 +44,7 @@ from tracekit.collectors.kineto_finish import (
     source_entry,
     threads_table,
 )
-from tracekit.collectors.kineto_mapping import (
+from tracekit.collectors.kineto.mapping import (
     ALL_PART_COLUMNS,
     COMM_OP,
     MEMCPY_NAME,
@@ -63,7 +67,8 @@ from tracekit.collectors.kineto_mapping import (
 )
 
 from tracekit.progress import NULL_PROGRESS, Progress
-from tracekit.runfolder import RunWriter, describe_input
+from tracekit.collectors.common import describe_input
+from tracekit.runfolder import RunWriter
 
 NAME = "kineto"
 __all__ = ["NAME", "sniff", "collect", "column_sources", "TRACEKIT_DOMAIN", "TRACEKIT_STEP",
@@ -118,7 +123,7 @@ def column_sources() -> dict[tuple[str, str], str]:
         ("collectives", "collective"): "args['Collective name'] of the NCCL kernel, else of the record_param_comms "
                                        "operator with the same args['External id']",
         ("collectives", "dtype"): "args.dtype (same source)",
-        ("collectives", "element_bytes"): "size of dtype (DTYPE_BYTES in collectors/kineto_mapping.py)",
+        ("collectives", "element_bytes"): "size of dtype (DTYPE_BYTES in collectors/kineto/mapping.py)",
         ("collectives", "in_elements"): "args['In msg nelems'] (same source)",
         ("collectives", "out_elements"): "args['Out msg nelems'] (same source)",
         ("collectives", "group_size"): "args['Group size'] (same source)",

@@ -1,0 +1,255 @@
+"""Decoding of nsys export tables: the per-export context (NVTX event types, lookup
+dictionaries, enums) and each table's reading plan (:class:`_TablePlan`): which source columns
+feed which tracekit column (from :mod:`tracekit.collectors.nsys.mapping`), the SQL that reads
+them, with or without per-value type guards, and the Arrow decoding of every batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracekit.collectors.nsys import mapping as M
+from tracekit.collectors.nsys.export import Export, decode_utf8
+from tracekit.errors import InputError
+from tracekit.schema import table as schema_table
+
+
+# -- per-export context: event types and small lookup dictionaries ----------------------------
+
+class _Context:
+    """What decoding needs beyond a row: NVTX event type ids, lookup dictionaries, enums."""
+
+    def __init__(self, export: Export):
+        self.export = export
+        self._lookups: dict[str, dict[int, str]] = {}
+        self.event_types = dict(M.FALLBACK_EVENT_TYPES)
+        if export.has("ENUM_NSYS_EVENT_TYPE", "id", "name"):
+            for i, name in export.rows("SELECT id, name FROM ENUM_NSYS_EVENT_TYPE"):
+                if name in self.event_types:
+                    self.event_types[name] = int(i)
+
+    def types(self, names: tuple[str, ...]) -> str:
+        return ", ".join(str(self.event_types[n]) for n in names)
+
+    def where(self, clause: str) -> str:
+        return clause.format(**self.event_types)
+
+    def lookup(self, name: str) -> dict[int, str]:
+        if name not in self._lookups:
+            self._lookups[name] = getattr(self, f"_lookup_{name}")()
+        return self._lookups[name]
+
+    def _nvtx_names(self, types: tuple[str, ...], key_sql: str) -> dict[int, str]:
+        ex = self.export
+        if not ex.has("NVTX_EVENTS", "eventType", "globalTid"):
+            return {}
+        text = M.NVTX_TEXT if ex.has("NVTX_EVENTS", "textId", "text") else M.NVTX_TEXT_OLD
+        # the first (earliest) naming event of each key wins, as nsys stats does for domains
+        rows = ex.rows(f"SELECT {key_sql}, {text.sql} FROM NVTX_EVENTS AS t "
+                       f"WHERE t.eventType IN ({self.types(types)}) ORDER BY t.start DESC")
+        return {int(k): v for k, v in rows if k is not None}
+
+    def _lookup_nvtx_domain(self) -> dict[int, str]:
+        if not self.export.has("NVTX_EVENTS", "domainId"):
+            return {}
+        return self._nvtx_names(M.NVTX_DOMAIN_TYPES, M.NVTX_DOMAIN_KEY.sql)
+
+    def _lookup_nvtx_category(self) -> dict[int, str]:
+        if not self.export.has("NVTX_EVENTS", "domainId", "category"):
+            return {}
+        return self._nvtx_names(M.NVTX_CATEGORY_TYPES, M.NVTX_CATEGORY_KEY.sql)
+
+    def _lookup_gpu_metric(self) -> dict[int, str]:
+        if not self.export.has("TARGET_INFO_GPU_METRICS", "typeId", "metricId", "metricName"):
+            return {}
+        rows = self.export.rows("SELECT (typeId << 32) | (metricId & 4294967295), metricName "
+                                "FROM TARGET_INFO_GPU_METRICS")
+        return {int(k): str(v) for k, v in rows}
+
+    def _lookup_cuda_device(self) -> dict[int, str]:
+        """GPU id -> CUDA device ordinal (as text, cast back by the schema)."""
+        ex = self.export
+        out: dict[int, str] = {}
+        if ex.has("TARGET_INFO_GPU", "id", "cuDevice"):
+            for gid, cu in ex.rows("SELECT id, cuDevice FROM TARGET_INFO_GPU"):
+                out[int(gid)] = str(cu if cu is not None else gid)
+        if ex.has("TARGET_INFO_CUDA_DEVICE", "gpuId", "cudaId"):
+            for gid, cu in ex.rows("SELECT gpuId, min(cudaId) FROM TARGET_INFO_CUDA_DEVICE GROUP BY gpuId"):
+                if gid is not None:
+                    out[int(gid)] = str(cu)
+        return out
+
+
+# -- decoding -------------------------------------------------------------------------------
+
+def _kind(t: pa.DataType | None, decode: str) -> str:
+    if decode == "text":
+        return "blob"
+    if decode != "raw":
+        return "int"
+    if t is not None and pa.types.is_floating(t):
+        return "float"
+    if t is not None and pa.types.is_string(t):
+        return "blob"
+    return "int"
+
+
+def _decode_enum(arr: pa.Array, mapping: dict[int, str]) -> pa.Array:
+    keys = pa.array(list(mapping), pa.int64())
+    values = pa.array(list(mapping.values()), pa.string())
+    idx = pc.index_in(arr, value_set=keys)
+    out = pc.take(values, idx)
+    unknown = pc.and_(pc.is_null(idx), pc.is_valid(arr))
+    if pc.any(unknown).as_py():
+        out = pc.if_else(unknown, arr.cast(pa.string()), out)
+    return out
+
+
+def _decode_lookup(arr: pa.Array, name: str, ctx: _Context) -> pa.Array:
+    """Keys (int64, computed in SQL) -> names; keys without an entry get a visible label."""
+    mapping = ctx.lookup(name)
+    out = _decode_enum(arr, mapping) if mapping else arr.cast(pa.string())
+    missing = pc.and_(pc.is_valid(arr), pc.invert(pc.is_in(arr, value_set=pa.array(list(mapping), pa.int64()))))
+    if not pc.any(missing).as_py():
+        return out
+    low = pc.bit_wise_and(arr, pa.scalar(0xFFFFFFFF, pa.int64()))
+    if name == "nvtx_domain":  # domain 0 is the default domain
+        label = pc.if_else(pc.equal(low, 0), pa.scalar("", pa.string()),
+                           pc.binary_join_element_wise("<unknown domain ", low.cast(pa.string()), ">", ""))
+    elif name == "nvtx_category":  # an unnamed category is shown by its number
+        label = low.cast(pa.string())
+    elif name == "cuda_device":  # no mapping: the GPU id
+        label = arr.cast(pa.string())
+    else:
+        label = pc.binary_join_element_wise(f"<unknown {name} ", low.cast(pa.string()), ">", "")
+    return pc.if_else(missing, label, out)
+
+
+def _decode_style(arr: pa.Array, ctx: _Context) -> pa.Array:
+    pushpop = pa.array([ctx.event_types[n] for n in M.NVTX_PUSHPOP_TYPES], pa.int64())
+    return pc.if_else(pc.is_in(arr, value_set=pushpop), pa.scalar("push/pop"), pa.scalar("start/end"))
+
+
+def _from_sql(export: Export, table: str, numeric: set[str]) -> str:
+    """``table`` with each column in ``numeric`` made NULL where it does not hold a number (text
+    or blob in a damaged or hand-edited export: SQLite would cast 'abc' to 0) or holds a real
+    outside int64. Other columns pass through. SQLite flattens this subquery."""
+    if not numeric:
+        return f'"{table}"'
+    cols = ['rowid AS "rowid"']  # range_id and the scheduler order use the source rowid
+    for c in export.columns[table]:
+        if c in numeric:
+            cols.append(f"CASE typeof(\"{c}\") WHEN 'integer' THEN \"{c}\" WHEN 'real' THEN "
+                        f"CASE WHEN abs(\"{c}\") < 9.2e18 THEN \"{c}\" END END AS \"{c}\"")
+        else:
+            cols.append(f'"{c}"')
+    return f'(SELECT {", ".join(cols)} FROM "{table}")'
+
+
+def _relabel(arr: pa.Array, mapping: dict[str, str]) -> pa.Array:
+    """Rename decoded labels listed in ``mapping`` (see mapping.RELABEL); others stay."""
+    keys = pa.array(list(mapping), pa.string())
+    vals = pa.array(list(mapping.values()), pa.string())
+    idx = pc.index_in(arr, value_set=keys)
+    return pc.if_else(pc.is_null(idx), arr, pc.take(vals, idx))
+
+
+class _TablePlan:
+    """The resolved reading plan of one table for one export."""
+
+    def __init__(self, export: Export, tmap: M.TableMap, ctx: _Context):
+        self.tmap = tmap
+        self.ctx = ctx
+        self.source = next((s for s in tmap.sources if s in export.columns), None)
+        self.select: list[tuple[str, str, str]] = []
+        self.decoders: dict[str, str] = {}
+        self.missing: list[str] = []
+        self.numeric: set[str] = set()  # source columns read as numbers (sanitized by _from_sql)
+        self.required: dict[str, tuple[str, ...]] = {}
+        if self.source is None:
+            return
+        tdef = schema_table(tmap.table)
+        for name, alts in tmap.columns.items():
+            chosen = next((a for a in alts if self._available(export, a)), None)
+            if chosen is None:
+                self.missing.append(name)
+                chosen = M.null()
+            ctype = None if name.startswith("_") else tdef.column(name).type
+            self.select.append((name, chosen.sql, _kind(ctype, chosen.decode)))
+            self.decoders[name] = chosen.decode
+            if self.select[-1][2] != "blob":
+                self.numeric.update(n for n in chosen.needs if "." not in n)
+            if ctype is not None and tdef.column(name).required:
+                self.required[name] = chosen.needs
+        computed = set(tmap.computed)
+        for c in tdef.columns:
+            if c.required and c.name not in self.decoders and c.name not in computed:
+                raise InputError(
+                    f"table {self.source} lacks the column(s) needed for {tmap.table}.{c.name}",
+                    path=export.path)
+
+    def _available(self, export: Export, expr: M.Expr) -> bool:
+        for need in expr.needs:
+            tab, _, column = need.rpartition(".")
+            if not export.has(tab or self.source, column):
+                return False
+        return True
+
+    @property
+    def where(self) -> str:
+        return self.ctx.where(self.tmap.where) if self.tmap.where else ""
+
+    def count(self, export: Export) -> int:
+        where = f" WHERE {self.where}" if self.where else ""
+        return export.rows(f'SELECT count(*) FROM "{self.source}" AS t{where}')[0][0]
+
+    def batches(self, export: Export, advance: Callable[[int], None], strict: bool = False,
+                threads: int = 1) -> Iterator[pa.RecordBatch]:
+        """Decoded batches of this table, in source rowid order. ``strict`` reads numbers
+        unguarded (raises :class:`TypeMismatch` on a value of another type); ``threads`` > 1
+        splits a large table into rowid ranges read ahead on that many threads."""
+        source = f'"{self.source}"' if strict else _from_sql(export, self.source, self.numeric)
+        conds = [self.where] if self.where else []
+        ranges = export.rowid_ranges(self.source) if threads > 1 else None
+        if ranges:
+            sqls = [f"{source} AS t WHERE " + " AND ".join([f"t.rowid > {lo} AND t.rowid <= {hi}"] + conds)
+                    for lo, hi in ranges]
+        else:
+            sqls = [f"{source} AS t" + (f" WHERE {conds[0]}" if conds else "")]
+        for batch in export.scan_ranges(self.select, sqls, threads, strict=strict):
+            for name, needs in self.required.items():
+                if batch.column(name).null_count:
+                    raise InputError(
+                        f"table {self.source}: {batch.column(name).null_count} row(s) with a NULL or "
+                        f"non-numeric {'/'.join(needs) or name} (needed for {self.tmap.table}.{name})",
+                        path=export.path)
+            cols = {}
+            for name in batch.schema.names:
+                arr = batch.column(name)
+                dec = self.decoders[name]
+                if dec == "string":
+                    arr = export.resolve_strings(arr)
+                elif dec == "string_api":
+                    arr = pc.replace_substring_regex(export.resolve_strings(arr), r"_v\d{4,5}$", "")
+                elif dec == "text":
+                    arr = decode_utf8(arr)
+                elif dec == "bool":
+                    arr = pc.not_equal(arr, 0)
+                elif dec == "nvtx_style":
+                    arr = _decode_style(arr, self.ctx)
+                elif dec.startswith("lookup:"):
+                    arr = _decode_lookup(arr, dec[7:], self.ctx)
+                elif dec.startswith("enum:"):
+                    tab = dec[5:]
+                    arr = _decode_enum(arr, export.enum(tab, M.FALLBACK_ENUMS.get(tab)))
+                    relabel = M.RELABEL.get((self.tmap.table, name))
+                    if relabel:
+                        arr = _relabel(arr, relabel)
+                elif pa.types.is_binary(arr.type):
+                    arr = decode_utf8(arr)
+                cols[name] = arr
+            advance(batch.num_rows)
+            yield pa.RecordBatch.from_pydict(cols)

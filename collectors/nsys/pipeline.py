@@ -1,0 +1,234 @@
+"""The nsys table pipeline: every table of an export converted on its own thread (SQLite, Arrow,
+NumPy, Parquet and DuckDB work outside the GIL), read strictly first and again with type guards
+when a value has the wrong type, cancelled as a whole when one table fails or the user
+interrupts; statistics gathered while streaming and the export's metadata go to the manifest.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracekit.collectors.nsys import mapping as M
+from tracekit.collectors.nsys import versions as nsys_versions
+from tracekit.collectors.nsys.decode import _Context, _TablePlan
+from tracekit.collectors.nsys.export import Export, TypeMismatch
+from tracekit.collectors.nsys.post_steps import POST_STEPS, _Work
+from tracekit.errors import InputError, MissingTableError
+from tracekit.progress import Progress
+from tracekit.runfolder import RunWriter
+
+NAME = "nsys"
+
+# -- statistics gathered while streaming -----------------------------------------------------
+
+_STATS_LOCK = threading.Lock()
+# Read each table without per-value type guards first (Export.scan(strict=True)); tests turn it
+# off to compare both paths.
+STRICT_FIRST = True
+
+
+class _Stats:
+    def __init__(self):
+        self.nonpositive: dict[str, int] = {}
+        self.open_nvtx = 0
+
+    def merge(self, other: _Stats) -> None:
+        with _STATS_LOCK:
+            for t, n in other.nonpositive.items():
+                self.nonpositive[t] = self.nonpositive.get(t, 0) + n
+            self.open_nvtx += other.open_nvtx
+
+    def watch(self, table: str, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            names = b.schema.names
+            if "duration_ns" in names:
+                d = b.column("duration_ns")
+                n = pc.sum(pc.less_equal(d, 0).cast(pa.int64())).as_py() or 0
+                if n:
+                    self.nonpositive[table] = self.nonpositive.get(table, 0) + n
+            if table == "nvtx_ranges" and "is_open" in names:
+                self.open_nvtx += pc.sum(b.column("is_open").cast(pa.int64())).as_py() or 0
+            yield b
+
+
+# -- manifest ---------------------------------------------------------------------------------
+
+def _metadata(export: Export) -> dict:
+    meta: dict = {"export_metadata_table": None, "export_schema_version": None, "nsys_version": None}
+    for tab in ("EXPORT_META_DATA", "META_DATA_EXPORT"):
+        if export.has(tab, "name", "value"):
+            kv = dict(export.rows(f'SELECT name, value FROM "{tab}"'))
+            meta["export_metadata_table"] = tab
+            meta["export_schema_version"] = kv.get("EXPORT_SCHEMA_VERSION") or _schema_version(kv)
+            meta["nsys_version"] = kv.get("EXPORT_PRODUCT_VERSION") or kv.get("NSYS_VERSION")
+            break
+    if export.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
+        row = export.rows("SELECT utcEpochNs, utcTime FROM TARGET_INFO_SESSION_START_TIME LIMIT 1")
+        if row:
+            meta["session_start_utc_epoch_ns"] = row[0][0]
+            meta["session_start_utc"] = row[0][1]
+    return meta
+
+
+def _schema_version(kv: dict) -> str | None:
+    parts = [kv.get(k) for k in ("EXPORT_SCHEMA_VERSION_MAJOR", "EXPORT_SCHEMA_VERSION_MINOR",
+                                  "EXPORT_SCHEMA_VERSION_MICRO")]
+    return ".".join(str(p) for p in parts) if parts[0] is not None else None
+
+
+def _gpus(writer: RunWriter) -> list[dict]:
+    info = writer.manifest["tables"].get("devices")
+    if not info:
+        return []
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(writer.path / info["file"], columns=["device_id", "name"])
+    return t.to_pylist()
+
+
+# -- entry point -------------------------------------------------------------------------------
+
+def _check_export(export: Export, path: Path) -> None:
+    if "StringIds" not in export.columns:
+        raise MissingTableError("no StringIds table: not an Nsight Systems SQLite export", path=path)
+    if not export.has("StringIds", "id", "value"):
+        raise InputError("table StringIds lacks its id/value columns: not a readable nsys export", path=path)
+    export.count("StringIds")
+
+
+FIRST_TABLES = ("nvtx_ranges", "cpu_thread_state", "gpu_metrics", "cuda_api", "kernels", "osrt_api")
+
+
+def workers() -> int:
+    """Tables converted at the same time (threads; SQLite, Arrow, NumPy, Parquet and DuckDB work
+    outside the GIL): one per CPU core, at most 4. ``TRACEKIT_THREADS`` overrides it."""
+    env = os.environ.get("TRACEKIT_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+class _Cancelled(Exception):
+    """Another table's conversion failed or the user interrupted: stop this one."""
+
+
+def _convert_table(export: Export, plan: _TablePlan, writer: RunWriter, progress: Progress, stats: _Stats,
+                   work_root: Path, cancel: threading.Event, not_needed: Callable[[], bool]) -> int:
+    """Convert one table (in a worker thread); returns the number of source rows read."""
+    tname, tmap = plan.tmap.table, plan.tmap
+    total = plan.count(export) if progress.enabled else None  # only the progress bar needs it
+    bar = progress.task(f"{tname:<16}", total=total)
+
+    def advance(n: int = 1) -> None:
+        nonlocal read
+        if cancel.is_set() or not_needed():
+            raise _Cancelled()
+        read += n
+        bar(n)
+
+    range_threads = workers()  # a large table is read as rowid ranges on this many threads
+    # Read without per-value type guards first; a value of the wrong type (a damaged or
+    # hand-edited export) makes the strict scan fail, and the table is read again with guards.
+    for strict in (True, False) if STRICT_FIRST else (False,):
+        mine = _Stats()
+        read = 0
+        batches = plan.batches(export, advance, strict=strict, threads=range_threads)
+        work = None
+        try:
+            if tmap.post:
+                work = _Work(work_root / tname)
+                batches = POST_STEPS[tmap.post](batches, work)
+            writer.write_table(tname, mine.watch(tname, batches))
+            break
+        except TypeMismatch:
+            if not strict:
+                raise
+            bar(-read)  # the progress bar counts the guarded read again from zero
+        finally:
+            if work is not None:
+                work.close()
+    stats.merge(mine)
+    return read
+
+
+def _convert(path: Path, sqlite_path: Path, writer: RunWriter, progress: Progress) -> None:
+    with Export(sqlite_path) as export:
+        _check_export(export, path)
+        ctx = _Context(export)
+        source = {"format": "nsys-sqlite", **_metadata(export), "tables_read": {}, "source_rows": {},
+                  "missing_columns": {}}
+        writer.manifest["sources"][NAME] = source
+        nsys_versions.check(export, writer, source)  # schema registry: required columns, newer versions
+        stats = _Stats()
+        work_root = writer.path / ".work"
+        # Plans in TABLE_MAPS order; a table whose plan fails stops the list there, and of all
+        # failures the one of the earliest table is raised: the error a one-by-one conversion gives.
+        order = list(M.TABLE_MAPS)
+        plans: dict[str, _TablePlan] = {}
+        errors: dict[str, BaseException] = {}
+        for tname, tmap in M.TABLE_MAPS.items():
+            try:
+                plan = _TablePlan(export, tmap, ctx)
+            except InputError as exc:
+                errors[tname] = exc
+                break
+            if plan.source is None:
+                writer.not_captured(tname, f"export has no {' or '.join(tmap.sources)} table")
+                continue
+            plans[tname] = plan
+        queue = [t for t in FIRST_TABLES if t in plans] + [t for t in plans if t not in FIRST_TABLES]
+        cancel = threading.Event()
+        stop_after = [len(order)]  # tables later than this index stop (an earlier one failed)
+        read: dict[str, int] = {}
+        with ThreadPoolExecutor(max_workers=workers(), thread_name_prefix="tracekit-nsys") as pool:
+            futures = {pool.submit(_convert_table, export, plans[t], writer, progress, stats, work_root,
+                                   cancel, lambda i=order.index(t): i > stop_after[0]): t for t in queue}
+            try:
+                for fut in as_completed(futures):
+                    t = futures[fut]
+                    try:
+                        read[t] = fut.result()
+                    except _Cancelled:
+                        pass
+                    except BaseException as exc:  # noqa: BLE001 - re-raised below, in table order
+                        errors[t] = exc
+                        # tables after the failed one are not needed; earlier ones may still fail first
+                        stop_after[0] = min(stop_after[0], order.index(t))
+            except BaseException:
+                cancel.set()  # KeyboardInterrupt / SIGTERM: stop the workers, then re-raise
+                raise
+        if errors:
+            raise errors[min(errors, key=order.index)]
+        # manifest entries in TABLE_MAPS order, whatever order the threads finished in
+        tables = writer.manifest["tables"]
+        for t in order:
+            if t in tables:
+                tables[t] = tables.pop(t)
+        stats.nonpositive = {t: stats.nonpositive[t] for t in order if t in stats.nonpositive}
+        for t, plan in plans.items():
+            source["tables_read"][t] = plan.source
+            source["source_rows"][t] = read[t]
+            if plan.missing:
+                source["missing_columns"][t] = plan.missing
+        shutil.rmtree(work_root, ignore_errors=True)
+        source["stats"] = {"nvtx_open_ranges": stats.open_nvtx,
+                           "nonpositive_duration_rows": stats.nonpositive}
+        if stats.open_nvtx and export.has("NVTX_EVENTS", "start", "end"):
+            # nsys stats closes open ranges at the last NVTX timestamp; queries that reproduce it
+            # can read this value
+            last = export.rows('SELECT max(max(start), coalesce(max("end"), max(start))) FROM NVTX_EVENTS')
+            source["stats"]["nvtx_last_timestamp_ns"] = last[0][0]
+        if stats.open_nvtx:
+            writer.warn(f"{stats.open_nvtx} NVTX range(s) were never closed (nvtx_ranges.is_open; "
+                        "end_ns and duration_ns are null)")
+        for t, n in stats.nonpositive.items():
+            writer.warn(f"{n} row(s) of {t} have a zero or negative duration")
+        writer.manifest["gpus"] = _gpus(writer)

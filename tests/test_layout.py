@@ -1,0 +1,82 @@
+"""The shape of the tree (issue 13): one package per input format under collectors/, every SQL
+file under queries/, no module over 600 lines outside tests/. These checks fail as soon as a
+change breaks the shape, so it holds as the code grows."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_LINES = 600
+FORMATS = ("kineto", "ncu", "nsys")
+
+
+def _tracked() -> list[Path]:
+    """Files git tracks (or would: untracked but not ignored), so build outputs don't count."""
+    out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return [ROOT / line for line in out.splitlines() if line and (ROOT / line).is_file()]
+
+
+def test_sql_files_live_under_queries():
+    stray = [str(p.relative_to(ROOT)) for p in _tracked()
+             if p.suffix == ".sql" and p.relative_to(ROOT).parts[0] != "queries"]
+    assert stray == [], f".sql files outside queries/: {stray}"
+
+
+def test_no_module_over_600_lines():
+    long = {}
+    for p in _tracked():
+        rel = p.relative_to(ROOT)
+        if p.suffix == ".py" and rel.parts[0] != "tests":
+            n = len(p.read_text(encoding="utf-8").splitlines())
+            if n > MAX_LINES:
+                long[str(rel)] = n
+    assert long == {}, f"modules over {MAX_LINES} lines (split them along their seams): {long}"
+
+
+def test_collectors_one_package_per_format():
+    entries = {p.name for p in (ROOT / "collectors").iterdir() if p.name != "__pycache__"}
+    assert entries == {"__init__.py", "common.py", *FORMATS}, entries
+    for fmt in FORMATS:
+        assert (ROOT / "collectors" / fmt / "__init__.py").is_file(), fmt
+    from tracekit.collectors import REGISTRY, collector_modules
+
+    assert sorted(REGISTRY) == sorted(FORMATS)
+    for mod in collector_modules():  # the collector interface, unchanged by the move
+        assert mod.NAME in FORMATS and callable(mod.sniff) and callable(mod.collect)
+
+
+def test_packages_are_declared_for_installation():
+    """Every package folder of the tree is in pyproject.toml's packages list (else a wheel
+    install would lack it although the editable install works)."""
+    import tomllib
+
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    declared = set(cfg["tool"]["setuptools"]["packages"])
+    dirs = cfg["tool"]["setuptools"]["package-dir"]
+    found = set()
+    for top, base in (("tracekit", "tracekit"), ("tracekit.collectors", "collectors"),
+                      ("tracekit.queries", "queries")):
+        for init in (ROOT / base).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / base).parts
+            found.add(".".join((top, *rel)))
+    assert dirs["tracekit.collectors"] == "collectors" and dirs["tracekit.queries"] == "queries"
+    assert found - declared == set(), f"packages missing from pyproject.toml: {found - declared}"
+
+
+def test_readme_layout_matches_tree():
+    """README's Layout section names every top-level folder and every entry of collectors/."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    layout = text[text.index("## Layout"):]
+    layout = layout[:layout.index("```", layout.index("```") + 3)]
+    words = set(layout.split())
+    for top in ("tracekit/", "collectors/", "queries/", "tests/", "examples/", "benchmarks/", "docs/"):
+        assert top in words, f"README's Layout section does not name {top}"
+    for p in (ROOT / "collectors").iterdir():
+        if p.name not in ("__init__.py", "__pycache__"):
+            name = p.name + ("/" if p.is_dir() else "")
+            assert name in words, f"README's Layout section does not name collectors/{name}"
+    for part in ("roofline/_macros.sql", "data/"):
+        assert part in words and (ROOT / "queries" / part).exists(), part
