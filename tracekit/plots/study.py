@@ -84,17 +84,17 @@ def _bars(plt, df: pd.DataFrame, cols: list[tuple[str, str]], title: str, xcols:
     return _png(fig)
 
 
-def _log_axis(axis, values) -> None:
-    """Log scale whose limits pad the data by a factor 3 each side (points off the corners) and
-    whose major ticks are at 1, 2 and 5 per decade (several labelled ticks even when the data
-    span less than a decade)."""
-    from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter
+def _log_axis(axis, values, unit: str) -> None:
+    """Log scale whose limits pad the data by a factor 3 each side (points off the corners),
+    with major ticks at 1, 2 and 5 per decade, each labelled with an SI prefix and ``unit``
+    (several readable ticks even when the data span less than a decade)."""
+    from matplotlib.ticker import EngFormatter, LogLocator, NullFormatter
 
     lo, hi = min(values), max(values)
     getattr(axis.axes, f"set_{axis.axis_name}scale")("log")
     getattr(axis.axes, f"set_{axis.axis_name}lim")(lo / 3, hi * 3)
     axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    axis.set_major_formatter(LogFormatterSciNotation(labelOnlyBase=False))
+    axis.set_major_formatter(EngFormatter(unit=unit, places=0))
     axis.set_minor_formatter(NullFormatter())
 
 
@@ -110,8 +110,8 @@ def _scatter(plt, df: pd.DataFrame) -> str:
                 ax.annotate(style.text(f"{r['workload']} {r['precision']}"), (r[col], r["flop_per_s"]),
                             fontsize=7, xytext=(4, 4), textcoords="offset points")
         if len(d) and (d[col] > 0).all() and (d["flop_per_s"] > 0).all():
-            _log_axis(ax.xaxis, list(d[col]))
-            _log_axis(ax.yaxis, list(d["flop_per_s"]))
+            _log_axis(ax.xaxis, list(d[col]), "B/s" if col == "dram_bytes_per_s" else "/s")
+            _log_axis(ax.yaxis, list(d["flop_per_s"]), "FLOP/s")
         elif not len(d):
             ax.text(0.5, 0.5, "no ncu pass records this counter", ha="center", va="center",
                     transform=ax.transAxes, fontsize=8, color="#a33")
