@@ -196,3 +196,19 @@ def run_factory_empty(tmp_path):
     from conftest import make_run
 
     return make_run(tmp_path / "empty", {"nvtx_ranges": {"start_ns": [0], "end_ns": [1], "name": ["x"]}})
+
+
+NEW_QUERIES = ("gpu_utilization_timeline", "gpu_idle_gaps", "gpu_time_breakdown", "timeline_events",
+               "timeline_window", "timeline_names", "timeline_counters")
+
+
+def test_new_queries_document_their_columns(fixture_runs):
+    from tracekit.named_queries import get_query
+
+    with Engine([fixture_runs[H100]]) as eng:
+        for name in NEW_QUERIES:
+            q = get_query(name)
+            assert eng.query(q).column_names == [c.name for c in q.columns], name
+        for name in ("roofline_ceilings", "roofline_time_share"):
+            q = get_query(name)
+            assert eng.query(q).column_names == [c.name for c in q.columns], name

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from tracekit.errors import InputError
 
-DEFAULT_MAX_EVENTS = 4_000_000  # about 1 GB of JSON: stays inside Perfetto UI's ~2 GB browser heap
+DEFAULT_MAX_EVENTS = 2_000_000  # ~550 MB of JSON; with ~10 args an event, inside Perfetto UI's ~2 GB tab
 _INF = float("inf")
 _TRACK_GROUP = {"stream": 0, "thread": 1, "ranges": 2, "sync": 3}
 
