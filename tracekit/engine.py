@@ -269,6 +269,22 @@ class Engine:
             self._con.unregister("result")
         return out
 
+    def query_batches(self, name: str | NamedQuery, params: dict[str, str] | None = None, *,
+                      batch_rows: int = 65_536) -> pa.RecordBatchReader:
+        """Run a named query like :meth:`query` but stream the result: a
+        :class:`pyarrow.RecordBatchReader` of about ``batch_rows`` rows per batch, so a result
+        larger than memory can be consumed in order (DuckDB sorts out of core, spilling to the
+        engine's temp folder). Read it before running another statement on this engine."""
+        q = name if isinstance(name, NamedQuery) else get_query(name)
+        self._set_params(q, params or {})
+        self._prepare(q.sql)
+        try:
+            rel = self._con.sql(q.sql)
+            fn = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch  # DuckDB >= 1.4 / older
+            return fn(batch_rows)
+        except duckdb.Error as exc:
+            raise QueryError(f"query {q.name} failed: {_one_line(exc)}") from None
+
     def _set_params(self, q: NamedQuery, params: dict[str, str]):
         for key in params:
             q.param(key)  # raises for unknown names
