@@ -456,6 +456,43 @@ def test_torch_profiler_two_rank_gloo_ddp(tmp_path):
     procs = {r["pid"] for r in h if r["level"] == "process" and r["scope"] == "run"}
     assert procs == {r["pid"] for r in m["workload"]["ranks"]}
     assert all(r["busy_ns"] > 0 for r in h if r["level"] == "all")
+    _check_cpu_collectives(run)
+
+
+def _check_cpu_collectives(run: Path) -> None:
+    """Gloo collectives end to end: collective_skew pairs the i-th `gloo:<op>` range of each rank
+    (read here straight from the Parquet file) and stragglers / rank_summary agree with it."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(run / "nvtx_ranges.parquet", columns=["pid", "name", "start_ns", "end_ns"]).to_pylist()
+    ranks = {r["pid"]: r["rank"] for r in json.loads((run / "manifest.json").read_text())["workload"]["ranks"]}
+    calls: dict = {}
+    for r in sorted(t, key=lambda r: (r["start_ns"], r["end_ns"])):
+        if r["name"].startswith("gloo:"):
+            calls.setdefault((r["name"], ranks[r["pid"]]), []).append(r)
+    ops = {name for name, _ in calls}
+    assert ops and ops <= {"gloo:broadcast", "gloo:all_reduce"}, ops
+    with Engine([run]) as eng:
+        skew = eng.query("collective_skew").to_pylist()
+        strag = eng.query("stragglers").to_pylist()
+        summ = eng.query("rank_summary").to_pylist()
+    want = []
+    for op in ops:
+        word = {"gloo:broadcast": "Broadcast", "gloo:all_reduce": "AllReduce"}[op]
+        assert len(calls[(op, 0)]) == len(calls[(op, 1)])
+        for i, (a, b) in enumerate(zip(calls[(op, 0)], calls[(op, 1)])):
+            last, lr = (b, 1) if b["start_ns"] > a["start_ns"] else (a, 0)
+            want.append((a["start_ns"] if lr else b["start_ns"], word, i + 1, 2, abs(a["start_ns"] - b["start_ns"]),
+                         lr, last["end_ns"] - last["start_ns"]))
+    got = [(r["first_start_ns"], r["collective"], r["seq"], r["ranks"], r["skew_ns"], r["last_rank"],
+            r["transfer_ns"]) for r in skew]
+    assert got == sorted(want)
+    assert sorted(r["rank"] for r in strag) == [0, 1]
+    assert sum(r["last_arrivals"] for r in strag) == len(skew)
+    assert sum(r["collectives"] for r in strag) == 2 * len(skew)
+    # CPU run: no GPU columns; communication = the union of the rank's gloo ranges in the step
+    assert len(summ) == 4 and all(r["gpu_busy_ns"] is None and r["exposed_comm_ns"] is None for r in summ)
+    assert all(0 < r["comm_ns"] <= r["step_ns"] for r in summ), summ
 
 
 @pytest.mark.slow
@@ -480,3 +517,43 @@ def test_every_tiny_workload_under_torch_profiler(tmp_path, workload):
     _check_against_runner(run, rows)
     m = json.loads((run / "manifest.json").read_text())
     assert m["collect"]["profiler"] == "torch" and m["sources"]["kineto"]
+
+
+def _conv_flop(x, w, ci):
+    """2 x N x Cout x prod(output spatial) x Cin/groups x prod(kernel), output size from the stride,
+    padding and dilation of mkldnn/cudnn_convolution(self, weight, [bias,] padding, stride, dilation, ...)."""
+    first = 3 if len(ci) == 7 else 2  # mkldnn has a bias argument before padding, cudnn does not
+    pad, stride, dil = (json.loads(ci[first + i]) for i in range(3))
+    out = 1
+    for j in range(len(x) - 2):
+        out *= (x[j + 2] + 2 * pad[j] - dil[j] * (w[j + 2] - 1) - 1) // stride[j] + 1
+    k = 1
+    for v in w[1:]:
+        k *= v
+    return 2 * x[0] * w[0] * out * k
+
+
+@pytest.mark.slow
+@requires_kineto
+@requires_torch
+def test_torch_profiler_run_has_op_flops_and_mfu(tmp_path):
+    """tracekit's own torch-profiler runs record shapes (record_shapes=True), so op_flops models
+    their operators: every mm is 2*M*K*N of its recorded dims, every convolution the formula above."""
+    run = _collect(tmp_path, "resnet_cifar", "torch", "--steps", "1", "--warmup-steps", "1")
+    with Engine([run]) as eng:
+        ops = eng.query("op_flops").to_pylist()
+        ci = {r["range_id"]: r["concrete_inputs"] for r in eng.sql(
+            "SELECT range_id, concrete_inputs FROM nvtx_ranges WHERE input_dims IS NOT NULL").to_pylist()}
+        mfu = eng.query("mfu").to_pylist()
+    mms = [r for r in ops if r["name"] == "aten::mm"]
+    convs = [r for r in ops if r["name"] in ("aten::mkldnn_convolution", "aten::cudnn_convolution")]
+    assert len(mms) >= 3 and len(convs) >= 8
+    for r in mms:
+        (m, k), (_, n) = r["input_dims"][:2]
+        assert r["flop"] == 2 * m * k * n and r["counted"]
+    for r in convs:
+        assert r["flop"] == _conv_flop(r["input_dims"][0], r["input_dims"][1], ci[r["range_id"]]) and r["counted"]
+    # the measured step's FLOP are the counted calls in it; a CPU run has no GPU to rate them by
+    [step] = [r for r in mfu if r["scope"] == "step"]
+    assert step["flop"] == sum(r["flop"] for r in ops if r["counted"] and r["flop"])
+    assert step["flop"] > 0 and step["dtype"] == "fp32" and step["mfu"] is None and step["missing"]

@@ -170,8 +170,9 @@ def test_numbers_equal_named_queries(gpu_runs, tmp_path):
     cm = st.tables["communication"]
     row = cm[cm.runs == "fp32_4"].iloc[0]
     n, g = nccl[nccl.run_id == "fp32_4"], gu[(gu.run_id == "fp32_4") & (gu.scope == "run")]
-    assert row.comm_share == pytest.approx(n.nccl_ns.sum() / g.wall_ns.sum(), rel=1e-12)
-    assert row.exposed_comm_ns == pytest.approx(n.exposed_ns.sum() / len(g) / 3, rel=1e-12)
+    per_gpu = n.drop_duplicates(["pid", "device_id"])  # GPU unions over every collective type
+    assert row.comm_share == pytest.approx(per_gpu.gpu_nccl_ns.sum() / g.wall_ns.sum(), rel=1e-12)
+    assert row.exposed_comm_ns == pytest.approx(per_gpu.gpu_exposed_ns.sum() / len(g) / 3, rel=1e-12)
     k = ks[ks.run_id == "amp_1"]
     tc = k[k.name.str.contains("h884")].total_ns.sum() / k.total_ns.sum()
     pc = st.tables["precision"]
@@ -298,16 +299,44 @@ def check_html(path: Path, expect_figures: int) -> list[bytes]:
     return pngs
 
 
+_CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                   "--disable-component-update", "--disable-sync", "--no-first-run")
+# counts, once the page has loaded, the <img> elements and those the browser decoded
+_IMG_PROBE = ("<script>window.addEventListener('load',()=>{const im=[...document.images];"
+              "document.body.setAttribute('data-imgs',im.length+':'+"
+              "im.filter(i=>i.complete&&i.naturalWidth>0).length)})</script>")
+
+
 def render_in_chromium(html: Path, png: Path) -> None:
+    """Screenshot ``html`` in headless Chromium and check the picture is not blank (a white
+    page with a few words would pass a size check), then load a copy with a probe script and
+    check every <img> decodes in the browser (naturalWidth > 0)."""
+    import matplotlib.image as mpimg
+    import numpy as np
+
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     with tempfile.TemporaryDirectory() as profile:
-        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
-                        "--disable-background-networking", "--disable-component-update",
-                        "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+        subprocess.run([chromium, *_CHROMIUM_FLAGS, f"--user-data-dir={profile}",
                         f"--screenshot={png}", "--window-size=1200,3000", html.as_uri()],
                        check=True, capture_output=True, timeout=120)
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", data[16:24]) == (1200, 3000)
+    rgb = mpimg.imread(png)[..., :3]
+    ink = (rgb < 0.9).any(axis=2)
+    assert ink.mean() > 0.03, "the screenshot is (nearly) blank"
+    assert len(np.unique((rgb * 255).astype(np.uint8).reshape(-1, 3), axis=0)) > 50  # figures, not text only
+    rows = ink.any(axis=1)
+    assert rows[:1000].mean() > 0.3  # the figures start on the first screen
+    probe = png.with_suffix(".probe.html")
+    probe.write_text(html.read_text(encoding="utf-8").replace("</body>", _IMG_PROBE + "</body>"), encoding="utf-8")
+    with tempfile.TemporaryDirectory() as profile:
+        dom = subprocess.run([chromium, *_CHROMIUM_FLAGS, f"--user-data-dir={profile}",
+                              "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
+                             check=True, capture_output=True, text=True, timeout=120).stdout
+    m = re.search(r'data-imgs="(\d+):(\d+)"', dom)
+    assert m, "the probe did not run"
+    total, decoded = int(m.group(1)), int(m.group(2))
+    assert total == html.read_text(encoding="utf-8").count("<img") >= len(TABLES) and decoded == total
 
 
 @pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")),
@@ -439,6 +468,24 @@ def test_report_tables_in_milliseconds_without_scientific_notation():
     assert "<th>step (ms)</th>" in html and "<th>exposed comm (ms)</th>" in html
     assert "<td>12,840.244</td>" in html and "<td>3.758</td>" in html and "<td>250 T</td>" in html
     assert "e+" not in html
+def test_characterization_from_the_operator_model(tmp_path):
+    """A workload without an ncu pass: FLOP and bytes from its recorded operator shapes (op_flops)
+    over the kernel time of those calls, labelled as the operator model (the ROCm fixture)."""
+    from tracekit.convert import convert
+
+    run = convert([FIXTURES / "kineto" / "kineto_mi250_rocm.json.gz"], tmp_path / "mlp")
+    o = tmp_path / "o.toml"
+    o.write_text('[runs.mlp]\nworkload = "mlp"\nsuite = "micro"\n')
+    st, _ = build_study([run], tmp_path / "study", override=o)
+    [row] = st.tables["characterization"].itertuples()
+    with Engine([run]) as eng:
+        ops = eng.query("op_flops").to_pandas()
+    ops = ops[ops.counted & (ops.gpu_ns > 0) & ops.flop.notna() & ops.bytes.notna()]
+    assert row.flop_per_s == pytest.approx(ops.flop.sum() * 1e9 / ops.gpu_ns.sum(), rel=1e-12)
+    assert row.dram_bytes_per_s == pytest.approx(ops.bytes.sum() * 1e9 / ops.gpu_ns.sum(), rel=1e-12)
+    assert row.source.startswith("operator model (op_flops") and row.suite == "micro"
+    assert "characterization" not in st.reasons
+
 
 
 def test_run_inventory_on_fixtures(nsys_run, kineto_run):

@@ -18,7 +18,7 @@
 -- suffixes and the ranges are grouped by operator (raw_names counts the distinct texts merged into
 -- the row); with raw=true every text is its own row, as nsys stats prints.
 --
--- @param top BIGINT 0  Keep only the N rows with the most total time in each run (0 = all).
+-- @param top BIGINT 0 [>=0]  Keep only the N rows with the most total time in each run (0 = all).
 -- @param raw BOOLEAN false  Group by the range's full text, PyTorch's `, op_id = N` / `, seq = N` / `, sizes = [...]` suffixes included (as nsys stats does).
 -- @column run_id     id     Run folder the row comes from.
 -- @column domain     text   NVTX domain name; '' for the default domain.

@@ -49,8 +49,7 @@ def collect(
 
     Then e.g. `tracekit query step_summary RUN_DIR`.
     """
-    from rich.console import Console
-
+    from tracekit.cli.messages import info, warn
     from tracekit.collect import CollectOptions, Workload
     from tracekit.collect import collect as do_collect
     from tracekit.runfolder import open_run
@@ -64,9 +63,10 @@ def collect(
     do_collect(w, output, opts)
     m = open_run(output).manifest
     rows = ", ".join(f"{n} {t['rows']}" for n, t in m["tables"].items() if t["rows"])
-    Console(stderr=True, highlight=False).print(
-        f"wrote {output} ({m['collect']['profiler']}, {m['workload']['world_size']} rank(s), "
-        f"{m['collect']['wall_s']:.1f} s; {rows or 'no rows'})")
+    for w in m.get("warnings") or []:
+        warn(w)
+    info(f"wrote {output} ({m['collect']['profiler']}, {m['workload']['world_size']} rank(s), "
+         f"{m['collect']['wall_s']:.1f} s; {rows or 'no rows'})")
 
 
 def _steps(text: str | None) -> tuple[int, ...] | None:

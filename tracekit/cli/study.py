@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from tracekit.cli.app import app
-from tracekit.cli.output import Format, render
+from tracekit.cli.output import Format
 from tracekit.cli.query import STEP_PATTERN
 
 
@@ -29,18 +29,19 @@ def study(
                               "default every run is its own point."),
     step_pattern: str = STEP_PATTERN,
 ):
-    """Cross-run study: scaling efficiency, mixed precision, host CPU, compute against memory
-    traffic, communication; one self-contained HTML report plus CSV and Parquet tables
-    (see docs/study.md)."""
-    from rich.console import Console
+    """Cross-run study: scaling, precision, host CPU, compute vs memory, communication.
 
+    Scaling efficiency, mixed precision, host CPU, compute against memory traffic and
+    communication across runs; one self-contained HTML report plus CSV and Parquet tables (see
+    docs/study.md).
+    """
+    from tracekit.cli.messages import info
     from tracekit.study import build_study
 
     st, out = build_study(run_dirs, output, override=override, force=force, title=title, pool=pool,
                           step_pattern=step_pattern)
     rows = ", ".join(f"{n} {len(t)}" for n, t in st.tables.items())
-    Console(stderr=True, highlight=False).print(
-        f"wrote {out / 'report.html'} ({len(st.runs)} runs; rows: {rows})")
+    info(f"wrote {out / 'report.html'} ({len(st.runs)} runs; rows: {rows})")
 
 
 @app.command()
@@ -59,38 +60,30 @@ def compare(
                                          "above A's; the verdict goes to stderr."),
     step_pattern: str = STEP_PATTERN,
 ):
-    """Compare two runs: step time, per-kernel time (new, missing, slower, faster kernels, matched
-    by name), GPU idle time, overlap and copies per kind; --fail-if-slower makes it a gate."""
-    import pyarrow as pa
-    from rich.console import Console
+    """Compare two runs: step time, per-kernel time, GPU idle time, overlap and copies per kind.
 
+    Kernels are matched by name and classed new, missing, slower, faster or same. On the terminal
+    values show in readable units; -f csv/json write the metrics and the kernels to stdout as one
+    document, -o FILE the kernels in FILE and the metrics beside it. --fail-if-slower makes it a
+    regression gate (exit 3).
+    """
+    from tracekit.cli.compare_output import write_compare
+    from tracekit.outfile import check_output
     from tracekit.study import compare_runs
 
+    if output is not None and str(output) == "-":
+        output = None  # stdout: the kernel table, as without -o
+    if output is not None:
+        check_output(output, [run_a, run_b])
+        mpath = output.with_name(f"{output.stem}.metrics{output.suffix}")
+        check_output(mpath, [run_a, run_b])
     res = compare_runs(run_a, run_b, threshold=threshold, step_pattern=step_pattern)
     verdict = None
     if fail_if_slower is not None:
         from tracekit.study.gate import gate
 
         verdict = gate(res["metrics"], fail_if_slower)
-    metrics = pa.Table.from_pandas(res["metrics"], preserve_index=False)
-    kernels = pa.Table.from_pandas(res["kernels"], preserve_index=False)
-    c = res["kernel_counts"]
-    summary = (f"{res['a']} -> {res['b']}: kernels {c['new']} new, {c['missing']} missing, "
-               f"{c['slower']} slower, {c['faster']} faster, {c['same']} same "
-               f"(threshold {threshold:g})")
-    if output is not None:
-        mpath = output.with_name(f"{output.stem}.metrics{output.suffix}")
-        render(kernels, fmt, output)
-        render(metrics, fmt, mpath)
-        Console(stderr=True, highlight=False).print(f"{summary}; wrote {output} and {mpath}")
-        return _gate_exit(verdict)
-    if fmt == Format.table:
-        render(metrics, fmt, None, title=f"{res['a']} (a) -> {res['b']} (b)")
-        shown = kernels if top == 0 else kernels.slice(0, top)
-        render(shown, fmt, None, title=f"kernels by |delta_ns| ({len(shown)} of {len(kernels)})")
-        Console(stderr=True, highlight=False).print(summary)
-    else:
-        render(kernels, fmt, None)
+    write_compare(res, fmt, output, top=top, threshold=threshold, protect=[run_a, run_b])
     return _gate_exit(verdict)
 
 
@@ -98,11 +91,10 @@ def _gate_exit(verdict):
     """Print the --fail-if-slower verdict on stderr; exit 3 when B is too slow."""
     if verdict is None:
         return None
-    import sys
-
+    from tracekit.cli.messages import info
     from tracekit.study.gate import EXIT_SLOWER
 
-    print(f"tracekit compare: {verdict.message()}", file=sys.stderr)
+    info(f"tracekit compare: {verdict.message()}")
     if verdict.slower:
         raise typer.Exit(EXIT_SLOWER)
     return None

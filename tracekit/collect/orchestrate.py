@@ -29,7 +29,8 @@ from pathlib import Path
 
 from tracekit.collect import commands as C
 from tracekit.collect import tools
-from tracekit.errors import InputError, RunFolderError, TracekitError
+from tracekit.errors import InputError, TracekitError
+from tracekit.runfolder import check_replaceable
 
 PROFILERS = ("nsys", "ncu", "torch", "auto")
 
@@ -357,8 +358,7 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
     _check_workload(workload)
     _check_ncu_options(o, workload)
     run_dir = Path(run_dir).absolute()
-    if run_dir.exists() and not o.force and (not run_dir.is_dir() or any(run_dir.iterdir())):
-        raise RunFolderError("already exists (use --force to replace it)", path=run_dir)
+    check_replaceable(run_dir, force=o.force)
     profiler = choose_profiler(o.profiler, quiet)
     extra = shlex.split(o.extra_profiler_args or "")
     cuda = tools.cuda_present()

@@ -30,6 +30,10 @@ def build_study(run_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLik
     ``step_pattern``: ranges that are steps (see :class:`tracekit.engine.Engine`)."""
     from tracekit.study.report import write_study
 
+    from tracekit.runfolder import check_replaceable
+
+    check_replaceable(out_dir, force=force, inputs=run_dirs, marker="study.json", key="tables",
+                      what="study folder")
     study = build_tables(load_runs(run_dirs, override, step_pattern=step_pattern), pool=pool,
                          step_pattern=step_pattern)
-    return study, write_study(study, out_dir, force=force, title=title)
+    return study, write_study(study, out_dir, force=force, title=title, inputs=run_dirs)

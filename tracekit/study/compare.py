@@ -63,9 +63,10 @@ def _metric_rows(eng: Engine, a: str, b: str) -> pd.DataFrame:
             va = k[col].get(a, 0) if a in set(mc.run_id) else None
             vb = k[col].get(b, 0) if b in set(mc.run_id) else None
             add(f"memcpy_{kind}_{suffix}", unit, "memcpy_summary", va, vb)
-    nc = eng.query("nccl").to_pandas()
+    # per GPU: the unions over every collective type (repeated on each of the GPU's rows)
+    nc = eng.query("nccl").to_pandas().drop_duplicates(["run_id", "pid", "device_id"])
     for col in ("nccl_ns", "overlap_ns", "exposed_ns"):
-        g = nc.groupby("run_id")[col].sum()
+        g = nc.groupby("run_id")[f"gpu_{col}"].sum()
         add(f"nccl_{col}", "ns", "nccl", g.get(a), g.get(b))
     return pd.DataFrame(rows)
 

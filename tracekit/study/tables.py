@@ -14,7 +14,8 @@ interconnect); :data:`SOURCES` names the query behind each table. Definitions (d
   all profiled kernel time) on ncu passes of the same workload and precision, else from
   ``kernel_summary`` kernel names (a name-based estimate, ``tensor_core_source`` says which).
 - cpu: ``host_cpu_utilization`` scope 'run', level 'all'.
-- characterization: ``roofline`` per kernel on ncu passes: summed FLOPs / summed time, summed DRAM
+- characterization: ``roofline`` per kernel on ncu passes (else ``op_flops`` on the timeline runs:
+  the operator model; ``source`` says which): summed FLOPs / summed time, summed DRAM
   bytes / summed time; DRAM transactions are 32-byte sectors (``dram__sectors*`` counters when
   ncu recorded them, else DRAM bytes / 32, said in ``source``).
 - communication: with NCCL kernels, ``nccl`` and ``gpu_utilization`` (share of each GPU's active
@@ -53,7 +54,7 @@ SOURCES = {
     "scaling": ["step_summary"],
     "precision": ["step_summary", "roofline", "kernel_summary"],
     "cpu": ["host_cpu_utilization"],
-    "characterization": ["roofline"],
+    "characterization": ["roofline", "op_flops"],
     "communication": ["nccl", "gpu_utilization", "step_summary"],
     "interconnect": ["step_summary", "nccl", "gpu_utilization"],
 }
@@ -323,14 +324,41 @@ GROUP BY run_id
 
 def _characterization(study: Study, eng: Engine, ncu: pd.DataFrame, keys: pd.DataFrame,
                       rf: pd.DataFrame | None) -> None:
-    if ncu.empty:
+    """Compute rate against memory traffic per workload: from the ncu counters of an ncu pass, or,
+    for a workload and precision without one, from the operator model (op_flops) of its timeline
+    runs; ``source`` says which."""
+    parts = []
+    g = _ncu_rates(eng, rf) if len(ncu) and rf is not None and len(rf) else None
+    if g is not None:
+        parts.append(g)
+    covered = set(map(tuple, keys[keys.run_id.isin(set(g.run_id))][["workload", "precision"]].values)) \
+        if g is not None else set()
+    tl = keys[(keys.kind == "timeline")
+              & ~keys[["workload", "precision"]].apply(tuple, axis=1).isin(covered)]
+    m = _model_rates(eng, tl.run_id) if len(tl) else None
+    if m is not None and len(m):
+        parts.append(m)
+    if not parts:
         study.reasons["characterization"] = (
-            "no ncu pass among the runs: FLOP/s and DRAM traffic need Nsight Compute counters "
-            "(`tracekit collect WORKLOAD --profiler ncu` on a GPU)")
+            "no ncu pass among the runs and no operator shapes with GPU time in the timeline runs: "
+            "FLOP/s and memory traffic need Nsight Compute counters (`tracekit collect WORKLOAD "
+            "--profiler ncu` on a GPU) or a GPU trace recorded with shapes (`--profiler torch`)")
         return
-    if rf is None or rf.empty:
-        study.reasons["characterization"] = "the ncu passes hold no profiled kernels"
-        return
+    g = pd.concat(parts, ignore_index=True)
+    d = g.merge(keys[["run_id", "workload", "suite", "precision"]], on="run_id")
+    t = _group(d, ["workload", "suite", "precision", "source"], dict(
+        flop_per_s=("flop_per_s", "mean"), dram_bytes_per_s=("dram_bytes_per_s", "mean"),
+        dram_transactions_per_s=("dram_transactions_per_s", "mean"),
+        kernels=("kernels", "sum"), runs=("run_id", _runs_col)))
+    if t[["flop_per_s", "dram_bytes_per_s"]].isna().any().any():
+        study.reasons["characterization"] = ("empty values: the ncu pass lacks FLOP or DRAM byte "
+                                             "counters (see the roofline query's `missing`)")
+    study.tables["characterization"] = t[COLUMNS["characterization"]].sort_values(
+        ["suite", "workload", "precision"], kind="stable").reset_index(drop=True)
+
+
+def _ncu_rates(eng: Engine, rf: pd.DataFrame) -> pd.DataFrame:
+    """Per ncu run: summed roofline FLOP and DRAM bytes over the profiled kernels' summed time."""
     g = rf.groupby("run_id").agg(
         time_ns=("time_ns", "sum"),
         flop=("flop", lambda s: s.sum(min_count=1)),
@@ -346,16 +374,29 @@ def _characterization(study: Study, eng: Engine, ncu: pd.DataFrame, keys: pd.Dat
     g["source"] = np.where(
         has_sec, "ncu roofline (FLOP, dram_bytes, time_ns); transactions = dram__sectors (32 B)",
         "ncu roofline (FLOP, dram_bytes, time_ns); transactions = dram_bytes / 32 (sector size)")
-    d = g.merge(keys[["run_id", "workload", "suite", "precision"]], on="run_id")
-    t = _group(d, ["workload", "suite", "precision", "source"], dict(
-        flop_per_s=("flop_per_s", "mean"), dram_bytes_per_s=("dram_bytes_per_s", "mean"),
-        dram_transactions_per_s=("dram_transactions_per_s", "mean"),
-        kernels=("kernels", "sum"), runs=("run_id", _runs_col)))
-    if t[["flop_per_s", "dram_bytes_per_s"]].isna().any().any():
-        study.reasons["characterization"] = ("empty values: the ncu pass lacks FLOP or DRAM byte "
-                                             "counters (see the roofline query's `missing`)")
-    study.tables["characterization"] = t[COLUMNS["characterization"]].sort_values(
-        ["suite", "workload", "precision"], kind="stable").reset_index(drop=True)
+    return g
+
+
+MODEL_SOURCE = ("operator model (op_flops: FLOP and bytes from the recorded shapes over the kernel "
+                "time of the modelled calls; bytes are a lower bound of DRAM traffic); "
+                "transactions = bytes / 32")
+
+
+def _model_rates(eng: Engine, run_ids) -> pd.DataFrame:
+    """Per timeline run: op_flops' counted calls that launched kernels: summed flop and bytes over
+    their summed gpu_ns (calls without kernels, e.g. on a CPU, do not count)."""
+    ops = _q(eng, "op_flops")
+    ops = ops[ops.run_id.isin(set(run_ids)) & ops.counted.astype(bool) & (ops.gpu_ns.fillna(0) > 0)
+              & ops.flop.notna() & ops.bytes.notna()]
+    if ops.empty:
+        return ops
+    g = ops.groupby("run_id").agg(time_ns=("gpu_ns", "sum"), flop=("flop", "sum"), bytes=("bytes", "sum"),
+                                  kernels=("kernels", "sum")).reset_index()
+    g["flop_per_s"] = g.flop * 1e9 / g.time_ns
+    g["dram_bytes_per_s"] = g.bytes * 1e9 / g.time_ns
+    g["dram_transactions_per_s"] = g.dram_bytes_per_s / 32.0
+    g["source"] = MODEL_SOURCE
+    return g
 
 
 # -- communication ------------------------------------------------------------------------------
@@ -369,7 +410,10 @@ def _communication(study: Study, eng: Engine, pr: pd.DataFrame) -> None:
     gu = gu[gu.scope == "run"]
     rows = []
     gpu_runs = set(gu.run_id)
-    n_by_run = nccl.groupby("run_id").agg(nccl_ns=("nccl_ns", "sum"), exposed_ns=("exposed_ns", "sum"))
+    # per GPU: the union over every collective type (nccl repeats it on each of the GPU's rows);
+    # summing nccl_ns over the rows would count concurrent collectives twice
+    per_gpu = nccl.drop_duplicates(["run_id", "pid", "device_id"])
+    n_by_run = per_gpu.groupby("run_id").agg(nccl_ns=("gpu_nccl_ns", "sum"), exposed_ns=("gpu_exposed_ns", "sum"))
     w_by_run = gu.groupby("run_id").agg(wall_ns=("wall_ns", "sum"), gpus=("device_id", "size"))
     for r in pr.itertuples():
         row = {"run_id": r.run_id}
