@@ -487,7 +487,6 @@ def test_characterization_from_the_operator_model(tmp_path):
     assert "characterization" not in st.reasons
 
 
-
 def test_run_inventory_on_fixtures(nsys_run, kineto_run):
     from tracekit.named_queries import get_query
 
