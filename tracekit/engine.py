@@ -168,11 +168,25 @@ class Engine:
                 self._con.execute("\n".join(macros[m] for m in todo))
             except duckdb.Error as exc:
                 raise QueryError(f"queries/_macros.sql failed: {_one_line(exc)}") from None
+        if "tk_steps" in want:
+            self._cache_steps()
         if _ROOFLINE in want:
             from tracekit.roofline import register as _register_roofline
 
             _register_roofline(self._con)  # gpu_peaks table + roofline macros (docs/roofline.md)
         self._created |= want
+
+    def _cache_steps(self) -> None:
+        """Compute ``tk_steps()`` once per engine into the temp table ``tk_steps_cache`` and make
+        the macro read it: a step-based query calls it several times (every window of
+        ``tk_busy_between``, ``tk_idle_between``, ...), and detecting iterations reads every
+        kernel. The runs and the step pattern are fixed for the engine's lifetime."""
+        try:
+            self._con.execute("CREATE TEMP TABLE tk_steps_cache AS SELECT * FROM tk_steps()")
+            self._con.execute("CREATE OR REPLACE TEMP MACRO tk_steps() AS TABLE "
+                              "SELECT * FROM tk_steps_cache")
+        except duckdb.Error as exc:
+            raise QueryError(f"queries/_macros.sql: tk_steps() failed: {_one_line(exc)}") from None
 
     def _create_view(self, name: str):
         """One ``read_parquet`` over the literal list of every run's files of table ``name``,
