@@ -35,7 +35,7 @@
 -- kernels (right for a trace of every rank). Kernels of one collective type on communicators of
 -- different sizes (e.g. tensor- and data-parallel groups) are separate rows, one per n.
 --
--- @param ranks BIGINT 0  Ranks in the communicator for the bus-bandwidth factor (0 = infer, see above).
+-- @param ranks BIGINT 0 [>=0]  Ranks in the communicator for the bus-bandwidth factor (0 = infer, see above).
 -- @column run_id              id       Run folder the row comes from.
 -- @column pid                 id       Process.
 -- @column rank                id       Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
@@ -56,6 +56,8 @@
 -- @column gpu_nccl_ns         ns       Union of ALL the GPU's NCCL kernels (every row of the GPU repeats it).
 -- @column gpu_overlap_ns      ns       Of which overlapped by the GPU's compute kernels.
 -- @column gpu_exposed_ns      ns       gpu_nccl_ns - gpu_overlap_ns.
+-- @requires kernels
+-- @empty no NCCL kernels (names with ncclKernel_ or ncclDevKernel_: the trace holds no NCCL communication)
 WITH nk AS (
     SELECT k.run_id, k.pid, k.device_id, k.stream_id, k.correlation_id, k.name, k.start_ns, k.end_ns
     FROM kernels k WHERE tk_is_nccl(k.name) AND k.end_ns > k.start_ns
