@@ -532,49 +532,70 @@ SELECT run_id, range_id, pid, tid, start_ns, end_ns, depth, op, d AS input_dims,
     END END AS bytes
 FROM conv;
 
--- tk_op_calls(): every (operator call with shapes, launching CUDA API call inside it) pair, by
--- nvtx_gpu_projection's rule: the launch lies inside the operator's time on the operator's thread
--- (so an operator's launches include those of its child operators), the kernels it launched found
--- through (pid, correlation_id). One row per pair: run_id, range_id (the operator), call_key (the
--- launching call: thread and start), call_start_ns, kernels, kernel_ns.
-CREATE OR REPLACE TEMP MACRO tk_op_calls() AS TABLE
-WITH ops AS NOT MATERIALIZED (
+-- tk_op_keys(): the operator calls with shapes (push/pop, closed) and the launching CUDA API calls
+-- (those whose kernels are in the kernels table, found through pid and correlation_id), each
+-- with a key (thread number in the high 64 bits, time in the low ones) so that "on the same
+-- thread and inside" is "k_start <= key <= k_end". is_op: an operator (range_id, k_start, k_end)
+-- or a launch (k_start, k_end, kernels, kernel_ns, and cum_kernels / cum_ns: the kernels and
+-- kernel time of the thread's launches before it in key order).
+CREATE OR REPLACE TEMP MACRO tk_op_keys() AS TABLE
+WITH ops AS (
     SELECT run_id, range_id, pid, tid, start_ns, end_ns FROM nvtx_ranges
     WHERE input_dims IS NOT NULL AND style = 'push/pop' AND end_ns IS NOT NULL
 ),
-calls AS NOT MATERIALIZED (
+calls AS (
     SELECT c.run_id, c.pid, c.tid, c.start_ns, c.end_ns, count(*) AS kernels, sum(k.end_ns - k.start_ns) AS kernel_ns
     FROM kernels AS k
     JOIN cuda_api AS c ON c.run_id = k.run_id AND c.pid = k.pid AND c.correlation_id = k.correlation_id
     GROUP BY c.run_id, c.pid, c.correlation_id, c.tid, c.start_ns, c.end_ns
 ),
-threads_n AS NOT MATERIALIZED (
+threads_n AS (
     SELECT run_id, pid, tid, (row_number() OVER (ORDER BY run_id, pid, tid))::HUGEINT << 64 AS thread_key
     FROM (SELECT DISTINCT run_id, pid, tid FROM ops)
 ),
-call_keys AS NOT MATERIALIZED (
-    SELECT t.thread_key + c.start_ns AS k_start, t.thread_key + c.end_ns AS k_end, c.start_ns, c.kernels, c.kernel_ns
+keyed_calls AS (
+    SELECT c.run_id, c.pid, t.thread_key + c.start_ns AS k_start, t.thread_key + c.end_ns AS k_end,
+           c.start_ns, c.kernels, c.kernel_ns
     FROM calls AS c
     JOIN threads_n AS t ON c.run_id = t.run_id AND c.pid IS NOT DISTINCT FROM t.pid AND c.tid IS NOT DISTINCT FROM t.tid
-),
-range_keys AS NOT MATERIALIZED (
-    SELECT r.*
-    FROM (
-        SELECT t.run_id, r.range_id, t.thread_key + r.start_ns AS k_start, t.thread_key + r.end_ns AS k_end
-        FROM ops AS r
-        JOIN threads_n AS t ON r.run_id = t.run_id AND r.pid IS NOT DISTINCT FROM t.pid AND r.tid IS NOT DISTINCT FROM t.tid
-    ) AS r
-    ASOF JOIN (SELECT k_start FROM call_keys) AS c ON r.k_start <= c.k_start
-    WHERE c.k_start <= r.k_end
 )
-SELECT r.run_id, r.range_id, c.k_start AS call_key, c.start_ns AS call_start_ns, c.kernels, c.kernel_ns
-FROM range_keys AS r
-JOIN call_keys AS c ON r.k_start <= c.k_start AND c.k_end <= r.k_end;
+SELECT run_id, pid, false AS is_op, NULL::BIGINT AS range_id, k_start, k_end, start_ns, kernels, kernel_ns,
+       coalesce(sum(kernels) OVER w, 0) AS cum_kernels, coalesce(sum(kernel_ns) OVER w, 0) AS cum_ns
+FROM keyed_calls
+WINDOW w AS (ORDER BY k_start ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+UNION ALL
+SELECT o.run_id, o.pid, true, o.range_id, t.thread_key + o.start_ns, t.thread_key + o.end_ns, o.start_ns,
+       NULL, NULL, NULL, NULL
+FROM ops AS o
+JOIN threads_n AS t ON o.run_id = t.run_id AND o.pid IS NOT DISTINCT FROM t.pid AND o.tid IS NOT DISTINCT FROM t.tid;
+
+-- tk_op_gpu(): per operator call with shapes, the kernels launched inside it (its child operators
+-- included): nvtx_gpu_projection's rule, a launch on the operator's thread inside its time, with
+-- the kernels it launched found through (pid, correlation_id). Ranges on a thread nest, so the
+-- launches inside [k_start, k_end] are those between the first launch at or after k_start and the
+-- last one at or before k_end: two ASOF lookups of the running sums, linear in operators +
+-- launches. kernels / gpu_ns NULL when none.
+CREATE OR REPLACE TEMP MACRO tk_op_gpu() AS TABLE
+WITH k AS MATERIALIZED (SELECT * FROM tk_op_keys()),
+o AS (SELECT run_id, range_id, k_start, k_end FROM k WHERE is_op),
+c AS (SELECT k_start AS c_start, cum_kernels, cum_ns, kernels, kernel_ns FROM k WHERE NOT is_op),
+first_in AS (
+    SELECT o.run_id, o.range_id, o.k_end, c.cum_kernels AS k0, c.cum_ns AS n0, c.c_start AS first_start
+    FROM o ASOF LEFT JOIN c ON o.k_start <= c.c_start
+),
+last_in AS (
+    SELECT f.*, c.cum_kernels + c.kernels AS k1, c.cum_ns + c.kernel_ns AS n1, c.c_start AS last_start
+    FROM first_in AS f ASOF LEFT JOIN c ON f.k_end >= c.c_start
+)
+SELECT run_id, range_id,
+       CASE WHEN first_start <= last_start THEN (k1 - k0)::BIGINT END AS kernels,
+       CASE WHEN first_start <= last_start THEN (n1 - n0)::BIGINT END AS gpu_ns
+FROM last_in;
 
 -- tk_op_flops(): tk_op_model() with `counted`: the operator has a FLOP model (flop not NULL) and
 -- no operator with a FLOP model runs inside it, so summing flop over counted rows counts every
 -- modelled FLOP once (aten::linear -> aten::addmm: addmm is counted; AddmmBackward0 -> aten::mm x 2:
--- both mm are). The GPU time of a call comes from tk_op_calls() (op_flops, mfu).
+-- both mm are). The GPU time of a call comes from tk_op_gpu() (op_flops, mfu).
 CREATE OR REPLACE TEMP MACRO tk_op_flops() AS TABLE
 WITH m AS MATERIALIZED (SELECT * FROM tk_op_model()),
 nxt AS (

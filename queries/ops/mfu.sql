@@ -41,12 +41,16 @@
 -- @column missing             text    Why mfu is NULL, when it is.
 WITH f0 AS MATERIALIZED (SELECT run_id, range_id, pid, start_ns, depth, dtype, flop, counted FROM tk_op_flops()),
 f AS (SELECT * FROM f0 WHERE counted),
--- launching calls inside operator calls; covered when some enclosing operator is counted
+-- launches inside a counted operator call (counted calls never nest: the last one starting before
+-- the launch is the only candidate)
+keys AS MATERIALIZED (SELECT * FROM tk_op_keys()),
 cov AS MATERIALIZED (
-    SELECT c.run_id, any_value(f0.pid) AS pid, any_value(c.call_start_ns) AS call_start_ns,
-           any_value(c.kernel_ns) AS kernel_ns, bool_or(f0.counted) AS covered
-    FROM tk_op_calls() AS c JOIN f0 USING (run_id, range_id)
-    GROUP BY c.run_id, c.call_key
+    SELECT l.run_id, l.pid, l.start_ns AS call_start_ns, l.kernel_ns, coalesce(o.o_end >= l.k_end, false) AS covered
+    FROM (SELECT * FROM keys WHERE NOT is_op) AS l
+    ASOF LEFT JOIN (
+        SELECT k.k_start AS o_start, k.k_end AS o_end
+        FROM keys AS k JOIN f ON f.run_id = k.run_id AND f.range_id = k.range_id WHERE k.is_op
+    ) AS o ON l.k_start >= o.o_start
 ),
 launched AS MATERIALIZED (
     -- every kernel launch, by the host time of its launching call
