@@ -280,7 +280,7 @@ def test_plot_roofline(golden, tmp_path, capsys):
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
     assert "1 without FLOP or byte counters" in capsys.readouterr().err  # copy_kernel: no FLOP counters
     assert not [p for p in out.parent.iterdir() if p.name != "roofline.png"]  # no temp file left
-    from tracekit.plot import plot_roofline
+    from tracekit.plots.roofline import plot_roofline
 
     info = plot_roofline([golden], tmp_path / "r.svg")
     assert info["plotted"] == [GEMM] and list(info["skipped"]) == ["copy_kernel"]
@@ -373,7 +373,7 @@ def test_roofline_by_nvtx_on_a_real_nsys_export(tmp_path):
 
 def test_plot_sizes_points_by_nsys_time_when_the_run_has_it(joined, tmp_path):
     pytest.importorskip("matplotlib")
-    from tracekit.plot import plot_roofline, roofline_data
+    from tracekit.plots.roofline import plot_roofline, roofline_data
 
     _, _, shares = roofline_data([joined], {"ceilings": "none"})
     # nsys durations: gemm 100 + 200 + 150 (both spellings), copy 40 + 20, other_kernel 100; total 610

@@ -41,7 +41,10 @@ def file_base_ns(st: FileState) -> int:
         return 0
     v = to_int(base)
     if v is None:
-        raise InputError(f"baseTimeNanoseconds is not an integer: {base!r}", path=st.path)
+        raise InputError(f"baseTimeNanoseconds is not an integer: {str(base)[:40]!r}", path=st.path)
+    if not 0 <= v < 1 << 62:  # timestamps are int64 ns from it; 2^62 ns is year 2116
+        raise InputError(f"baseTimeNanoseconds {str(base)[:40]} is out of range (int64 ns since "
+                         "the Unix epoch)", path=st.path)
     return v
 
 
@@ -294,12 +297,14 @@ ops AS (
     SELECT external_id,
            arg_min({{'collective': collective, 'dtype': dtype, 'in_elements': in_elements,
                      'out_elements': out_elements, 'group_size': group_size,
-                     'process_group': process_group}}, seq) AS a
+                     'process_group': process_group}}, seq) AS a,
+           arg_min(pg_seq, seq) FILTER (WHERE pg_seq IS NOT NULL) AS pg_seq
     FROM c WHERE NOT kernel AND external_id IS NOT NULL AND collective IS NOT NULL
     GROUP BY external_id
 ),
 k AS (
     SELECT k.seq, k.start_ns, k.device_id, k.stream_id, k.correlation_id,
+           coalesce(k.pg_seq, o.pg_seq) AS pg_seq,
            CASE WHEN k.collective IS NOT NULL THEN 'kernel_args'
                 WHEN o.a IS NOT NULL THEN 'record_param_comms' END AS source,
            CASE WHEN k.collective IS NOT NULL
@@ -316,7 +321,7 @@ SELECT k.start_ns + {base} AS start_ns, CAST({host_pid} AS BIGINT) AS pid, k.dev
        k.a.in_elements AS in_elements, k.a.out_elements AS out_elements,
        TRY_CAST(CAST(k.a.in_elements AS HUGEINT) * d.element_bytes AS BIGINT) AS in_bytes,
        TRY_CAST(CAST(k.a.out_elements AS HUGEINT) * d.element_bytes AS BIGINT) AS out_bytes,
-       k.a.group_size AS group_size, k.a.process_group AS process_group, k.source
+       k.a.group_size AS group_size, k.a.process_group AS process_group, k.pg_seq AS seq, k.source
 FROM k LEFT JOIN dtype_bytes d ON d.dtype = lower(k.a.dtype)
 ORDER BY k.seq
 """
@@ -459,6 +464,7 @@ def source_entry(st: FileState) -> dict:
         "invalid_kernels": st.invalid_kernels,
         "invalid_kernel_names": dict(sorted(st.invalid_kernel_names.items())[:20]),
         "bad_timestamps": st.bad_timestamps,
+        "strings_truncated": st.strings_truncated,
         "flows": st.flow_counts,
         "collectives": st.comm_counts,
         "tracekit_ranges": st.has_tracekit_step,

@@ -83,10 +83,12 @@ FLOW_COLUMNS = {"id": i64, "is_start": b, "pid": i64, "tid": i64, "ts_ns": i64}
 # Communication calls with their sizes, for the collectives table (finish.collectives_table):
 # one row per NCCL kernel (kernel=true: its args, when PyTorch >= 2.1 copied the collective's
 # arguments onto it, and its External id) and per record_param_comms CPU operator (kernel=false;
-# linked to the NCCL kernel with the same External id at the end). seq: order within the file.
+# linked to the NCCL kernel with the same External id at the end). seq: order within the file;
+# pg_seq: PyTorch's 'Seq' argument, the collective's sequence number in its process group.
 COMM_COLUMNS = {"seq": i64, "kernel": b, "external_id": i64, "start_ns": i64, "device_id": i32,
                 "stream_id": i64, "correlation_id": i64, "collective": s, "dtype": s,
-                "in_elements": i64, "out_elements": i64, "group_size": i32, "process_group": s}
+                "in_elements": i64, "out_elements": i64, "group_size": i32, "process_group": s,
+                "pg_seq": i64}
 ALL_PART_COLUMNS = {**PART_COLUMNS, "_flows": FLOW_COLUMNS, "_comms": COMM_COLUMNS}
 # An NCCL (or RCCL) kernel: ncclKernel_* (NCCL < 2.19) or ncclDevKernel_* (NCCL >= 2.19), as
 # tk_is_nccl in queries/_macros.sql.
@@ -207,6 +209,8 @@ class FileState:
         self.invalid_kernels = 0
         self.invalid_kernel_names: dict[str, int] = {}
         self.bad_timestamps = 0
+        self.strings_truncated = 0  # text values cut at guard.MAX_STRING_BYTES
+        self.events_seen = 0
         self.has_tracekit_step = False
         self.nvtx_rows = 0
         self.metadata: dict = {}

@@ -30,6 +30,7 @@
 -- @column p90_bytes_per_s    bytes/s  90th percentile of per-copy throughput.
 -- @column max_bytes_per_s    bytes/s  Highest per-copy throughput.
 -- @column avg_bytes          bytes    Mean copy size.
+-- @requires memcpy
 WITH c AS (
     SELECT run_id, pid, device_id, kind,
            CASE WHEN kind IN ('HtoD', 'HtoA', 'HtoH') THEN src_kind

@@ -15,13 +15,13 @@
 -- the reason in `missing`; a counter the report holds with the value 0 is 0 (an integer-only
 -- kernel has 0 fp32 FLOP). docs/roofline.md has every definition.
 --
--- @param per VARCHAR kernel  'kernel' (one row per kernel name and GPU) or 'launch' (one row per launch).
--- @param ceilings VARCHAR auto  'auto' (report peaks, else the table), 'report', 'table', or 'none' (no ceilings, no GPU lookup).
+-- @param per VARCHAR kernel [kernel|launch]  'kernel' (one row per kernel name and GPU) or 'launch' (one row per launch).
+-- @param ceilings VARCHAR auto [auto|report|table|none]  'auto' (report peaks, else the table), 'report', 'table', or 'none' (no ceilings, no GPU lookup).
 -- @param gpu VARCHAR NULL  Look up the table under this device name instead of the report's (e.g. for --page details CSVs that do not name the GPU).
 -- @param tensor_datatype VARCHAR NULL  Datatype of the tensor ceiling when the counters do not tell it (default fp16).
--- @param sparsity VARCHAR dense  Tensor ceiling from the table: 'dense' or 'sparse'.
+-- @param sparsity VARCHAR dense [dense|sparse]  Tensor ceiling from the table: 'dense' or 'sparse'.
 -- @param merge_passes BOOLEAN false  Pool the metrics of the k-th launch of each kernel name across passes (input files / processes), for counters collected in separate ncu runs.
--- @param min_roof_pct DOUBLE 20  Below this percentage of the roof at its intensity a kernel is labelled 'latency' (neither memory- nor compute-bound).
+-- @param min_roof_pct DOUBLE 20 [0..100]  Below this percentage of the roof at its intensity a kernel is labelled 'latency' (neither memory- nor compute-bound).
 -- @notice SELECT 'roofline: run ' || run_id || ': ' || string_agg(DISTINCT ceiling_note, '; ') || ' (' || count(*) || ' row(s) without ceilings or bound)' FROM result WHERE ceiling_note IS NOT NULL GROUP BY run_id ORDER BY run_id
 -- @column run_id  id  Run folder the row comes from.
 -- @column kernel_name  text  Kernel name as ncu prints it (demangled).
@@ -62,6 +62,8 @@
 -- @column missing  text  What is absent and why (the NULL columns), '; '-separated; NULL when nothing is.
 -- @column notes  text  How derived values were obtained (rates x time, cycles / clock, estimates).
 -- @column ceiling_note  text  Why the row has no ceilings (GPU not in the peak table, or not named by the report) and how to add them; NULL when it has them.
+-- @requires ncu_launches ncu_metrics
+-- @empty no profiled launch matched
 WITH l AS (
     SELECT *, coalesce(fp64_flop, 0) + coalesce(fp32_flop, 0) + coalesce(fp16_flop, 0) + coalesce(tensor_flop, 0) AS flop_any,
            (fp64_flop IS NULL AND fp32_flop IS NULL AND fp16_flop IS NULL AND tensor_flop IS NULL) AS no_flop
