@@ -192,8 +192,11 @@ def test_mfu_on_rocm_fixture(kineto_runs):
     assert run["peak_flop_per_s"] == 45.3e12 / 2
     assert 0 < run["mfu"] < 1
     assert run["mfu"] == pytest.approx(run["flop"] / (run["time_ns"] / 1e9 * 45.3e12 / 2))
+    # per step (ProfilerStep#1 holds the whole training step; #2 only the profiler's tail)
+    steps = {r["step"]: r for r in rows if r["scope"] == "step"}
+    assert 0 < steps["ProfilerStep#1"]["mfu"] < 1 and steps["ProfilerStep#1"]["flop"] == run["flop"]
     # a CPU-only trace has FLOP but no GPU to time or rate them by
-    [cpu] = q(kineto_runs["kineto_cpu_only_rank.json.gz"], "mfu")[0]
+    [cpu] = [r for r in q(kineto_runs["kineto_cpu_only_rank.json.gz"], "mfu")[0] if r["scope"] == "run"]
     assert cpu["flop"] > 0 and cpu["mfu"] is None and cpu["missing"] == "no GPU activity to time the run by"
 
 
