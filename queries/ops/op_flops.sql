@@ -51,18 +51,24 @@ f AS (SELECT f0.*, g.kernels, g.gpu_ns FROM f0 LEFT JOIN g USING (run_id, range_
 keys AS MATERIALIZED (SELECT * FROM tk_op_keys()),
 launch AS (SELECT run_id, k_start, k_end, kernel_ns FROM keys WHERE NOT is_op),
 opk AS (
-    SELECT k.k_start AS o_start, k.k_end AS o_end, f0.op, f0.counted
+    SELECT k.run_id, k.range_id, k.k_start AS o_start, k.k_end AS o_end, f0.op, f0.counted, r.parent_range_id
     FROM keys AS k JOIN f0 ON f0.run_id = k.run_id AND f0.range_id = k.range_id
+    JOIN nvtx_ranges AS r ON r.run_id = k.run_id AND r.range_id = k.range_id
     WHERE k.is_op
 ),
 cov0 AS (
     SELECT l.*, o.o_end >= l.k_end AS covered
     FROM launch AS l ASOF LEFT JOIN (SELECT * FROM opk WHERE counted) AS o ON l.k_start >= o.o_start
 ),
+-- the innermost enclosing operator: the last one starting before the launch if it still runs,
+-- else its parent or grandparent (the last one may be a finished sibling)
 cov AS (
     SELECT c.run_id, c.kernel_ns, coalesce(c.covered, false) AS covered,
-           CASE WHEN o.o_end >= c.k_end THEN o.op ELSE '(no enclosing operator with shapes)' END AS innermost_op
-    FROM cov0 AS c ASOF LEFT JOIN opk AS o ON c.k_start >= o.o_start
+           CASE WHEN o.o_end >= c.k_end THEN o.op WHEN p1.o_end >= c.k_end THEN p1.op
+                WHEN p2.o_end >= c.k_end THEN p2.op ELSE '(no enclosing operator with shapes)' END AS innermost_op
+    FROM cov0 AS c ASOF LEFT JOIN opk AS o ON c.run_id = o.run_id AND c.k_start >= o.o_start
+    LEFT JOIN opk AS p1 ON p1.run_id = o.run_id AND p1.range_id = o.parent_range_id
+    LEFT JOIN opk AS p2 ON p2.run_id = p1.run_id AND p2.range_id = p1.parent_range_id
 ),
 tot AS (
     SELECT run_id, sum(end_ns - start_ns) AS kernel_ns FROM kernels GROUP BY run_id
