@@ -345,8 +345,9 @@ def _identifiers(text: str) -> set[str]:
 
 @functools.cache
 def _macro_statements() -> dict[str, str]:
-    """``queries/_macros.sql`` as {macro name (lower case): its CREATE statement}, in file order."""
-    text = macros_sql()
+    """``queries/_macros.sql`` and ``queries/ops/_macros.sql`` as {macro name (lower case): its
+    CREATE statement}, in file order."""
+    text = macros_sql() + "\n" + macros_sql("ops")  # shared macros, then the operator cost model
     starts = list(_MACRO.finditer(text))
     ends = [m.start() for m in starts[1:]] + [len(text)]
     return {m.group(1).lower(): text[m.start():end] for m, end in zip(starts, ends)}
