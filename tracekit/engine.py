@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 
 from tracekit import schema
 from tracekit.errors import QueryError
-from tracekit.named_queries import NamedQuery, get_query, macros_sql
+from tracekit.named_queries import NamedQuery, get_query, macro_topics, macros_sql
 from tracekit.runfolder import Run, open_run
 
 _DUCK_TYPES = {
@@ -345,9 +345,10 @@ def _identifiers(text: str) -> set[str]:
 
 @functools.cache
 def _macro_statements() -> dict[str, str]:
-    """``queries/_macros.sql`` and ``queries/ops/_macros.sql`` as {macro name (lower case): its
-    CREATE statement}, in file order."""
-    text = macros_sql() + "\n" + macros_sql("ops")  # shared macros, then the operator cost model
+    """Every ``_macros.sql`` of :func:`tracekit.named_queries.macro_topics` (``queries/_macros.sql``,
+    then ``queries/ops/``, ``queries/ranks/``, ...) as {macro name (lower case): its CREATE
+    statement}, in load order (a macro after those it calls)."""
+    text = "\n".join(macros_sql(t) for t in macro_topics())
     starts = list(_MACRO.finditer(text))
     ends = [m.start() for m in starts[1:]] + [len(text)]
     return {m.group(1).lower(): text[m.start():end] for m, end in zip(starts, ends)}
