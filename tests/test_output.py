@@ -271,6 +271,8 @@ def test_mistakes_get_suggestions(fixture_runs, capsys):
     src = FIXTURES / "nsys" / f"{SLICE}.sqlite"
     assert cli(["query", "kernel_summary", str(src)]) == 2
     assert "is a file, not a run folder" in (line := _error(capsys)) and "tracekit convert" in line
+    assert cli(["query", "kernel_summary", "no_such_trace.nsys-rep"]) == 2
+    assert "no such file or directory; a run folder is expected here" in _error(capsys)
 
 
 def test_columns_option_selects_in_every_format(fixture_runs, capsys):

@@ -27,11 +27,11 @@ def roofline(
     Ceilings per precision and memory level, one point per kernel and level sized by its share of
     GPU time (see docs/roofline.md).
     """
-    from tracekit.cli.messages import info
+    from tracekit.cli.messages import info as say
     from tracekit.plot import plot_roofline
 
     info = plot_roofline(run_dirs, output, params=parse_params(param), title=title, top=top)
     msg = f"wrote {output} ({len(info['plotted'])} kernels"
     if info["skipped"]:
         msg += f"; {len(info['skipped'])} without FLOP or byte counters not drawn"
-    info(msg + ")")
+    say(msg + ")")
