@@ -12,7 +12,6 @@ the nsys kernel time when the run folder also holds an nsys pass (names matched 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -31,11 +30,18 @@ FROM tk_roofline_launches() GROUP BY device_name ORDER BY device_name
 """
 
 
-def _short(name: str, width: int = 40) -> str:
+def _short(name: str, width: int = 40, escape: bool = True) -> str:
     from tracekit.collectors.ncu import base_name
 
     s = base_name(name) or "?"
-    return s if len(s) <= width else s[: width - 1] + "…"
+    s = s if len(s) <= width else s[: width - 1] + "…"
+    return plain(s) if escape else s
+
+
+def plain(text: str) -> str:
+    """Trace text as literal matplotlib text: a ``$`` would start mathtext (a kernel named
+    ``$\\frac{$`` fails to draw), so each is escaped."""
+    return str(text).replace("$", r"\$")
 
 
 _NSYS_SHARE_SQL = """
@@ -72,6 +78,9 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
     :class:`InputError` when no kernel has both a FLOP count and a byte count at some level
     (the message quotes what is missing), :class:`ToolNotFoundError` without matplotlib.
     """
+    from tracekit.outfile import check_output
+
+    check_output(output, run_dirs, create_parent=True)
     kernels, ceilings, nsys_shares = roofline_data(run_dirs, params)
     nsys_runs = {run for run, _ in nsys_shares}
     if not kernels:
@@ -110,7 +119,7 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
     if not points:
         name, why = next(iter(skipped.items()))
         raise InputError(f"nothing to plot: no kernel has both FLOP and byte counters "
-                         f"(e.g. {_short(name)}: {why}); "
+                         f"(e.g. {_short(name, escape=False)}: {why}); "
                          "`tracekit query roofline` lists what each kernel lacks")
 
     fig, ax = plt.subplots(figsize=(9, 6.5), dpi=120)
@@ -123,7 +132,7 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
     styles = ["-", "--", ":", "-."]
     level_colors = {"dram": "tab:red", "l2": "tab:green", "l1": "tab:blue"}
     for di, c in enumerate(ceilings):
-        prefix = f"{c['device_name']} " if len(ceilings) > 1 else ""
+        prefix = f"{plain(c['device_name'])} " if len(ceilings) > 1 else ""
         ls = styles[di % len(styles)]
         top_peak = max([c[p] for p, _ in PRECISIONS if c[p]], default=None)
         for p, label in PRECISIONS:
@@ -167,22 +176,18 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
     ax.grid(True, which="major", linewidth=0.3)
     ax.legend(loc="lower right", fontsize=7)
     fig.tight_layout()
-    _save(fig, Path(output))
+    _save(fig, Path(output), protect=run_dirs)
     plt.close(fig)
     return {"plotted": [k["kernel_name"] for k, _, _ in points], "skipped": skipped}
 
 
-def _save(fig, out: Path) -> None:
-    out = out.absolute()
+def _save(fig, out: Path, protect=()) -> None:
+    """Write ``fig`` to ``out`` by the rules of :func:`tracekit.outfile.write_output` (format from
+    the suffix, PNG without one)."""
+    from tracekit.outfile import write_output
+
+    fmt = out.suffix.lstrip(".").lower() or "png"
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=out.suffix or ".png", dir=out.parent)
-        os.close(fd)
-    except OSError as exc:
-        raise InputError(f"cannot write the plot: {exc.strerror}", path=out) from None
-    try:
-        fig.savefig(tmp, format=(out.suffix.lstrip(".") or "png"))
-        os.replace(tmp, out)
-    except (OSError, ValueError) as exc:
-        Path(tmp).unlink(missing_ok=True)
+        write_output(out, lambda f: fig.savefig(f, format=fmt), protect, create_parent=True)
+    except ValueError as exc:  # an image format matplotlib does not know
         raise InputError(f"cannot write the plot: {' '.join(str(exc).split())}", path=out) from None

@@ -57,8 +57,10 @@ def metric_lines(metrics: pa.Table, title: str, width: int) -> list[str]:
     return lines
 
 
-def write_compare(res: dict, fmt: Format, output: Path | None, *, top: int, threshold: float) -> None:
-    """Write the result of :func:`tracekit.study.compare_runs` (see the module docstring)."""
+def write_compare(res: dict, fmt: Format, output: Path | None, *, top: int, threshold: float,
+                  protect=()) -> None:
+    """Write the result of :func:`tracekit.study.compare_runs` (see the module docstring);
+    ``protect``: run folders no output may be written into (:func:`tracekit.outfile.write_output`)."""
     metrics = pa.Table.from_pandas(res["metrics"], preserve_index=False)
     kernels = pa.Table.from_pandas(res["kernels"], preserve_index=False)
     c = res["kernel_counts"]
@@ -67,8 +69,8 @@ def write_compare(res: dict, fmt: Format, output: Path | None, *, top: int, thre
                f"(threshold {threshold:g})")
     if output is not None:
         mpath = output.with_name(f"{output.stem}.metrics{output.suffix}")
-        render(kernels, fmt, output)
-        render(metrics, fmt, mpath)
+        render(kernels, fmt, output, protect=protect)
+        render(metrics, fmt, mpath, protect=protect)
         info(f"{summary}; wrote {output} and {mpath}")
         return
     if fmt == Format.table:

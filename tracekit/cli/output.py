@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from enum import Enum
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from tracekit.cli.display import columns_of, format_plain
 from tracekit.cli.serialize import csv_bytes, json_text
 from tracekit.cli.termtable import render_lines, terminal_width, visible, wrap
 from tracekit.errors import InputError
+from tracekit.outfile import write_output
 from tracekit.suggest import did_you_mean
 
 
@@ -72,14 +71,18 @@ def table_lines(result: pa.Table, title: str | None = None, units: dict | None =
 
 
 def render(result: pa.Table, fmt: Format, output: Path | None, title: str | None = None,
-           units: dict | None = None) -> None:
-    """Write ``result`` in ``fmt`` to ``output`` (atomically) or stdout. Parquet needs ``output``.
+           units: dict | None = None, protect=()) -> None:
+    """Write ``result`` in ``fmt`` to ``output`` or stdout (``-`` is stdout too); the file rules
+    (devices, symlinks, modes, folders in ``protect`` refused) are
+    :func:`tracekit.outfile.write_output`'s. Parquet needs ``output``.
 
     ``fmt`` table on stdout is the terminal view (:func:`table_lines`; ``units`` = {column:
     (unit, description)} from a named query); nothing is printed for an empty result (the caller
     explains it on stderr). ``fmt`` table with ``output`` writes CSV. CSV and JSON: see
     :mod:`tracekit.cli.serialize`.
     """
+    if output is not None and str(output) == "-":
+        output = None  # stdout
     if fmt == Format.parquet and output is None:
         raise InputError("--format parquet needs --output FILE")
     if fmt == Format.table and output is None:
@@ -87,23 +90,10 @@ def render(result: pa.Table, fmt: Format, output: Path | None, title: str | None
             sys.stdout.write("\n".join(table_lines(result, title, units)) + "\n")
         return
     if fmt == Format.parquet:
-        _atomic_write(output, lambda f: pq.write_table(result, f), binary=True)
+        write_output(output, lambda f: pq.write_table(result, f), protect)
         return
     data = csv_bytes(result) if fmt in (Format.csv, Format.table) else json_text(result).encode()
     if output is None:
         sys.stdout.write(data.decode())
     else:
-        _atomic_write(output, lambda f: f.write(data), binary=True)
-
-
-def _atomic_write(path: Path, write, binary: bool):
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        write_output(output, lambda f: f.write(data), protect)

@@ -10,18 +10,24 @@ import typer
 from tracekit.cli.app import QUIET, app, set_quiet
 from tracekit.cli.output import Format, render, select_columns
 from tracekit.errors import QueryError
+from tracekit.outfile import check_output
 
 _RUNS = typer.Argument(..., help="One or more run folders (made by `tracekit convert` or "
                        "`tracekit collect`).", show_default=False)
 _FORMAT = typer.Option(Format.table, "--format", "-f", help="Output format: table (fits the "
                        "terminal, values in readable units), csv, json or parquet (exact values).")
-_OUTPUT = typer.Option(None, "--output", "-o", help="Write to FILE instead of stdout.")
+_OUTPUT = typer.Option(None, "--output", "-o", help="Write to FILE instead of stdout (`-`: stdout).")
 _COLUMNS = typer.Option(None, "--columns", "-c", help="Only these columns, comma-separated, in "
                         "this order (every format).")
 _MEMORY = typer.Option(
     None, "--memory-limit", envvar="TRACEKIT_MEMORY_LIMIT",
     help="DuckDB memory limit, e.g. 1GB (default: DuckDB's, 80% of RAM); past it, joins and sorts "
          "spill to disk instead of growing.")
+STEP_PATTERN = typer.Option(
+    None, "--step-pattern", envvar="TRACEKIT_STEP_PATTERN", metavar="REGEX",
+    help="Regular expression naming the NVTX / annotation ranges that are training steps (first "
+         "capture group = step number), for runs without tracekit `step N` or PyTorch "
+         "ProfilerStep#N ranges; else steps are detected from the kernel sequence.")
 
 
 def parse_params(items: list[str]) -> dict[str, str]:
@@ -54,6 +60,7 @@ def query(
     columns: Optional[str] = _COLUMNS,
     memory_limit: str = _MEMORY,
     quiet: bool = QUIET,
+    step_pattern: str = STEP_PATTERN,
 ):
     """Run a named query over one or more run folders.
 
@@ -68,14 +75,19 @@ def query(
     set_quiet(quiet)
     q = get_query(name)
     params = parse_params(param)
-    with Engine(run_dirs, memory_limit=memory_limit) as eng:
+    if output is not None:
+        check_output(output, run_dirs)
+    with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as eng:
         result = eng.query(q, params)
+        notices = eng.notices
         _warn_runs(eng, tables_read(q.sql))
         if result.num_rows == 0:
             note(why_empty(eng.runs, q, params=params))
     result = select_columns(result, columns)
     units = {c.name: (c.unit, c.description) for c in q.columns}
-    render(result, format, output, title=name, units=units)
+    render(result, format, output, title=name, units=units, protect=run_dirs)
+    for line in notices:  # the query's @notice lines (coverage, why a column is NULL)
+        note(line)
 
 
 @app.command()
@@ -89,22 +101,30 @@ def sql(
     columns: Optional[str] = _COLUMNS,
     memory_limit: str = _MEMORY,
     quiet: bool = QUIET,
+    allow_external: bool = typer.Option(
+        False, "--allow-external", help="Let the SQL read and write any file DuckDB can (COPY, "
+        "read_csv, ATTACH, ...). Without it the statement reads only the run folders' tables."),
+    step_pattern: str = STEP_PATTERN,
 ):
     """Run ad-hoc DuckDB SQL over one or more run folders.
 
     The tables and macros are those of the named queries; every table has a leading run_id column.
+    Without --allow-external the statement reads no other file and writes none
+    (docs/robustness.md).
     """
     from tracekit.cli.messages import note
     from tracekit.engine import Engine
     from tracekit.explain import tables_read, why_empty
 
     set_quiet(quiet)
-    with Engine(run_dirs, memory_limit=memory_limit) as eng:
+    if output is not None:
+        check_output(output, run_dirs)
+    with Engine(run_dirs, memory_limit=memory_limit, external_access=allow_external) as eng:
         result = eng.sql(statement)
         _warn_runs(eng, tables_read(statement))
         if result.num_rows == 0 and result.num_columns:
             note(why_empty(eng.runs, sql=statement))
-    render(select_columns(result, columns), format, output)
+    render(select_columns(result, columns), format, output, protect=run_dirs)
 
 
 @app.command()
