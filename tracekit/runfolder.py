@@ -302,6 +302,9 @@ class Run:
         return p
 
 
+_PROFILER_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".ncu-rep", ".csv", ".json", ".json.gz")
+
+
 def open_run(path: str | os.PathLike) -> Run:
     """Open a run folder. Raises :class:`RunFolderError` when it is not one, or of an unknown
     layout version."""
@@ -311,6 +314,10 @@ def open_run(path: str | os.PathLike) -> Run:
         raise RunFolderError("is a file, not a run folder: convert a profiler output first, "
                              f"e.g. `tracekit convert {p} -o runs/NAME`, then use runs/NAME", path=p)
     if not p.is_dir():
+        if p.name.lower().endswith(_PROFILER_SUFFIXES):
+            raise RunFolderError("no such file or directory; a run folder is expected here (a "
+                                 "profiler output becomes one with `tracekit convert FILE -o "
+                                 "runs/NAME`)", path=p)
         raise RunFolderError("not a run folder (no such directory)", path=p)
     if not m.is_file():
         raise RunFolderError(f"not a run folder (no {MANIFEST}; create one with `tracekit convert`)", path=p)

@@ -23,7 +23,9 @@ def _out(default: str):
 
 
 def _done(output: Path, what: str) -> None:
-    typer.echo(f"wrote {output} ({what})", err=True)
+    from tracekit.cli.messages import info
+
+    info(f"wrote {output} ({what})")
 
 
 @plot_app.command("utilization")
