@@ -70,7 +70,7 @@ def read_report(path: Path) -> tuple[list[dict], dict[str, list]]:
     logged = said()
     note = (error or (logged[0] if logged else ""))[:200]
     if report is None:
-        raise InputError(f"ncu_report cannot read this report (is it truncated or damaged?)"
+        raise InputError("ncu_report cannot read this report (is it truncated or damaged?)"
                          + (f": {note}" if note else ""), path=path)
     launches, m = _read_loaded(nr, report, path)
     if not launches and path.stat().st_size > 4096:
