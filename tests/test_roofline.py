@@ -376,3 +376,24 @@ def test_plot_sizes_points_by_nsys_time_when_the_run_has_it(joined, tmp_path):
     info = plot_roofline([joined], tmp_path / "j.png", params={"ceilings": "none"})
     # copy_kernel has bytes but 0 FLOP: a zero intensity cannot sit on log axes, so it is skipped
     assert info["plotted"] == ["gemm(float *, int)"] and info["skipped"] == {"copy_kernel": "0 FLOP: no place on log axes"}
+
+
+@pytest.mark.parametrize("name", ["$\\frac{$", "[/]", "a $x$ b"])
+def test_plot_kernel_names_are_text_not_mathtext(golden, tmp_path, name):
+    """A kernel name from the trace is drawn as text: `$\\frac{$` made matplotlib's mathtext
+    parser fail the whole plot (issue 17)."""
+    pytest.importorskip("matplotlib")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tracekit.plot import plain
+
+    p = golden / "ncu_launches.parquet"
+    t = pq.read_table(p)
+    names = [name if v == GEMM else v for v in t.column("kernel_name").to_pylist()]
+    pq.write_table(t.set_column(t.column_names.index("kernel_name"), "kernel_name",
+                                pa.array(names, pa.string())), p)
+    out = tmp_path / "r.svg"
+    assert cli_run(["plot", "roofline", str(golden), "-o", str(out)]) == 0
+    assert out.read_text().lstrip().startswith("<?xml")
+    assert plain(name).replace("\\$", "$") == name

@@ -143,8 +143,16 @@ def _scatter(plt, df: pd.DataFrame) -> str:
 
 def figures(study: Study) -> dict[str, list[tuple[str, str]]]:
     """{table: [(base64 PNG, alt text)]}: every table gets at least one figure; a figure whose
-    data is missing (e.g. no ncu pass) is drawn with the reason in it."""
+    data is missing (e.g. no ncu pass) is drawn with the reason in it. Text from the runs
+    (workload, precision, interconnect names) is drawn as text, never as mathtext (`$`)."""
     plt = _plt()
+    import matplotlib
+
+    with matplotlib.rc_context({"text.parse_math": False}):
+        return _figures(study, plt)
+
+
+def _figures(study: Study, plt) -> dict[str, list[tuple[str, str]]]:
     t = study.tables
     out: dict[str, list[tuple[str, str]]] = {}
 
