@@ -352,3 +352,15 @@ def test_run_folder_names_with_glob_characters_convert(tmp_path, name):
         out = tmp_path / f"{src.suffix}{name}"
         assert run(["convert", str(src), "-o", str(out)]) == 0
         assert (out / "manifest.json").is_file()
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("correlation", 2 ** 70, "kernels.correlation_id does not fit its type int64 (1180591620717411303424)"),
+    ("grid", [2 ** 40, 1, 1], "kernels.grid_x does not fit its type int32 (1099511627776)"),
+])
+def test_kineto_int64_overflow_names_its_column(tmp_path, capsys, field, value, needle):
+    doc = _alexnet()
+    _kernels(doc)[0]["args"][field] = value
+    assert run(["convert", _write(tmp_path, doc), "-o", str(tmp_path / "run")]) == 2
+    assert needle in _err(capsys)
+    _no_leftovers(tmp_path)
