@@ -88,9 +88,11 @@ def test_force_replaces_existing_run_folder(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, needles", [
     (["query"], ["Missing argument", "tracekit query --help"]),
-    (["bogus"], ["No such command 'bogus'"]),
+    (["bogus"], ["unknown command 'bogus'"]),
+    (["quer"], ["unknown command 'quer' (did you mean 'query'?)"]),
     (["convert", "x.sqlite"], ["Missing option", "--output"]),
-    (["convert", "x.sqlite", "-o", "r", "--nope"], ["No such option", "--nope"]),
+    (["convert", "x.sqlite", "-o", "r", "--nope"], ["unknown option '--nope'"]),
+    (["query", "--formt", "json"], ["unknown option '--formt' (did you mean '--format'?)"]),
 ])
 def test_usage_errors_are_one_line_exit_2(argv, needles, capsys):
     assert run(argv) == 2

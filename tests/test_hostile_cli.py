@@ -274,9 +274,7 @@ def test_sql_allow_external_lifts_the_limit(small_run, tmp_path, capsys):
     assert pq.read_metadata(k).num_rows == 3
 
 
-# -- DuckDB globs in run-folder paths (the engine's view construction: issue 16b) --------------------
-@pytest.mark.xfail(strict=False, reason="engine view construction reads table files as DuckDB globs; "
-                   "rewritten to literal file lists by the issue-16b session")
+# -- DuckDB globs in run-folder paths (the engine's literal file lists) ------------------------------
 def test_run_folder_path_with_glob_characters_is_literal(tmp_path, capsys):
     a, b = tmp_path / "run1", tmp_path / "run2"
     for d in (a, b):

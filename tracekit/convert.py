@@ -15,13 +15,17 @@ from tracekit.runfolder import RunWriter
 
 
 def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, force: bool = False,
-            progress: Progress = NULL_PROGRESS, extra_manifest: dict | None = None) -> Path:
+            progress: Progress = NULL_PROGRESS, extra_manifest: dict | None = None,
+            extra_tables: dict | None = None) -> Path:
     """Convert ``inputs`` (profiler output files) into the run folder ``run_dir``.
 
     Each input is recognized by its content (:func:`tracekit.collectors.detect`); inputs of the
     same format go to that format's collector together (e.g. one Kineto trace per rank). Two
     collectors writing the same table is an :class:`InputError` (raised by the writer). ``extra_manifest`` entries
-    (e.g. the workload description from ``tracekit collect``) are merged into the manifest.
+    (e.g. the workload description from ``tracekit collect``) are merged into the manifest;
+    ``extra_tables`` ({table name: Arrow table}, e.g. the host CPU samples ``tracekit collect``
+    takes under the torch profiler) are written into the same run folder, for tables no input
+    collector wrote.
 
     Returns the run folder's path. Raises :class:`InputError` subclasses for bad input; nothing
     is left behind on any error.
@@ -41,6 +45,8 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
                 raise _os_error(exc, writer, paths) from None
         count_duplicates(writer)  # manifest duplicate_rows + warning (tracekit.integrity)
         count_nonpositive(writer)  # manifest nonpositive_duration_rows + warning
+        for name, table in (extra_tables or {}).items():
+            writer.write_table(name, [table])  # InputError when a collector wrote it too
         if extra_manifest:
             writer.manifest.update(extra_manifest)
     return Path(run_dir)

@@ -11,6 +11,12 @@ Each file holds one query whose header is a block of ``--`` comment lines::
     -- @column run_id     id     Run folder the row comes from.
     -- @column name       text   Demangled kernel name.
     -- @column total_ns   ns     Sum of kernel durations.
+    -- @requires kernels
+    -- @empty no kernel matched
+
+An optional ``-- @notice SELECT ...`` line holds one SQL statement over the view ``result`` (the
+query's rows); each value of its first column is printed by ``tracekit query`` as one line on
+stderr (a coverage figure, why a column is NULL and how to fill it).
 
 The first line is ``NAME: one-line description`` and NAME must equal the file's stem. Parameters
 are read in SQL with ``getvariable('top')`` and are set (cast to the declared DuckDB type) before
@@ -19,6 +25,11 @@ DOUBLE) and in the optional bracketed domain after the default: ``[>=0]``, ``[<=
 ``[0..100]`` (inclusive) or ``[kernel|launch]`` (one of the words); anything else is a
 :class:`~tracekit.errors.QueryError` (exit 2), never an empty or rounded answer. Every output column must have an ``@column`` line with a unit from
 :data:`tracekit.schema.UNITS` (tests enforce it).
+
+Two optional lines say what an empty result means (``tracekit query`` prints it on stderr,
+:mod:`tracekit.explain`): ``@requires`` names the tables that must have rows for the query to
+return any (default: every table the SQL reads), ``@empty`` the condition that selected none of
+their rows when they do, e.g. ``@empty no NCCL kernels (names with ncclKernel_ or ncclDevKernel_)``.
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ from pathlib import Path
 
 from tracekit.errors import QueryError
 from tracekit.schema import UNITS
+from tracekit.suggest import did_you_mean
 
 _PARAM = re.compile(r"^@param\s+(\w+)\s+(\w+)\s+(\S+)(?:\s+\[([^\]]*)\])?\s*(.*)$")
 _INT = re.compile(r"^[+-]?\d+$")
@@ -37,6 +49,7 @@ _INT_BITS = {"TINYINT": 8, "SMALLINT": 16, "INTEGER": 32, "BIGINT": 64}
 _BOOL = {"true": "true", "t": "true", "1": "true", "yes": "true",
          "false": "false", "f": "false", "0": "false", "no": "false"}
 _COLUMN = re.compile(r"^@column\s+(\w+)\s+(\S+)\s*(.*)$")
+_NOTICE = re.compile(r"^@notice\s+(SELECT\b.*)$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -112,6 +125,9 @@ class NamedQuery:
     sql: str
     path: str
     topic: str = ""
+    requires: tuple[str, ...] = ()
+    empty: str = ""
+    notices: tuple[str, ...] = ()
     _params_by_name: dict = field(default=None, init=False, repr=False, compare=False)
 
     def param(self, name: str) -> Param:
@@ -119,7 +135,8 @@ class NamedQuery:
             if p.name == name:
                 return p
         known = ", ".join(p.name for p in self.params) or "none"
-        raise QueryError(f"query {self.name} has no parameter {name!r} (parameters: {known})")
+        hint = did_you_mean(name, [p.name for p in self.params])
+        raise QueryError(f"query {self.name} has no parameter {name!r}{hint} (parameters: {known})")
 
 
 def parse_query(text: str, path: str = "<string>") -> NamedQuery:
@@ -138,9 +155,18 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
         raise QueryError(f"{path}: the first line must be '-- NAME: description'")
     name, _, description = header[0].partition(":")
     name = name.strip()
-    details, params, columns = [], [], []
+    details, params, columns, requires, empty, notices = [], [], [], [], "", []
     for line in header[1:]:
-        if line.startswith("@param"):
+        if line.startswith("@requires"):
+            requires += line[len("@requires"):].split()
+        elif line.startswith("@empty"):
+            empty = line[len("@empty"):].strip()
+        elif line.startswith("@notice"):
+            m = _NOTICE.match(line)
+            if not m:
+                raise QueryError(f"{path}: malformed @notice line (expected '@notice SELECT ...'): {line!r}")
+            notices.append(m.group(1))
+        elif line.startswith("@param"):
             m = _PARAM.match(line)
             if not m:
                 raise QueryError(f"{path}: malformed @param line: {line!r}")
@@ -166,6 +192,9 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
         sql=sql,
         path=path,
         topic=Path(path).parent.name,
+        requires=tuple(requires),
+        empty=empty,
+        notices=tuple(notices),
     )
 
 
@@ -221,5 +250,6 @@ def get_query(name: str) -> NamedQuery:
     """The named query ``name``; :class:`QueryError` listing the known names if unknown."""
     qs = all_queries()
     if name not in qs:
-        raise QueryError(f"unknown query {name!r}; run `tracekit queries` to list them")
+        raise QueryError(f"unknown query {name!r}{did_you_mean(name, qs)}; "
+                         "`tracekit queries` lists them")
     return qs[name]

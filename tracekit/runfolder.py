@@ -252,24 +252,49 @@ class Run:
     def run_id(self) -> str:
         return self.manifest.get("run_id") or self.path.name
 
-    def table_path(self, name: str) -> Path | None:
-        """Path of the table's Parquet file, or None when the run did not capture it.
+    def table_files(self, name: str) -> list[Path]:
+        """The table's Parquet files: one for a run folder of one input (``"file"`` in the
+        manifest), one per rank for a job (``"files"``, layout version 2); ``[]`` when the run
+        did not capture the table.
 
-        Raises :class:`RunFolderError` when the manifest lists the table but its file is missing
-        or not readable Parquet (a damaged folder must not read as zero rows), and when its
-        ``file`` does not name a regular file inside the run folder (``../other/kernels.parquet``,
+        Raises :class:`RunFolderError` when the manifest lists the table but a file is missing
+        or not readable Parquet (a damaged folder must not read as zero rows), and when a file
+        name does not name a regular file inside the run folder (``../other/kernels.parquet``,
         an absolute path, a symbolic link leading out, a directory, ``/dev/zero``)."""
-        info = self.manifest["tables"].get(name)
+        tables = self.manifest.get("tables")
+        info = tables.get(name) if isinstance(tables, dict) else None
         if info is None:
-            return None
-        file = info.get("file", f"{name}.parquet")
+            return []
+        if not isinstance(info, dict):
+            raise RunFolderError(f"{MANIFEST}: the entry of table {name} is not an object", path=self.path)
+        rel = info.get("files")
+        if rel is None:
+            rel = [info.get("file", f"{name}.parquet")]
+        if not isinstance(rel, list) or not all(isinstance(f, str) for f in rel):
+            raise RunFolderError(f"{MANIFEST}: the files of table {name} are not a list of names",
+                                 path=self.path)
+        return [self._checked(name, f) for f in rel]
+
+    def table_path(self, name: str) -> Path | None:
+        """Path of the table's one Parquet file, or None when the run did not capture it.
+
+        Raises :class:`RunFolderError` for a job's table held in several files (use
+        :meth:`table_files`), and as :meth:`table_files` does."""
+        files = self.table_files(name)
+        if len(files) > 1:
+            raise RunFolderError(f"table {name} is held in {len(files)} files (one per rank); "
+                                 "read them with Run.table_files", path=self.path)
+        return files[0] if files else None
+
+    def _checked(self, name: str, file: str) -> Path:
         p = self.path / file
         real, root = Path(os.path.realpath(p)), Path(os.path.realpath(self.path))
         if Path(file).is_absolute() or root not in real.parents:
             raise RunFolderError(f"{MANIFEST} gives table {name} the file {file!r}, which is not "
                                  "inside the run folder", path=self.path)
         if not p.exists():
-            raise RunFolderError(f"{p.name} is listed in {MANIFEST} but missing: the run folder is "
+            raise RunFolderError(f"{p.relative_to(self.path) if p.is_relative_to(self.path) else p.name} "
+                                 f"is listed in {MANIFEST} but missing: the run folder is "
                                  "damaged; convert the input again", path=self.path)
         if not p.is_file():
             raise RunFolderError(f"{file} (table {name}) is not a regular file", path=self.path)
@@ -286,6 +311,9 @@ def open_run(path: str | os.PathLike) -> Run:
     layout version."""
     p = Path(path)
     m = p / MANIFEST
+    if p.is_file():
+        raise RunFolderError("is a file, not a run folder: convert a profiler output first, "
+                             f"e.g. `tracekit convert {p} -o runs/NAME`, then use runs/NAME", path=p)
     if not p.is_dir():
         raise RunFolderError("not a run folder (no such directory)", path=p)
     if not m.is_file():

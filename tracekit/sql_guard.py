@@ -55,13 +55,15 @@ def _list(items: list[str]) -> str:
 def lock(con: duckdb.DuckDBPyConnection, runs: Iterable, spill: str) -> None:
     """Allow ``con`` to read only the runs' table files (and tracekit's own data tables), then
     switch external access off and lock the configuration."""
+    from tracekit.engine import glob_literal
+
     paths = []
     for run in runs:
         for name in schema.TABLES:
-            p = run.table_path(name)
-            if p is not None:
-                paths.append(os.path.realpath(p))
-                paths.append(str(p))
+            for p in run.table_files(name):  # a job's tables have a file per rank
+                # the engine reads each file through its literal glob pattern (run[12] -> run[[]12])
+                for form in (os.path.realpath(p), str(p), str(p.absolute())):
+                    paths += [form, glob_literal(form)]
     dirs = [spill.rstrip(os.sep) + os.sep] + _data_files()
     con.execute(f"SET allowed_paths = {_list(sorted(set(paths)))}")
     con.execute(f"SET allowed_directories = {_list(dirs)}")

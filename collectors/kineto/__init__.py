@@ -62,6 +62,9 @@ from tracekit.collectors.kineto.mapping import (
     TRACEKIT_STEP,
     Columns,
     dim,
+    input_dims,
+    text_list,
+    to_float,
     FileState,
     to_int,
     Parts,
@@ -112,6 +115,12 @@ def column_sources() -> dict[tuple[str, str], str]:
         ("nvtx_ranges", "domain"): "pytorch.cpu_op / pytorch.user_annotation / pytorch.gpu_user_annotation / "
                                    "pytorch.python_function from cat; tracekit for tracekit's runner ranges",
         ("nvtx_ranges", "name"): "event name (operator or record_function name)",
+        ("nvtx_ranges", "input_dims"): "cpu_op args['Input Dims'] (traces taken with record_shapes=True)",
+        ("nvtx_ranges", "input_types"): "cpu_op args['Input type']",
+        ("nvtx_ranges", "concrete_inputs"): "cpu_op args['Concrete Inputs'] (PyTorch >= 2.1)",
+        ("nvtx_ranges", "op_id"): "cpu_op args['Record function id']",
+        ("nvtx_ranges", "sequence_number"): "cpu_op args['Sequence number']",
+        ("memcpy", "recorded_bytes_per_s"): "args['memory bandwidth (GB/s)'] x 1e9",
         ("processes", "name"): "process_name metadata event",
         ("processes", "rank"): "distributedInfo.rank",
         ("threads", "name"): "thread_name metadata event ('thread N (NAME)' -> NAME)",
@@ -130,6 +139,7 @@ def column_sources() -> dict[tuple[str, str], str]:
         ("collectives", "out_elements"): "args['Out msg nelems'] (same source)",
         ("collectives", "group_size"): "args['Group size'] (same source)",
         ("collectives", "process_group"): "args['Process Group Name'] (else 'Process Group Description')",
+        ("collectives", "seq"): "args['Seq'] of the NCCL kernel, else of the record_param_comms operator",
     })
     return out
 
@@ -227,6 +237,7 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
         c["group_size"].append(fit(to_int(a.get("Group size")), I32_MAX))
         pg = a.get("Process Group Name", a.get("Process Group Description"))
         c["process_group"].append(pg if pg is None or type(pg) is str else str(pg))
+        c["pg_seq"].append(fit(to_int(a.get("Seq")), I64_MAX))
         CM.n += 1
         if CM.n >= CHUNK_ROWS:
             parts.flush(CM, fi)
@@ -304,6 +315,8 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
                 c["bytes"].append(to_int(a.get("bytes")))
                 c["src_device_id"].append(to_int(a.get("fromDevice", a.get("src device"))))
                 c["dst_device_id"].append(to_int(a.get("toDevice", a.get("dst device"))))
+                bw = to_float(a.get("memory bandwidth (GB/s)"))
+                c["recorded_bytes_per_s"].append(bw * 1e9 if bw is not None and bw > 0 and bw == bw and bw != float("inf") else None)
                 MC.n += 1
                 if MC.n >= CHUNK_ROWS:
                     parts.flush(MC, fi)
@@ -334,6 +347,21 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
                 c["duration_ns"].append(dur)
                 c["name"].append(name)
                 c["domain"].append(ANNOTATION_DOMAINS[cat])
+                if cat == "cpu_op" and "Input Dims" in a:
+                    # operator arguments (record_shapes=True): shapes, types, scalar values
+                    c["input_dims"].append(input_dims(a.get("Input Dims")))
+                    c["input_types"].append(text_list(a.get("Input type")))
+                    c["concrete_inputs"].append(text_list(a.get("Concrete Inputs")))
+                else:
+                    c["input_dims"].append(None)
+                    c["input_types"].append(None)
+                    c["concrete_inputs"].append(None)
+                if cat == "cpu_op":
+                    c["op_id"].append(fit(to_int(a.get("Record function id")), I64_MAX))
+                    c["sequence_number"].append(fit(to_int(a.get("Sequence number")), I64_MAX))
+                else:
+                    c["op_id"].append(None)
+                    c["sequence_number"].append(None)
                 if cat == "gpu_user_annotation":
                     c["pid"].append(None)  # the host pid, filled at the end
                     c["tid"].append(None)

@@ -49,6 +49,8 @@
 -- @column ncu_launches  count  ncu launches in the run.
 -- @column ncu_matched  count  ncu launches matched to an nsys kernel of the targeted range.
 -- @column missing  text  Why a column is NULL.
+-- @requires ncu_launches kernels nvtx_ranges
+-- @empty no ncu launch matched a kernel of the nsys timeline inside an NVTX range (same name, in launch order; check --param range and name_regex)
 WITH target AS (
     SELECT run_id, pid, start_ns, end_ns FROM (
         SELECT *, row_number() OVER (PARTITION BY run_id ORDER BY start_ns, range_id) AS inst
