@@ -407,7 +407,7 @@ def test_plot_kernel_names_are_text_not_mathtext(golden, tmp_path, name):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from tracekit.plot import plain
+    from tracekit.plots.style import text as plain
 
     p = golden / "ncu_launches.parquet"
     t = pq.read_table(p)
