@@ -15,6 +15,7 @@ import contextlib
 import datetime as _dt
 import json
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterable
@@ -124,7 +125,10 @@ class RunWriter:
         parent = self.run_dir.parent
         try:
             parent.mkdir(parents=True, exist_ok=True)
-            self._tmp = parent / f".{self.run_dir.name}.tmp-{uuid.uuid4().hex[:12]}"
+            # the temporary name keeps only plain characters: DuckDB reads `?` in a database
+            # path as URL parameters and `[*?` in a Parquet path as a glob
+            safe = re.sub(r"[^A-Za-z0-9._-]", "_", self.run_dir.name)[:100]
+            self._tmp = parent / f".{safe}.tmp-{uuid.uuid4().hex[:12]}"
             self._tmp.mkdir()
         except OSError as exc:
             raise RunFolderError(f"cannot create the run folder: {exc.strerror}", path=self.run_dir) from None
