@@ -37,12 +37,24 @@ def query(
     output: Path = _OUTPUT,
     param: list[str] = typer.Option([], "--param", "-p", help="Query parameter KEY=VALUE (repeatable)."),
     memory_limit: str = _MEMORY,
+    jobs: int = typer.Option(None, "--jobs", "-j", min=1,
+                             help="Compute the query in parts (groups of run folders) in N local "
+                                  "worker processes (default: in this process)."),
+    scheduler: str = typer.Option(None, "--scheduler", metavar="ADDRESS", envvar="TRACEKIT_SCHEDULER",
+                                  help="Compute the parts on this Dask scheduler's workers "
+                                       "(tcp://host:8786; pip install 'tracekit[dask]')."),
 ):
     """Run a named query over one or more run folders."""
-    from tracekit.engine import Engine
+    if scheduler or (jobs or 1) > 1:
+        from tracekit.cluster import query_runs
 
-    with Engine(run_dirs, memory_limit=memory_limit) as eng:
-        result = eng.query(name, parse_params(param))
+        result = query_runs(run_dirs, name, parse_params(param), jobs=jobs, scheduler=scheduler,
+                            memory_limit=memory_limit)
+    else:
+        from tracekit.engine import Engine
+
+        with Engine(run_dirs, memory_limit=memory_limit) as eng:
+            result = eng.query(name, parse_params(param))
     render(result, format, output, title=name)
 
 

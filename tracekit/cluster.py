@@ -1,0 +1,169 @@
+"""Where per-rank and per-run work runs: in this process, in local worker processes (``jobs``),
+or on the workers of a Dask distributed scheduler (``scheduler``, e.g. ``tcp://host:8786``; also
+the ``TRACEKIT_SCHEDULER`` environment variable). Install Dask with ``pip install 'tracekit[dask]'``.
+
+With a scheduler, inputs and run folders must be on a filesystem every worker and the client see
+at the same paths (as NVIDIA's nsys recipes assume); workers only read inputs and write inside
+the job's temporary folder, and the client combines and renames it into place. A worker lost
+mid-job makes Dask retry its task on another worker; a task that still fails fails the command,
+and the temporary folder is removed (never a half-written run folder).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+import pyarrow as pa
+
+from tracekit.errors import InputError, TracekitError
+
+SCHEDULER_ENV = "TRACEKIT_SCHEDULER"
+
+
+def scheduler_address(option: str | None) -> str | None:
+    """The scheduler to use: the option, else TRACEKIT_SCHEDULER, else None (local)."""
+    return option or os.environ.get(SCHEDULER_ENV) or None
+
+
+def default_jobs() -> int:
+    """Local worker processes when ``--jobs`` is not given: the number of usable cores."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class _Failed:
+    """An InputError raised by a task, carried back as text (exceptions do not always pickle)."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+
+def _guarded(fn: Callable, args: tuple):
+    try:
+        return fn(*args)
+    except InputError as exc:
+        return _Failed(str(exc))
+
+
+def run_parts(fn: Callable, tasks: Sequence[tuple], *, jobs: int | None = None,
+              scheduler: str | None = None) -> list:
+    """``[fn(*t) for t in tasks]``, in parallel. A task's :class:`InputError` comes back as an
+    InputError instance in its place (the caller decides whether it is fatal); any other error
+    is raised. ``fn`` must be importable by name (it runs in other processes)."""
+    if scheduler:
+        out = _on_dask(fn, tasks, scheduler)
+    elif (jobs or default_jobs()) <= 1 or len(tasks) <= 1:
+        out = [_guarded(fn, t) for t in tasks]
+    else:
+        out = _on_processes(fn, tasks, min(jobs or default_jobs(), len(tasks)))
+    return [InputError(r.message) if isinstance(r, _Failed) else r for r in out]
+
+
+def _on_processes(fn: Callable, tasks: Sequence[tuple], workers: int) -> list:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn, not fork: the parent holds DuckDB/Arrow threads, which fork would copy mid-state
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as ex:
+        futures = [ex.submit(_guarded, fn, t) for t in tasks]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+
+def connect(address: str):
+    """A Dask distributed client of the scheduler at ``address``; one-line errors."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise InputError("--scheduler needs Dask: pip install 'tracekit[dask]'") from None
+    try:
+        return Client(address, timeout="10s", set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise InputError(f"cannot reach the Dask scheduler at {address}: "
+                         f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
+
+
+def _on_dask(fn: Callable, tasks: Sequence[tuple], address: str) -> list:
+    client = connect(address)
+    try:
+        # pure=False: two tasks with equal arguments still both run; retries: a lost worker's
+        # task runs again elsewhere
+        futures = [client.submit(_guarded, fn, t, pure=False, retries=1) for t in tasks]
+        try:
+            return client.gather(futures)
+        except TracekitError:
+            raise
+        except Exception as exc:  # KilledWorker, CommClosedError, ...
+            raise InputError(f"the Dask cluster at {address} failed a task: "
+                             f"{type(exc).__name__}: {' '.join(str(exc).split())}") from None
+        finally:
+            client.cancel(futures)
+    finally:
+        client.close()
+
+
+# -- queries -------------------------------------------------------------------------------
+
+def query_chunk(run_dirs: list[str], name: str, params: dict, memory_limit: str | None) -> pa.Table:
+    """One named query over some run folders (run on a worker)."""
+    from tracekit.engine import Engine
+
+    with Engine(run_dirs, memory_limit=memory_limit) as e:
+        return e.query(name, params)
+
+
+def query_runs(run_dirs: Sequence[str | os.PathLike], name: str, params: dict | None = None, *,
+               jobs: int | None = None, scheduler: str | None = None,
+               memory_limit: str | None = None) -> pa.Table:
+    """A named query over many run folders, computed in parts on workers and concatenated.
+
+    Every named query is per run (each result row comes from one run's rows; its final ORDER BY
+    starts with run_id: tests/test_cluster.py checks both), so the runs are cut into contiguous
+    chunks in run_id order, each chunk's result is computed on a worker, and the concatenation in
+    chunk order is exactly the result of the query over all runs at once."""
+    from tracekit.engine import Engine
+    from tracekit.named_queries import get_query
+    from tracekit.runfolder import open_run
+
+    q = get_query(name)
+    runs = sorted((open_run(p) for p in run_dirs), key=lambda r: r.run_id)
+    with Engine([r.path for r in runs]) as e:  # checks run_ids are distinct and params valid
+        e._set_params(q, params or {})
+    workers = _worker_count(scheduler, jobs)
+    chunks = _chunks([str(r.path) for r in runs], workers)
+    tasks = [(c, name, dict(params or {}), memory_limit) for c in chunks]
+    parts = run_parts(query_chunk, tasks, jobs=workers, scheduler=scheduler)
+    for p in parts:
+        if isinstance(p, BaseException):
+            raise p
+    return pa.concat_tables(parts, promote_options="default") if len(parts) > 1 else parts[0]
+
+
+def _worker_count(scheduler: str | None, jobs: int | None) -> int:
+    if not scheduler:
+        return jobs or default_jobs()
+    client = connect(scheduler)
+    try:
+        return max(1, sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values()))
+    finally:
+        client.close()
+
+
+def _chunks(paths: list[str], workers: int) -> list[list[str]]:
+    """Contiguous chunks: about two per worker (so one slow chunk does not hold the rest), never
+    more than the runs."""
+    n = max(1, min(len(paths), 2 * workers))
+    size, extra = divmod(len(paths), n)
+    out, i = [], 0
+    for k in range(n):
+        j = i + size + (1 if k < extra else 0)
+        out.append(paths[i:j])
+        i = j
+    return [c for c in out if c]
