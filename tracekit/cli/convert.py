@@ -25,7 +25,7 @@ def convert(
                                   "one per core)."),
     scheduler: str = typer.Option(None, "--scheduler", metavar="ADDRESS", envvar="TRACEKIT_SCHEDULER",
                                   help="Convert the ranks on this Dask scheduler's workers "
-                                       "(tcp://host:8786; pip install 'tracekit[dask]')."),
+                                       "(tcp://host:8786; pip install 'tracekit\\[dask]')."),
     skip_bad_ranks: bool = typer.Option(False, "--skip-bad-ranks",
                                         help="Convert the other ranks when one input is broken; "
                                              "the skipped ones are listed in the manifest."),

@@ -42,7 +42,7 @@ def query(
                                   "worker processes (default: in this process)."),
     scheduler: str = typer.Option(None, "--scheduler", metavar="ADDRESS", envvar="TRACEKIT_SCHEDULER",
                                   help="Compute the parts on this Dask scheduler's workers "
-                                       "(tcp://host:8786; pip install 'tracekit[dask]')."),
+                                       "(tcp://host:8786; pip install 'tracekit\\[dask]')."),
 ):
     """Run a named query over one or more run folders."""
     if scheduler or (jobs or 1) > 1:
