@@ -49,32 +49,50 @@ def _guarded(fn: Callable, args: tuple):
 
 
 def run_parts(fn: Callable, tasks: Sequence[tuple], *, jobs: int | None = None,
-              scheduler: str | None = None) -> list:
+              scheduler: str | None = None, fail_fast: bool = False) -> list:
     """``[fn(*t) for t in tasks]``, in parallel. A task's :class:`InputError` comes back as an
-    InputError instance in its place (the caller decides whether it is fatal); any other error
+    InputError instance in its place (the caller decides whether it is fatal), or, with
+    ``fail_fast``, is raised as soon as it happens (the other tasks are stopped); any other error
     is raised. ``fn`` must be importable by name (it runs in other processes)."""
     if scheduler:
-        out = _on_dask(fn, tasks, scheduler)
+        out = _on_dask(fn, tasks, scheduler, fail_fast)
     elif (jobs or default_jobs()) <= 1 or len(tasks) <= 1:
-        out = [_guarded(fn, t) for t in tasks]
+        out = []
+        for t in tasks:
+            out.append(_guarded(fn, t))
+            _check(out[-1], fail_fast)
     else:
-        out = _on_processes(fn, tasks, min(jobs or default_jobs(), len(tasks)))
+        out = _on_processes(fn, tasks, min(jobs or default_jobs(), len(tasks)), fail_fast)
     return [InputError(r.message) if isinstance(r, _Failed) else r for r in out]
 
 
-def _on_processes(fn: Callable, tasks: Sequence[tuple], workers: int) -> list:
+def _check(result, fail_fast: bool) -> None:
+    if fail_fast and isinstance(result, _Failed):
+        raise InputError(result.message)
+
+
+def _on_processes(fn: Callable, tasks: Sequence[tuple], workers: int, fail_fast: bool) -> list:
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     # spawn, not fork: the parent holds DuckDB/Arrow threads, which fork would copy mid-state
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as ex:
-        futures = [ex.submit(_guarded, fn, t) for t in tasks]
-        try:
-            return [f.result() for f in futures]
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
+    ex = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    futures = [ex.submit(_guarded, fn, t) for t in tasks]
+    try:
+        for f in as_completed(futures):
+            _check(f.result(), fail_fast)
+        out = [f.result() for f in futures]
+    except BaseException:
+        # an error or an interrupt: stop the workers now (the caller removes the temporary
+        # folder they write into) instead of waiting for every queued rank
+        for f in futures:
+            f.cancel()
+        for proc in list(getattr(ex, "_processes", {}).values()):
+            proc.terminate()
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise
+    ex.shutdown(wait=True)
+    return out
 
 
 def connect(address: str):
@@ -90,13 +108,15 @@ def connect(address: str):
                          f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
 
 
-def _on_dask(fn: Callable, tasks: Sequence[tuple], address: str) -> list:
+def _on_dask(fn: Callable, tasks: Sequence[tuple], address: str, fail_fast: bool) -> list:
     client = connect(address)
     try:
         # pure=False: two tasks with equal arguments still both run; retries: a lost worker's
         # task runs again elsewhere
         futures = [client.submit(_guarded, fn, t, pure=False, retries=1) for t in tasks]
         try:
+            for f in futures:  # in order: a broken rank fails once the ones before it are done
+                _check(f.result(), fail_fast)
             return client.gather(futures)
         except TracekitError:
             raise
@@ -139,7 +159,7 @@ def query_runs(run_dirs: Sequence[str | os.PathLike], name: str, params: dict | 
     workers = _worker_count(scheduler, jobs)
     chunks = _chunks([str(r.path) for r in runs], workers)
     tasks = [(c, name, dict(params or {}), memory_limit) for c in chunks]
-    parts = run_parts(query_chunk, tasks, jobs=workers, scheduler=scheduler)
+    parts = run_parts(query_chunk, tasks, jobs=workers, scheduler=scheduler, fail_fast=True)
     for p in parts:
         if isinstance(p, BaseException):
             raise p

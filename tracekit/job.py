@@ -101,7 +101,8 @@ def convert_job(inputs: Sequence[Path], formats: Sequence[str], writer: RunWrite
     staging = writer.path / ".parts"
     staging.mkdir()
     tasks = [(str(p), str(staging / f"{i:05d}")) for i, p in enumerate(inputs)]
-    results = run_parts(convert_part, tasks, jobs=jobs, scheduler=scheduler)
+    results = run_parts(convert_part, tasks, jobs=jobs, scheduler=scheduler,
+                        fail_fast=not skip_bad_ranks)
     parts, skipped = [], []
     for i, (path, res) in enumerate(zip(inputs, results)):
         if isinstance(res, InputError):
