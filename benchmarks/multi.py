@@ -109,6 +109,11 @@ def _cell(m: dict) -> str:
     return f"{fmt(m['seconds'], ' s')} | {fmt(m['cpu_s'], ' s')} | {fmt(m['rss_mib'], ' MiB')}"
 
 
+def _window(res: dict, case: str) -> str:
+    w = res.get(f"{case}_measured") or [res["started"], res["finished"]]
+    return f"Measured {w[0][:16].replace('T', ' ')} to {w[1][11:16]} UTC."
+
+
 def render_section(res: dict) -> str:
     L = [START, "", "## Many run folders, many ranks", "",
          f"Measured {res['started'][:16].replace('T', ' ')} to {res['finished'][11:16]} UTC by "
@@ -119,6 +124,7 @@ def render_section(res: dict) -> str:
     if f:
         n = f["folders"]
         L += [f"### {n} run folders against one holding the same rows", "",
+              _window(res, "folders"), "",
               f"The 2-GPU H100 fixture converted once and copied into {n} run folders, against the fixture "
               f"replicated {n} times in one export (`make_big_export.py`), converted into one run folder. "
               "`tracekit query Q FOLDERS... -f csv`; target: at most 2x the one folder.", "",
@@ -134,7 +140,7 @@ def render_section(res: dict) -> str:
         L.append("")
     rk = res.get("ranks")
     if rk:
-        L += ["### Jobs of many ranks", "",
+        L += ["### Jobs of many ranks", "", _window(res, "ranks"), "",
               "One rank's real Kineto trace (the A100 AlexNet step, 79 kernels) replicated R times with "
               "shifted clocks and its own rank and pid (`make_rank_job.py`); `tracekit convert` of the R "
               "traces into one run folder (default `--jobs`: one worker process per core), then "
@@ -178,14 +184,24 @@ def main(argv=None) -> int:
     path = args.work / "results_multi.json"
     if not args.render_only:
         args.work.mkdir(parents=True, exist_ok=True)
+        old = json.loads(path.read_text()) if path.exists() else {}
         res = {"started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                "load_start": os.getloadavg(), "machine": machine()}
         if args.folders:
             res["folders"] = folders_case(args)
         if args.ranks:
             res["ranks"] = ranks_case(args)
+        for case in ("folders", "ranks"):  # a case skipped this time keeps its last run's figures
+            if case not in res and case in old:
+                res[case] = old[case]
+                res[f"{case}_measured"] = old.get(f"{case}_measured", [old["started"], old["finished"]])
+        for case in ("folders", "ranks"):
+            res.setdefault(f"{case}_measured", None)
         res["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         res["load_end"] = os.getloadavg()
+        for case in ("folders", "ranks"):
+            if res[f"{case}_measured"] is None and case in res:
+                res[f"{case}_measured"] = [res["started"], res["finished"]]
         path.write_text(json.dumps(res, indent=1))
     res = json.loads(path.read_text())
     args.out.write_text(splice(args.out.read_text() if args.out.exists() else "# Performance\n",
