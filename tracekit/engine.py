@@ -29,6 +29,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -52,6 +53,9 @@ _DUCK_TYPES = {
 
 
 def duck_type(t: pa.DataType) -> str:
+    """DuckDB type name of a schema column's Arrow type (lists as ``T[]``)."""
+    if pa.types.is_list(t):
+        return duck_type(t.value_type) + "[]"
     return _DUCK_TYPES[t]
 
 
@@ -64,11 +68,19 @@ class Engine:
 
     ``Engine(["runs/a", "runs/b"]).query("kernel_summary")`` returns a :class:`pyarrow.Table`.
     Raises :class:`~tracekit.errors.RunFolderError` for a path that is not a run folder and
-    :class:`~tracekit.errors.QueryError` for two runs with the same run_id or failing SQL.
+    :class:`~tracekit.errors.QueryError` for two runs with the same run_id, failing SQL or an
+    invalid ``step_pattern``.
+
+    ``step_pattern``: a regular expression (RE2 syntax) naming the NVTX / annotation ranges that are
+    training steps, the first capture group being the step number (``--step-pattern``); None reads
+    the environment variable ``TRACEKIT_STEP_PATTERN``; '' or unset means none. Steps come from the
+    first source a run has: tracekit's ``step N`` ranges, PyTorch's ``ProfilerStep#N``, this
+    pattern, else iterations detected in the kernel sequence (``tk_steps()``, docs/metrics.md).
     """
 
     def __init__(self, run_dirs: Sequence[str | os.PathLike], *, threads: int | None = None,
-                 memory_limit: str | None = None):
+                 memory_limit: str | None = None, external_access: bool = True,
+                 step_pattern: str | None = None):
         self.runs: list[Run] = [open_run(p) for p in run_dirs]
         seen: dict[str, Run] = {}
         for r in self.runs:
@@ -101,6 +113,16 @@ class Engine:
                 raise QueryError(f"memory limit {memory_limit!r}: {_one_line(exc)}") from None
         self._created: set[str] = set()  # views, macros and "roofline" created so far
         self._files_table = False  # tk_table_files (file -> run_id of every view) created
+        self._external = external_access  # False: sql() reads only the run folders' tables
+        self._locked = False
+        self.step_pattern = resolve_step_pattern(step_pattern)
+        if self.step_pattern is not None:
+            try:
+                set_step_pattern(self._con, self.step_pattern)
+            except QueryError:
+                self.close()
+                raise
+        self.notices: list[str] = []  # lines of the last named query's @notice statements
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -146,11 +168,25 @@ class Engine:
                 self._con.execute("\n".join(macros[m] for m in todo))
             except duckdb.Error as exc:
                 raise QueryError(f"queries/_macros.sql failed: {_one_line(exc)}") from None
+        if "tk_steps" in want:
+            self._cache_steps()
         if _ROOFLINE in want:
             from tracekit.roofline import register as _register_roofline
 
             _register_roofline(self._con)  # gpu_peaks table + roofline macros (docs/roofline.md)
         self._created |= want
+
+    def _cache_steps(self) -> None:
+        """Compute ``tk_steps()`` once per engine into the temp table ``tk_steps_cache`` and make
+        the macro read it: a step-based query calls it several times (every window of
+        ``tk_busy_between``, ``tk_idle_between``, ...), and detecting iterations reads every
+        kernel. The runs and the step pattern are fixed for the engine's lifetime."""
+        try:
+            self._con.execute("CREATE TEMP TABLE tk_steps_cache AS SELECT * FROM tk_steps()")
+            self._con.execute("CREATE OR REPLACE TEMP MACRO tk_steps() AS TABLE "
+                              "SELECT * FROM tk_steps_cache")
+        except duckdb.Error as exc:
+            raise QueryError(f"queries/_macros.sql: tk_steps() failed: {_one_line(exc)}") from None
 
     def _create_view(self, name: str):
         """One ``read_parquet`` over the literal list of every run's files of table ``name``,
@@ -195,12 +231,27 @@ class Engine:
 
     # -- running --------------------------------------------------------------------------
     def sql(self, text: str) -> pa.Table:
-        """Run ad-hoc SQL over the views; returns an Arrow table. :class:`QueryError` on failure."""
+        """Run ad-hoc SQL over the views; returns an Arrow table. :class:`QueryError` on failure.
+
+        With ``external_access=False`` (``tracekit sql`` without ``--allow-external``) the
+        statement may read no file but the run folders' tables, write none, attach nothing and
+        change no setting (:mod:`tracekit.sql_guard`)."""
+        if not self._external:
+            from tracekit.sql_guard import check_statements
+
+            check_statements(text)
         self._prepare(text)
+        if not self._external and not self._locked:
+            from tracekit.sql_guard import lock
+
+            lock(self._con, self.runs, self._spill)
+            self._locked = True
         try:
             return fetch_arrow(self._con.sql(text))
         except duckdb.Error as exc:
-            raise QueryError(f"SQL failed: {_one_line(exc)}") from None
+            from tracekit.explain import sql_error
+
+            raise QueryError(f"SQL failed: {sql_error(_one_line(exc))}") from None
 
     def query(self, name: str | NamedQuery, params: dict[str, str] | None = None) -> pa.Table:
         """Run a named query with ``params`` (name -> text value, cast to the declared type)."""
@@ -208,7 +259,43 @@ class Engine:
         self._set_params(q, params or {})
         self._prepare(q.sql)
         try:
-            return fetch_arrow(self._con.sql(q.sql))
+            result = fetch_arrow(self._con.sql(q.sql))
+        except duckdb.Error as exc:
+            raise QueryError(f"query {q.name} failed: {_one_line(exc)}") from None
+        self.notices = self._notices(q, result)
+        return result
+
+    def _notices(self, q: NamedQuery, result: pa.Table) -> list[str]:
+        """The lines of ``q``'s ``@notice`` statements over ``result`` (see named_queries)."""
+        out: list[str] = []
+        if not q.notices:
+            return out
+        self._con.register("result", result)
+        try:
+            for stmt in q.notices:
+                self._prepare(stmt)
+                try:
+                    rows = self._con.sql(stmt).fetchall()
+                except duckdb.Error as exc:
+                    raise QueryError(f"query {q.name}: @notice failed: {_one_line(exc)}") from None
+                out.extend(str(r[0]) for r in rows if r and r[0] is not None)
+        finally:
+            self._con.unregister("result")
+        return out
+
+    def query_batches(self, name: str | NamedQuery, params: dict[str, str] | None = None, *,
+                      batch_rows: int = 65_536) -> pa.RecordBatchReader:
+        """Run a named query like :meth:`query` but stream the result: a
+        :class:`pyarrow.RecordBatchReader` of about ``batch_rows`` rows per batch, so a result
+        larger than memory can be consumed in order (DuckDB sorts out of core, spilling to the
+        engine's temp folder). Read it before running another statement on this engine."""
+        q = name if isinstance(name, NamedQuery) else get_query(name)
+        self._set_params(q, params or {})
+        self._prepare(q.sql)
+        try:
+            rel = self._con.sql(q.sql)
+            fn = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch  # DuckDB >= 1.4 / older
+            return fn(batch_rows)
         except duckdb.Error as exc:
             raise QueryError(f"query {q.name} failed: {_one_line(exc)}") from None
 
@@ -220,6 +307,8 @@ class Engine:
             if value is None or (p.name not in params and p.default.upper() == "NULL"):
                 expr = f"CAST(NULL AS {p.type})"
             else:
+                if p.name in params:
+                    value = p.check(value, q.name)  # type and domain (named_queries.Param)
                 expr = f"CAST({_lit(value)} AS {p.type})"
             try:
                 self._con.execute(f"SET VARIABLE {p.name} = {expr}")
@@ -241,7 +330,7 @@ class Engine:
 
 _ROOFLINE = "<roofline>"  # marker: tracekit.roofline.register has run
 # the tables tracekit.roofline.register creates beside the macros of queries/roofline/_macros.sql
-_ROOFLINE_TABLES = frozenset({"gpu_peaks", "tensor_factors", "tk_ncu_spec"})
+_ROOFLINE_TABLES = frozenset({"gpu_peaks", "gpu_aliases", "tensor_factors", "tk_ncu_spec"})
 _IDENT = re.compile(r"[a-z_][a-z0-9_]*")
 _COMMENT = re.compile(r"--[^\n]*")
 _MACRO = re.compile(r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?MACRO\s+(\w+)",
@@ -306,6 +395,27 @@ def _files_select(name: str, files: list[tuple[str, Path]], tdef) -> str:
     by_name = ", union_by_name = true" if len(set(names)) > 1 else ""
     return (f"SELECT {', '.join(cols)} FROM read_parquet([{paths}], filename = true{by_name}) AS t "
             f"JOIN tk_table_files AS f ON f.table_name = {_lit(name)} AND f.file = t.filename")
+
+
+STEP_PATTERN_ENV = "TRACEKIT_STEP_PATTERN"
+
+
+def resolve_step_pattern(pattern: str | None) -> str | None:
+    """The step pattern in effect: ``pattern``, else ``$TRACEKIT_STEP_PATTERN``; None when empty."""
+    if pattern is None:
+        pattern = os.environ.get(STEP_PATTERN_ENV)
+    return pattern or None
+
+
+def set_step_pattern(con: duckdb.DuckDBPyConnection, pattern: str) -> None:
+    """Set the DuckDB variable ``tk_step_pattern`` that ``tk_steps()`` reads, after checking that
+    DuckDB (RE2) compiles it; :class:`QueryError` naming the pattern when it does not."""
+    try:
+        con.execute("SELECT regexp_matches('', ?)", [pattern]).fetchall()
+    except duckdb.Error as exc:
+        raise QueryError(f"--step-pattern {pattern!r} is not a valid regular expression: "
+                         f"{_one_line(exc)}") from None
+    con.execute("SET VARIABLE tk_step_pattern = ?", [pattern])
 
 
 def fetch_arrow(result) -> pa.Table:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from tracekit.cli.app import app
+from tracekit.cli.app import QUIET, app, set_quiet
 
 
 @app.command()
@@ -29,12 +29,16 @@ def convert(
     skip_bad_ranks: bool = typer.Option(False, "--skip-bad-ranks",
                                         help="Convert the other ranks when one input is broken; "
                                              "the skipped ones are listed in the manifest."),
+    quiet: bool = QUIET,
 ):
-    """Convert profiler output files into one run folder (manifest.json + Parquet tables)."""
+    """Convert profiler output files into one run folder (manifest.json + Parquet tables).
+
+    The warnings the conversion records in the manifest (rows with zero or negative durations,
+    duplicate rows, an export schema newer than tested, skipped ranks) also print on stderr.
+    """
     import re
 
-    from rich.console import Console
-
+    from tracekit.cli.messages import info, warn
     from tracekit.convert import convert as do_convert
     from tracekit.errors import InputError
     from tracekit.progress import Progress
@@ -53,10 +57,8 @@ def convert(
     rows = ", ".join(f"{n} {t['rows']}" for n, t in tables.items() if t["rows"])
     ranks = run.manifest.get("ranks")
     job = f"{len(ranks)} ranks, " if ranks else ""
-    Console(stderr=True, highlight=False).print(
-        f"wrote {output} ({job}{len(tables)} tables: {rows or 'no rows'}; "
-        f"not captured: {', '.join(run.manifest['not_captured']) or 'none'})"
-    )
-    for w in run.manifest.get("warnings", []) if run.manifest.get("skipped_ranks") else []:
-        if w.startswith("skipped rank"):
-            Console(stderr=True, highlight=False, markup=False).print(f"warning: {w}")
+    set_quiet(quiet)
+    for w in run.manifest.get("warnings") or []:
+        warn(w)
+    info(f"wrote {output} ({job}{len(tables)} tables: {rows or 'no rows'}; "
+         f"not captured: {', '.join(run.manifest['not_captured']) or 'none'})")

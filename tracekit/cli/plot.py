@@ -1,4 +1,5 @@
-"""``tracekit plot roofline RUN_DIR -o roofline.png``."""
+"""``tracekit plot KIND RUN_DIR... -o FILE.png|.svg``: utilization, kernels, steps, idle, roofline
+(figures of :mod:`tracekit.plots`, each drawn from named queries)."""
 
 from __future__ import annotations
 
@@ -9,27 +10,85 @@ import typer
 from tracekit.cli.app import app
 from tracekit.cli.query import parse_params
 
-plot_app = typer.Typer(help="Draw figures from run folders.", no_args_is_help=True)
+plot_app = typer.Typer(help="Draw figures from run folders (PNG, SVG or PDF by the file's suffix).",
+                       no_args_is_help=True)
 app.add_typer(plot_app, name="plot")
+
+_RUNS = typer.Argument(..., help="Run folders.")
+_TITLE = typer.Option(None, "--title", help="Figure title (default: the figure, runs and GPU).")
+
+
+def _out(default: str):
+    return typer.Option(Path(default), "-o", "--output", help="Image file (.png, .svg, .pdf).")
+
+
+def _done(output: Path, what: str) -> None:
+    typer.echo(f"wrote {output} ({what})", err=True)
+
+
+@plot_app.command("utilization")
+def utilization(run_dirs: list[Path] = _RUNS, output: Path = _out("utilization.png"),
+                bins: int = typer.Option(200, "--bins", help="At most N time bins (width a 1-2-5 step "
+                                         "chosen from the run's length)."),
+                bin_ns: int = typer.Option(0, "--bin-ns", help="Bin width in ns instead of --bins."),
+                title: str = _TITLE):
+    """GPU busy fraction over time, one row per GPU or rank (a heatmap past 4 GPUs); query
+    gpu_utilization_timeline."""
+    from tracekit.plots.utilization import plot_utilization
+
+    info = plot_utilization(run_dirs, output, bins=bins, bin_ns=bin_ns, title=title)
+    _done(output, f"{info['gpus']} GPUs, {info['bins']} bins of {info['bin_ns']:,} ns")
+
+
+@plot_app.command("kernels")
+def kernels(run_dirs: list[Path] = _RUNS, output: Path = _out("kernels.png"),
+            top: int = typer.Option(15, "--top", help="Show the N names with the most time."),
+            title: str = _TITLE):
+    """GPU time by category (compute, NCCL, memcpy, memset) and the top kernels by total time,
+    with their share of GPU time; query gpu_time_breakdown."""
+    from tracekit.plots.kernels import plot_kernels
+
+    info = plot_kernels(run_dirs, output, top=top, title=title)
+    _done(output, f"{len(info['runs'])} run(s), top {info['names']} names")
+
+
+@plot_app.command("steps")
+def steps(run_dirs: list[Path] = _RUNS, output: Path = _out("steps.png"),
+          warmup: bool = typer.Option(True, "--warmup/--no-warmup", help="Include warm-up steps."),
+          title: str = _TITLE):
+    """Step time per step and rank, with the phases (data, forward, backward, optimizer, comm)
+    the trace marks; query step_summary."""
+    from tracekit.plots.steps import plot_steps
+
+    info = plot_steps(run_dirs, output, include_warmup=warmup, title=title)
+    _done(output, f"{info['steps']} steps, {info['ranks']} ranks; phases: {', '.join(info['phases']) or 'none'}")
+
+
+@plot_app.command("idle")
+def idle(run_dirs: list[Path] = _RUNS, output: Path = _out("idle.png"), title: str = _TITLE):
+    """GPU idle time by cause (host, sync, copy, other) per GPU, and the idle-gap length
+    histogram; queries gpu_idle and gpu_idle_gaps."""
+    from tracekit.plots.idle import plot_idle
+
+    info = plot_idle(run_dirs, output, title=title)
+    _done(output, f"{info['gpus']} GPUs, {info['gaps']:,} gaps")
 
 
 @plot_app.command("roofline")
 def roofline(
     run_dirs: list[Path] = typer.Argument(..., help="Run folders holding ncu results."),
-    output: Path = typer.Option(Path("roofline.png"), "-o", "--output", help="Image file (.png, .svg, .pdf)."),
+    output: Path = _out("roofline.png"),
     param: list[str] = typer.Option([], "--param", "-p", help="Parameter of the roofline query KEY=VALUE "
                                     "(ceilings, gpu, tensor_datatype, sparsity, min_roof_pct)."),
-    title: str = typer.Option(None, "--title", help="Figure title."),
-    top: int = typer.Option(8, "--top", help="Label the N kernels with the most time."),
+    title: str = _TITLE,
+    top: int = typer.Option(8, "--top", help="Number the N kernels with the most time."),
 ):
     """Hierarchical roofline: ceilings per precision and memory level, one point per kernel and
     level sized by its share of GPU time (see docs/roofline.md)."""
-    from rich.console import Console
-
-    from tracekit.plot import plot_roofline
+    from tracekit.plots.roofline import plot_roofline
 
     info = plot_roofline(run_dirs, output, params=parse_params(param), title=title, top=top)
-    msg = f"wrote {output} ({len(info['plotted'])} kernels"
+    msg = f"{len(info['plotted'])} kernels"
     if info["skipped"]:
         msg += f"; {len(info['skipped'])} without FLOP or byte counters not drawn"
-    Console(stderr=True, highlight=False).print(msg + ")")
+    _done(output, msg)

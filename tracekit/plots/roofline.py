@@ -1,4 +1,4 @@
-"""Plots of query results (matplotlib, Agg backend; written atomically).
+"""``tracekit plot roofline``: the hierarchical roofline.
 
 :func:`plot_roofline` draws the hierarchical roofline of the ``roofline`` named query: log-log
 axes (arithmetic intensity in FLOP/byte against FLOP/s), one horizontal ceiling per precision the
@@ -6,48 +6,27 @@ ceilings know (fp64, fp32, fp16, tensor), one diagonal ceiling per memory level 
 and one point per kernel name and memory level (DRAM circle, L2 square, L1 triangle; the same
 colour for a kernel's points) with its area proportional to the kernel's share of GPU time: of
 the nsys kernel time when the run folder also holds an nsys pass (names matched with
-``tk_kernel_key``), else of the summed ncu kernel time.
+``tk_kernel_key``; the ``roofline_time_share`` query), else of the summed ncu kernel time.
+Ceilings come from the ``roofline_ceilings`` query. The legend keys only the marker shapes
+drawn; the ``top`` kernels get a number beside their point and their name in a second legend
+outside the axes, so labels never cover markers.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 
-from tracekit.errors import InputError, ToolNotFoundError
+from tracekit.errors import InputError
+from tracekit.plots import style
 
 LEVELS = (("dram", "DRAM", "o"), ("l2", "L2", "s"), ("l1", "L1", "^"))
 PRECISIONS = (("fp64", "FP64"), ("fp32", "FP32"), ("fp16", "FP16"), ("tensor", "Tensor"))
 
-_CEILINGS_SQL = """
-SELECT device_name,
-       avg(peak_fp64_flop_per_s) AS fp64, avg(peak_fp32_flop_per_s) AS fp32,
-       avg(peak_fp16_flop_per_s) AS fp16, avg(peak_tensor_flop_per_s) AS tensor,
-       avg(peak_dram_bytes_per_s) AS dram, avg(peak_l2_bytes_per_s) AS l2, avg(peak_l1_bytes_per_s) AS l1,
-       any_value(tensor_datatype) AS tensor_datatype
-FROM tk_roofline_launches() GROUP BY device_name ORDER BY device_name
-"""
-
-
-def _short(name: str, width: int = 40) -> str:
-    from tracekit.collectors.ncu import base_name
-
-    s = base_name(name) or "?"
-    return s if len(s) <= width else s[: width - 1] + "…"
-
-
-_NSYS_SHARE_SQL = """
-WITH n AS (
-    SELECT run_id, key, t / sum(t) OVER (PARTITION BY run_id) AS share
-    FROM (SELECT run_id, tk_kernel_key(name) AS key, sum(end_ns - start_ns) AS t
-          FROM kernels WHERE end_ns > start_ns GROUP BY 1, 2)
-)
-SELECT l.run_id, l.kernel_name, n.share
-FROM (SELECT DISTINCT run_id, kernel_name FROM ncu_launches) l
-JOIN n ON n.run_id = l.run_id AND n.key = tk_kernel_key(l.kernel_name)
-"""
+def _short(name: str, width: int = 40, escape: bool = True) -> str:
+    """A kernel's label; ``escape=False`` for messages (plain text, no mathtext escapes)."""
+    s = style.short(name, width)
+    return s if escape else s.replace(r"\$", "$")
 
 
 def roofline_data(run_dirs: Sequence[str | os.PathLike], params: dict[str, str] | None = None):
@@ -59,8 +38,8 @@ def roofline_data(run_dirs: Sequence[str | os.PathLike], params: dict[str, str] 
     params["per"] = "kernel"
     with Engine(run_dirs) as eng:
         kernels = eng.query("roofline", params).to_pylist()
-        ceilings = eng.sql(_CEILINGS_SQL).to_pylist()
-        shares = {(r["run_id"], r["kernel_name"]): r["share"] for r in eng.sql(_NSYS_SHARE_SQL).to_pylist()}
+        ceilings = eng.query("roofline_ceilings").to_pylist()
+        shares = {(r["run_id"], r["kernel_name"]): r["share"] for r in eng.query("roofline_time_share").to_pylist()}
     return kernels, ceilings, shares
 
 
@@ -68,21 +47,19 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
                   params: dict[str, str] | None = None, title: str | None = None, top: int = 8) -> dict:
     """Draw the roofline of ``run_dirs`` into ``output`` (PNG, SVG or PDF by suffix).
 
-    Returns ``{"plotted": [kernel names], "skipped": {kernel: reason}}``. Raises
+    Returns ``{"plotted": [kernel names], "skipped": {kernel: reason}, "title": text, "legend":
+    [ceiling and marker legend texts], "labels": [numbered kernel legend texts]}``. Raises
     :class:`InputError` when no kernel has both a FLOP count and a byte count at some level
     (the message quotes what is missing), :class:`ToolNotFoundError` without matplotlib.
     """
+    from tracekit.outfile import check_output
+
+    check_output(output, run_dirs, create_parent=True)
     kernels, ceilings, nsys_shares = roofline_data(run_dirs, params)
     nsys_runs = {run for run, _ in nsys_shares}
     if not kernels:
         raise InputError("no ncu launches in the run folder(s): convert an ncu CSV or .ncu-rep into them")
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ToolNotFoundError("plots need matplotlib: pip install 'tracekit[plot]'") from None
+    plt = style.pyplot()
 
     total_by_run: dict[str, float] = {}
     for k in kernels:
@@ -110,10 +87,10 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
     if not points:
         name, why = next(iter(skipped.items()))
         raise InputError(f"nothing to plot: no kernel has both FLOP and byte counters "
-                         f"(e.g. {_short(name)}: {why}); "
+                         f"(e.g. {_short(name, escape=False)}: {why}); "
                          "`tracekit query roofline` lists what each kernel lacks")
 
-    fig, ax = plt.subplots(figsize=(9, 6.5), dpi=120)
+    fig, ax = plt.subplots(figsize=(12, 6.5), dpi=110)
     xs = [i for _, lv, _ in points for _, i in lv]
     ys = [k["flop_per_s"] for k, _, _ in points]
     peaks = [c[p] for c in ceilings for p, _ in PRECISIONS if c[p]]
@@ -123,14 +100,14 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
     styles = ["-", "--", ":", "-."]
     level_colors = {"dram": "tab:red", "l2": "tab:green", "l1": "tab:blue"}
     for di, c in enumerate(ceilings):
-        prefix = f"{c['device_name']} " if len(ceilings) > 1 else ""
+        prefix = f"{style.text(c['device_name'])} " if len(ceilings) > 1 else ""
         ls = styles[di % len(styles)]
         top_peak = max([c[p] for p, _ in PRECISIONS if c[p]], default=None)
         for p, label in PRECISIONS:
             if c[p]:
                 lab = f"{label}{' ' + c['tensor_datatype'] if p == 'tensor' and c['tensor_datatype'] else ''}"
                 ax.hlines(c[p], x_lo, x_hi, colors="0.25", linestyles=ls, linewidth=1.2)
-                ax.text(x_hi / 1.2, c[p] * 1.08, f"{prefix}{lab} {c[p] / 1e12:.3g} TFLOP/s", va="bottom",
+                ax.text(x_hi / 1.2, c[p] * 1.08, f"{style.text(prefix)}{lab} {c[p] / 1e12:.3g} TFLOP/s", va="bottom",
                         ha="right", fontsize=7, color="0.2")
         for lv, label, _ in LEVELS:
             bw = c[lv]
@@ -139,22 +116,29 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
             cap = top_peak or max(ys) * 10
             x_end = cap / bw
             ax.plot([x_lo, x_end], [x_lo * bw, cap], color=level_colors[lv], linestyle=ls, linewidth=1.2,
-                    label=f"{prefix}{label} {bw / 1e9:,.0f} GB/s")
+                    label=f"{style.text(prefix)}{label} {bw / 1e9:,.0f} GB/s")
     cmap = plt.get_cmap("tab10")
     ranked = sorted(points, key=lambda p: -p[2])
+    markers = dict((a, m) for a, _, m in LEVELS)
+    drawn_levels: set[str] = set()
+    kernel_handles = []
+    names = style.kernel_labels([k["kernel_name"] for k, _, _ in ranked[:top]], 48)
     for i, (k, levels, share) in enumerate(ranked):
         color = cmap(i % 10)
         size = 30 + 1500 * share
         for lv, inten in levels:
-            marker = dict((a, m) for a, _, m in LEVELS)[lv]
-            ax.scatter([inten], [k["flop_per_s"]], s=size, marker=marker, color=color, alpha=0.75,
+            drawn_levels.add(lv)
+            ax.scatter([inten], [k["flop_per_s"]], s=size, marker=markers[lv], color=color, alpha=0.75,
                        edgecolors="black", linewidths=0.5, zorder=3)
-        if i < top:
+        if i < top:  # a number beside the point, the name in the kernel legend: labels never cover markers
             inten = levels[0][1]
-            ax.annotate(f"{_short(k['kernel_name'])} ({100 * share:.0f}%)", (inten, k["flop_per_s"]),
-                        textcoords="offset points", xytext=(8, 4 + 9 * (i % 3)), fontsize=7, color=color)
-    for lv, label, marker in LEVELS:
-        ax.scatter([], [], marker=marker, color="0.5", edgecolors="black", label=f"kernel at {label} intensity")
+            ax.annotate(str(i + 1), (inten, k["flop_per_s"]), textcoords="offset points",
+                        xytext=(6 + (size ** 0.5) / 2, 2), fontsize=8, color=color, fontweight="bold", zorder=4)
+            kernel_handles.append(plt.Line2D([], [], marker="o", linestyle="", color=color,
+                                             label=f"{i + 1}  {names[i]} ({100 * share:.0f}%)"))
+    for lv, label, marker in LEVELS:  # marker key only for the levels drawn
+        if lv in drawn_levels:
+            ax.scatter([], [], marker=marker, color="0.5", edgecolors="black", label=f"kernel at {label} intensity")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x_lo, x_hi)
@@ -163,26 +147,18 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("performance (FLOP/s)")
     basis = "nsys kernel time" if nsys_runs else "ncu kernel time"
-    ax.set_title(title or f"Hierarchical roofline (point area: share of {basis})")
+    runs = sorted({k["run_id"] for k in kernels})
+    gpus = [c["device_name"] for c in ceilings if c["device_name"]]
+    ax.set_title(style.text(title) if title else
+                 style.run_title("Hierarchical roofline", runs, gpus) + f"\n(point area: share of {basis})")
     ax.grid(True, which="major", linewidth=0.3)
-    ax.legend(loc="lower right", fontsize=7)
+    first = ax.legend(loc="lower right", fontsize=7)
+    if kernel_handles:
+        ax.add_artist(first)
+        ax.legend(handles=kernel_handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7,
+                  title="kernels (share of time)", title_fontsize=7, frameon=False)
     fig.tight_layout()
-    _save(fig, Path(output))
-    plt.close(fig)
-    return {"plotted": [k["kernel_name"] for k, _, _ in points], "skipped": skipped}
-
-
-def _save(fig, out: Path) -> None:
-    out = out.absolute()
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=out.suffix or ".png", dir=out.parent)
-        os.close(fd)
-    except OSError as exc:
-        raise InputError(f"cannot write the plot: {exc.strerror}", path=out) from None
-    try:
-        fig.savefig(tmp, format=(out.suffix.lstrip(".") or "png"))
-        os.replace(tmp, out)
-    except (OSError, ValueError) as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise InputError(f"cannot write the plot: {' '.join(str(exc).split())}", path=out) from None
+    drawn = {"title": ax.get_title(), "legend": [t.get_text() for t in first.get_texts()],
+             "labels": [h.get_label() for h in kernel_handles]}
+    style.save(fig, output, protect=run_dirs)
+    return {"plotted": [k["kernel_name"] for k, _, _ in points], "skipped": skipped, **drawn}

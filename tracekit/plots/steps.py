@@ -1,0 +1,95 @@
+"""``tracekit plot steps``: step time per training step and rank, and the time of each phase.
+
+Data: the ``step_summary`` named query (steps are the `step N` NVTX ranges; phases the `data`,
+`forward`, `backward`, `optimizer` and `comm ...` ranges inside them; GPU busy time from the
+kernels). Top: the wall time of every step, one line per rank (more than :data:`MAX_RANK_LINES`
+ranks: the median with the min-max band). Bottom: each phase's time per step (mean over ranks);
+phases may overlap (communication runs during the backward pass), so they are drawn side by
+side, not stacked.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from tracekit.errors import InputError
+from tracekit.plots import style
+
+MAX_RANK_LINES = 8
+PHASES = (("data_ns", "data"), ("forward_ns", "forward"), ("backward_ns", "backward"),
+          ("optimizer_ns", "optimizer"), ("comm_ns", "comm"), ("gpu_busy_ns", "gpu_busy"))
+
+
+def steps_data(run_dirs: Sequence[str | os.PathLike], *, include_warmup: bool = True):
+    from tracekit.engine import Engine
+
+    with Engine(run_dirs) as eng:
+        rows = eng.query("step_summary", {"include_warmup": str(include_warmup).lower()}).to_pylist()
+        return rows, style.gpu_names(eng), [r.run_id for r in eng.runs]
+
+
+def plot_steps(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike, *,
+               include_warmup: bool = True, title: str | None = None) -> dict:
+    """Draw step times and phases into ``output``. Returns ``{"steps": n, "ranks": n,
+    "phases": [drawn phases]}``. :class:`InputError` when the runs have no `step N` ranges."""
+    import numpy as np
+
+    rows, gpus, runs = steps_data(run_dirs, include_warmup=include_warmup)
+    if not rows:
+        raise InputError("nothing to plot: no `step N` NVTX ranges in the run folder(s) (mark steps as "
+                         "docs/metrics.md describes, or collect with `tracekit collect`)")
+    plt = style.pyplot()
+    many_runs = len(runs) > 1
+    by_series: dict[tuple, list[dict]] = {}
+    for r in rows:
+        by_series.setdefault((r["run_id"], r["rank"], r["pid"]), []).append(r)
+    phases = [(col, name) for col, name in PHASES if any(r[col] for r in rows)]
+    fig, axes = plt.subplots(2 if phases else 1, 1, figsize=(10, 6.8 if phases else 3.8), squeeze=False)
+    ax = axes[0, 0]
+    div, unit = style.time_unit(max(r["wall_ns"] for r in rows))
+    steps = sorted({r["step"] for r in rows})
+    if len(by_series) <= MAX_RANK_LINES:
+        for (run_id, rank, pid), s in by_series.items():
+            lab = f"rank {rank}" if rank is not None else f"pid {pid}"
+            s = sorted(s, key=lambda r: r["step"])
+            ax.plot([r["step"] for r in s], [r["wall_ns"] / div for r in s], marker="o", ms=3,
+                    label=style.text(f"{run_id} {lab}" if many_runs else lab))
+        ax.legend(fontsize=7, ncol=4)
+    else:
+        per = {st: [r["wall_ns"] / div for r in rows if r["step"] == st] for st in steps}
+        ax.fill_between(steps, [min(per[s]) for s in steps], [max(per[s]) for s in steps], alpha=0.3,
+                        label=f"min-max over {len(by_series)} ranks")
+        ax.plot(steps, [float(np.median(per[s])) for s in steps], marker="o", ms=3, label="median rank")
+        ax.legend(fontsize=7)
+    warm = sorted({r["step"] for r in rows if r["warmup"]})
+    if warm:
+        ax.axvspan(min(warm) - 0.5, max(warm) + 0.5, color="0.9", zorder=0)
+        ax.text(min(warm) - 0.4, ax.get_ylim()[1], "warm-up", va="top", fontsize=7, color="0.4")
+    ax.set_xlabel("step")
+    ax.set_ylabel(f"step wall time ({unit})")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    if phases:
+        axp = axes[1, 0]
+        width = 0.8 / len(phases)
+        for i, (col, name) in enumerate(phases):
+            vals = []
+            for st in steps:
+                v = [float(r[col]) for r in rows if r["step"] == st and r[col] is not None]
+                vals.append(sum(v) / len(v) / div if v else 0)
+            axp.bar([s - 0.4 + width * (i + 0.5) for s in steps], vals, width=width,
+                    color=style.PHASE_COLORS[name], label="GPU busy (kernels)" if name == "gpu_busy" else name)
+        axp.set_xlabel("step")
+        axp.set_ylabel(f"time per step ({unit}, mean over ranks)")
+        axp.legend(fontsize=7, ncol=len(phases), loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+        axp.grid(alpha=0.3, axis="y")
+        axp.set_xticks(steps if len(steps) <= 30 else steps[:: max(1, len(steps) // 30)])
+        axp.set_title("phases (NVTX ranges inside each step; they may overlap, e.g. comm during backward)", fontsize=8)
+    if not gpus and all(r["gpu_busy_ns"] is None for r in rows):
+        gpus = ["CPU trace (no kernels captured)"]
+    fig.suptitle(title or style.run_title("Step time", runs, gpus), fontsize=10)
+    fig.tight_layout()
+    style.save(fig, output, protect=run_dirs)
+    return {"steps": len(steps), "ranks": len(by_series), "phases": [n for _, n in phases]}

@@ -1,0 +1,327 @@
+"""A run folder as a Chrome trace-event JSON file: the format Perfetto UI (ui.perfetto.dev) and
+chrome://tracing open (``tracekit timeline RUN -o FILE.json[.gz]``; docs/timeline.md).
+
+Layout of the file: one trace process per host process of the run (named with ``process_name``
+and ordered with ``process_sort_index`` metadata: rank, process name, pid, GPUs), holding one
+track per GPU stream (kernels ``cat`` ``kernel``, ``memcpy``, ``memset``), one per host thread
+(CUDA API calls ``cuda_api``, push/pop NVTX ranges ``nvtx`` or the framework's annotation kind,
+OS runtime calls ``osrt``, marks ``nvtx_mark``), one for start/end NVTX ranges and one per stream
+for CUDA synchronizations; flow arrows (``s``/``f``, cat ``launch``) from each API call to the
+GPU work it launched; and one process per GPU with its ``gpu_metrics`` samples as counters.
+
+Exactness: ``ts`` and ``dur`` are microseconds written with three decimals from integer
+nanoseconds (no float arithmetic), relative to the window's first event (``otherData.
+time_origin_ns`` gives that time on the trace clock), so every value stays far inside a double's
+exact range and Perfetto reads back the same nanoseconds.
+
+Nesting: Perfetto drops complete events that partially overlap another one on the same track.
+Each logical track's events arrive sorted by start (longest first); each goes onto the lane
+whose open event encloses it (the innermost one), else onto the first lane with nothing open,
+else onto a new lane, written as a track of its own (``... (overlap N)``). So every lane nests
+and no event is lost.
+
+Streaming: events come from the named query ``timeline_events`` as Arrow batches (DuckDB sorts
+out of core) and go straight to the file; memory holds the open events of the current track
+only. A temporary file is renamed over the output when complete.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from tracekit.errors import InputError
+
+DEFAULT_MAX_EVENTS = 2_000_000  # ~550 MB of JSON; with ~10 args an event, inside Perfetto UI's ~2 GB tab
+_INF = float("inf")
+_TRACK_GROUP = {"stream": 0, "thread": 1, "ranges": 2, "sync": 3}
+
+
+def us(ns: int) -> str:
+    """Integer nanoseconds as microseconds with exactly three decimals: 1234567 -> '1234.567'."""
+    sign = "-" if ns < 0 else ""
+    q, r = divmod(abs(ns), 1000)
+    return f"{sign}{q}.{r:03d}"
+
+
+class Lanes:
+    """Nesting lanes of one logical track.
+
+    :meth:`place` takes events in (start ascending, end descending) order and returns the lane
+    (0, 1, ...) where the event nests: every lane's events form a proper tree (each event either
+    ends before the next one starts or encloses it). ``end=None`` is an event that never ended.
+    """
+
+    def __init__(self):
+        self.stacks: list[list[tuple[float, int]]] = []  # per lane: open (end, start), innermost last
+
+    def place(self, start: int, end: int | None) -> int:
+        end_v = _INF if end is None else end
+        enclosing, enclosing_start, empty = None, None, None
+        for i, st in enumerate(self.stacks):
+            while st and st[-1][0] <= start:
+                st.pop()
+            if not st:
+                if empty is None:
+                    empty = i
+            elif st[-1][0] >= end_v and (enclosing is None or st[-1][1] > enclosing_start):
+                enclosing, enclosing_start = i, st[-1][1]
+        lane = enclosing if enclosing is not None else empty
+        if lane is None:
+            lane = len(self.stacks)
+            self.stacks.append([])
+        self.stacks[lane].append((end_v, start))
+        return lane
+
+
+class _Tracks:
+    """Trace pids and tids: one trace process per (run) process key, one tid per track lane."""
+
+    def __init__(self, names: dict):
+        self.names = names
+        self.pids: dict = {}  # process key -> trace pid
+        self.proc_info: dict = {}  # trace pid -> {"pid", "rank", "devices"}
+        self.tids: dict = {}  # (process key, track, device, stream, tid, lane) -> trace tid
+
+    def pid(self, key, rank) -> int:
+        p = self.pids.get(key)
+        if p is None:
+            p = self.pids[key] = len(self.pids) + 1
+            self.proc_info[p] = {"pid": key, "rank": rank, "devices": set()}
+        return p
+
+    def tid(self, key) -> int:
+        t = self.tids.get(key)
+        if t is None:
+            t = self.tids[key] = len(self.tids) + 1
+        return t
+
+    def metadata(self) -> Iterator[dict]:
+        """process_name / process_sort_index / thread_name / thread_sort_index events."""
+        procs, threads, devices = self.names["process"], self.names["thread"], self.names["device"]
+        for p, info in self.proc_info.items():
+            pid, rank = info["pid"], info["rank"]
+            if rank is None and pid in procs:
+                rank = procs[pid][1]
+            parts = [] if rank is None else [f"rank {rank}"]
+            if pid is None:
+                parts.append("GPU activity (launching process unknown)")
+            else:
+                pname = procs.get(pid, (None, None))[0]
+                parts.append(f"{pname} pid {pid}" if pname else f"pid {pid}")
+            for d in sorted(info["devices"]):
+                parts.append(f"GPU {d}" + (f" {devices[d]}" if devices.get(d) else ""))
+            sort = (rank if rank is not None else 1_000_000) * 1000 + p
+            yield {"ph": "M", "name": "process_name", "pid": p, "args": {"name": " · ".join(parts)}}
+            yield {"ph": "M", "name": "process_sort_index", "pid": p, "args": {"sort_index": sort}}
+            if rank is not None:
+                yield {"ph": "M", "name": "process_labels", "pid": p, "args": {"labels": f"rank {rank}"}}
+        for (key, track, device, stream, tid, lane), t in self.tids.items():
+            if track == "stream":
+                label = f"GPU {device} stream {stream}"
+            elif track == "sync":
+                label = f"GPU {device} stream {stream} synchronization"
+            elif track == "ranges":
+                label = "NVTX start/end ranges"
+            elif track == "thread":
+                tname = threads.get((key, tid))
+                label = f"{tname} (tid {tid})" if tname else f"thread {tid}"
+            else:  # counter processes have no threads
+                continue
+            if lane:
+                label += f" (overlap {lane})"
+            yield {"ph": "M", "name": "thread_name", "pid": self.pids[key], "tid": t, "args": {"name": label}}
+            yield {"ph": "M", "name": "thread_sort_index", "pid": self.pids[key], "tid": t,
+                   "args": {"sort_index": _TRACK_GROUP[track] * 1_000_000 + t}}
+
+
+def _names(eng) -> dict:
+    out = {"process": {}, "thread": {}, "device": {}}
+    for r in eng.query("timeline_names").to_pylist():
+        if r["kind"] == "process":
+            out["process"][r["pid"]] = (r["name"], r["rank"])
+        elif r["kind"] == "thread":
+            out["thread"][(r["pid"], r["tid"])] = r["name"]
+        elif r["device_id"] is not None:
+            out["device"][r["device_id"]] = r["name"]
+    return out
+
+
+def _params(**kw) -> dict[str, str]:
+    return {k: str(v) for k, v in kw.items() if v is not None}
+
+
+def resolve_window(eng, *, start_ns=None, end_ns=None, step=None, ranks=None,
+                   max_events=DEFAULT_MAX_EVENTS) -> dict:
+    """The ``timeline_window`` row for these options: window, event count, cut. ``start_ns`` /
+    ``end_ns`` given as text starting with '+' are relative to the run's first event.
+    Raises :class:`InputError` for a step the run does not have or an empty window."""
+    rel = [v for v in (start_ns, end_ns) if isinstance(v, str) and v.startswith("+")]
+    if rel:
+        first = eng.query("timeline_window", _params(ranks=ranks)).to_pylist()[0]["first_ns"] or 0
+        start_ns, end_ns = ((first + int(v[1:])) if isinstance(v, str) and v.startswith("+") else v
+                            for v in (start_ns, end_ns))
+    if start_ns is not None and end_ns is not None and int(end_ns) <= int(start_ns):
+        raise InputError(f"--end ({end_ns}) must be after --start ({start_ns})")
+    w = eng.query("timeline_window", _params(start_ns=start_ns, end_ns=end_ns, step=step, ranks=ranks,
+                                              max_events=max_events or 0)).to_pylist()[0]
+    if step is not None and w["start_ns"] is None:
+        have = f"steps {w['steps']}" if w["steps"] else "no `step N` NVTX ranges"
+        raise InputError(f"no step {step} in the run (it has {have})", path=eng.runs[0].path)
+    if not w["events"]:
+        where = "" if start_ns is None and end_ns is None and step is None else " in the window"
+        who = f" of ranks {ranks}" if ranks else ""
+        raise InputError(f"no timeline events{who}{where}: the run has no kernels, copies, CUDA API "
+                         "calls, NVTX ranges or OS runtime calls there", path=eng.runs[0].path)
+    return w
+
+
+def write_timeline(run_dir: str | os.PathLike, output: str | os.PathLike, *, start_ns=None, end_ns=None,
+                   step: int | None = None, ranks: str | None = None,
+                   max_events: int | None = DEFAULT_MAX_EVENTS, force: bool = False) -> dict:
+    """Write the timeline of ``run_dir`` to ``output`` (``.json``, or gzip for ``.json.gz``).
+
+    ``start_ns``/``end_ns``: window on the trace clock (ns; text '+N' = N ns after the first
+    event); ``step``: the span of training step N instead; ``ranks``: '0,3' keeps those ranks'
+    processes; ``max_events``: end the window early so that at most this many events are
+    written (None or 0: no cut). Returns a summary dict: ``events``, ``kernels``, ``kernel_ns``
+    (summed kernel durations written), ``flows``, ``processes``, ``tracks``, ``overlap_tracks``
+    (extra lanes), ``window`` (start, end on the trace clock), ``time_origin_ns``, ``cut``
+    (None, or {"at_ns", "events_total", "events_kept"}), ``by_cat`` {cat: events}.
+    Raises :class:`InputError` for a bad option, an existing output without ``force``, or a
+    window with no events; :class:`~tracekit.errors.RunFolderError` for a bad run folder.
+    """
+    from tracekit.engine import Engine
+    from tracekit.runfolder import open_run
+
+    open_run(run_dir)  # a bad run folder is the first thing to report
+    out = Path(output).absolute()
+    if not (out.name.endswith(".json") or out.name.endswith(".json.gz")):
+        raise InputError("the timeline file must end in .json or .json.gz", path=out)
+    if out.exists() and not force:
+        raise InputError("already exists (use --force to replace it)", path=out)
+    if ranks is not None:
+        try:
+            ranks = ",".join(str(int(r)) for r in str(ranks).split(",") if r.strip())
+        except ValueError:
+            raise InputError(f"--ranks {ranks!r}: expected comma-separated integers, e.g. 0,3") from None
+    with Engine([run_dir]) as eng:
+        w = resolve_window(eng, start_ns=start_ns, end_ns=end_ns, step=step, ranks=ranks,
+                           max_events=max_events)
+        w0, w1 = w["start_ns"], (w["cut_ns"] if w["cut_ns"] is not None else w["end_ns"])
+        origin = w["first_ns"]
+        names = _names(eng)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+        os.close(fd)
+        try:
+            opener = gzip.open if out.name.endswith(".gz") else open
+            with opener(tmp, "wt", encoding="utf-8") as f:
+                summary = _write(eng, f, names, origin, _params(start_ns=w0, end_ns=w1, ranks=ranks))
+                meta = {"run_id": eng.runs[0].run_id, "time_origin_ns": origin,
+                        "window_start_ns": w0, "window_end_ns": w1, "tracekit": "tracekit timeline"}
+                if w["cut_ns"] is not None:
+                    meta["cut"] = (f"cut at {w['kept_events']} of {w['events']} events (--max-events "
+                                   f"{max_events}): events starting at or after {w['cut_ns']} ns are not written")
+                f.write('],\n"otherData": ' + json.dumps(meta) + "}\n")
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it private
+            os.replace(tmp, out)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    summary.update(window=(w0, w1), time_origin_ns=origin,
+                   cut=None if w["cut_ns"] is None else {"at_ns": w["cut_ns"], "events_total": w["events"],
+                                                         "events_kept": w["kept_events"]})
+    return summary
+
+
+def _write(eng, f, names: dict, origin: int, params: dict) -> dict:
+    tracks = _Tracks(names)
+    by_cat: dict[str, int] = {}
+    kernels = kernel_ns = flows = 0
+    f.write('{"traceEvents": [\n')
+    first = True
+    track_key, lanes = None, None
+    quoted: dict[str, str] = {}  # json.dumps of names seen (kernel names repeat)
+    for batch in eng.query_batches("timeline_events", dict(params, origin_ns=str(origin))):
+        cols = {n: batch.column(i).to_pylist() for i, n in enumerate(batch.schema.names)}
+        buf = []
+        for pid, rank, track, device, stream, tid, cat, name, start, end, flow_id, flow_out, args, ts, dur in zip(
+                cols["pid"], cols["rank"], cols["track"], cols["device_id"], cols["stream_id"], cols["tid"],
+                cols["cat"], cols["name"], cols["start_ns"], cols["end_ns"], cols["flow_id"], cols["flow_out"],
+                cols["args"], cols["ts"], cols["dur"]):
+            key = (pid, track, device, stream, tid)
+            if key != track_key:
+                track_key, lanes = key, Lanes()
+            p = tracks.pid(pid, rank)
+            if track == "stream":
+                tracks.proc_info[p]["devices"].add(device)
+            nm = quoted.get(name)
+            if nm is None:
+                if len(quoted) > 200_000:
+                    quoted.clear()
+                nm = quoted[name] = json.dumps(name)
+            if cat == "nvtx_mark":
+                t = tracks.tid(key + (0,))
+                buf.append(f'{{"ph":"i","s":"t","cat":"nvtx_mark","name":{nm},"pid":{p},"tid":{t},'
+                           f'"ts":{ts},"args":{args}}}')
+            else:
+                t = tracks.tid(key + (lanes.place(start, end),))
+                if end is None:
+                    buf.append(f'{{"ph":"B","cat":"{cat}","name":{nm},"pid":{p},"tid":{t},"ts":{ts},'
+                               f'"args":{args}}}')
+                else:
+                    buf.append(f'{{"ph":"X","cat":"{cat}","name":{nm},"pid":{p},"tid":{t},"ts":{ts},'
+                               f'"dur":{dur},"args":{args}}}')
+                    if cat == "kernel":
+                        kernels += 1
+                        kernel_ns += end - start
+            by_cat[cat] = by_cat.get(cat, 0) + 1
+            if flow_id is not None:
+                buf.append(f'{{"ph":"f","bp":"e","cat":"launch","name":"launch","id":{flow_id},'
+                           f'"pid":{p},"tid":{t},"ts":{ts}}}')
+            if flow_out:
+                flows += len(flow_out)
+                for fid in flow_out:
+                    buf.append(f'{{"ph":"s","cat":"launch","name":"launch","id":{fid},'
+                               f'"pid":{p},"tid":{t},"ts":{ts}}}')
+        if buf:
+            f.write(("" if first else ",\n") + ",\n".join(buf))
+            first = False
+    counters = 0
+    gpu_pid: dict = {}
+    for batch in eng.query_batches("timeline_counters", {k: v for k, v in params.items() if k != "ranks"}):
+        cols = {n: batch.column(i).to_pylist() for i, n in enumerate(batch.schema.names)}
+        buf = []
+        for gpu, dev, metric, ts_ns, value in zip(cols["gpu_id"], cols["device_id"], cols["metric_name"],
+                                                  cols["timestamp_ns"], cols["value"]):
+            if gpu not in gpu_pid:
+                gpu_pid[gpu] = (len(tracks.pids) + len(gpu_pid) + 1, dev)
+            if value is None or value != value:
+                continue
+            buf.append(f'{{"ph":"C","cat":"gpu_metrics","name":{json.dumps(metric)},"pid":{gpu_pid[gpu][0]},'
+                       f'"ts":{us(ts_ns - origin)},"args":{{"value":{json.dumps(value)}}}}}')
+            counters += 1
+        if buf:
+            f.write(("" if first else ",\n") + ",\n".join(buf))
+            first = False
+    if counters:
+        by_cat["gpu_metrics"] = counters
+    meta = list(tracks.metadata())
+    for gpu, (p, dev) in gpu_pid.items():
+        label = f"GPU {gpu} metrics" + (f" (device {dev})" if dev is not None else "")
+        meta.append({"ph": "M", "name": "process_name", "pid": p, "args": {"name": label}})
+        meta.append({"ph": "M", "name": "process_sort_index", "pid": p, "args": {"sort_index": 2_000_000_000 + p}})
+    if meta:
+        f.write(("" if first else ",\n") + ",\n".join(json.dumps(m) for m in meta))
+    lanes_total = len(tracks.tids)
+    base_tracks = len({k[:5] for k in tracks.tids})
+    return {"events": sum(by_cat.values()), "kernels": kernels, "kernel_ns": kernel_ns, "flows": flows,
+            "processes": len(tracks.pids) + len(gpu_pid), "tracks": lanes_total,
+            "overlap_tracks": lanes_total - base_tracks, "by_cat": by_cat}
