@@ -446,6 +446,11 @@ def render(res: dict, args) -> str:
     notes = HERE / "notes.md"
     if notes.exists():
         L += ["", notes.read_text().rstrip()]
+    multi = args.work / "results_multi.json"
+    if multi.exists():  # benchmarks/multi.py's section, measured in its own run
+        from multi import render_section
+
+        L += ["", render_section(json.loads(multi.read_text()))]
     return "\n".join(L) + "\n"
 
 

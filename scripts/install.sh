@@ -9,4 +9,4 @@ PY=${PYTHON:-python3}
 if ! $PY -c "import torch" >/dev/null 2>&1; then
   $PY -m pip install -q "torch==2.13.0"
 fi
-$PY -m pip install -q -e ".[collect,ncu,plot,test]"
+$PY -m pip install -q -e ".[collect,ncu,plot,test,dask]"

@@ -251,7 +251,7 @@ def small_run(tmp_path):
     ("missing_parquet", ["kernels.parquet is listed in manifest.json but missing"]),
     ("garbage_parquet", ["kernels.parquet is not readable Parquet"]),
     ("bad_manifest", ["manifest.json is not valid JSON"]),
-    ("layout_version", ["run folder layout version 99 is not the one this tracekit reads"]),
+    ("layout_version", ["run folder layout version 99 is not one this tracekit reads"]),
 ])
 def test_damaged_run_folder_is_exit_2_never_zero_rows(damage, needles, small_run, capsys):
     capsys.readouterr()

@@ -330,10 +330,10 @@ def open_run(path: str | os.PathLike) -> Run:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise RunFolderError(f"{MANIFEST} is not valid JSON: {exc}", path=p) from None
     version = manifest.get("layout_version") if isinstance(manifest, dict) else None
-    if version != schema.LAYOUT_VERSION:
+    if version not in schema.READABLE_LAYOUT_VERSIONS:
         raise RunFolderError(
-            f"run folder layout version {version!r} is not the one this tracekit reads "
-            f"({schema.LAYOUT_VERSION}); convert the input again",
+            f"run folder layout version {version!r} is not one this tracekit reads "
+            f"({', '.join(map(str, schema.READABLE_LAYOUT_VERSIONS))}); convert the input again",
             path=p,
         )
     _check_manifest(manifest, p)

@@ -75,7 +75,38 @@ def _metadata(export: Export) -> dict:
         if row:
             meta["session_start_utc_epoch_ns"] = row[0][0]
             meta["session_start_utc"] = row[0][1]
+    meta.update(_host_and_rank(export))
     return meta
+
+
+# environment variables that hold a process's distributed rank (torchrun/torch.distributed, Open
+# MPI, MPICH/Intel MPI/PMI, MVAPICH, Slurm), most specific first
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK",
+                  "SLURM_PROCID")
+
+
+def _host_and_rank(export: Export) -> dict:
+    """``hostname`` and ``env_rank`` (with ``env_rank_variable``) from TARGET_INFO_SYSTEM_ENV:
+    the host name nsys recorded, and the rank in the profiled command's environment (e.g.
+    ``nsys profile -o report_%q{RANK}`` under torchrun). Absent when the export has neither."""
+    if not export.has("TARGET_INFO_SYSTEM_ENV", "name", "value"):
+        return {}
+    out: dict = {}
+    kv: dict = {}
+    for name, value in export.rows("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV "
+                                   "WHERE name IN ('Hostname', 'DeviceEnvironment')"):
+        kv.setdefault(_text(name), _text(value))
+    if isinstance(kv.get("Hostname"), str):
+        out["hostname"] = kv["Hostname"]
+    env = kv.get("DeviceEnvironment")
+    if isinstance(env, str):
+        pairs = dict(item.split("=", 1) for item in env.split(";") if "=" in item)
+        for var in RANK_VARIABLES:
+            if pairs.get(var, "").strip().isdigit():
+                out["env_rank"] = int(pairs[var])
+                out["env_rank_variable"] = var
+                break
+    return out
 
 
 def _schema_version(kv: dict) -> str | None:
@@ -245,3 +276,8 @@ def _convert(path: Path, sqlite_path: Path, writer: RunWriter, progress: Progres
         for t, n in stats.nonpositive.items():
             writer.warn(f"{n} row(s) of {t} have a zero or negative duration")
         writer.manifest["gpus"] = _gpus(writer)
+
+
+def _text(v):
+    """A metadata value as text (SQLite may hand out bytes for damaged text)."""
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else v

@@ -12,28 +12,53 @@ from tracekit.cli.app import QUIET, app, set_quiet
 @app.command()
 def convert(
     inputs: list[Path] = typer.Argument(..., help="Profiler outputs: nsys .sqlite/.nsys-rep/.qdrep, "
-                                        "ncu .csv/.ncu-rep, Kineto .json[.gz]."),
+                                        "ncu .csv/.ncu-rep, Kineto .json[.gz]. Several nsys exports "
+                                        "or Kineto traces are one job: one rank each."),
     output: Path = typer.Option(..., "-o", "--output", help="Run folder to create."),
     force: bool = typer.Option(False, "--force", help="Replace an existing run folder."),
+    rank_pattern: str = typer.Option(
+        None, "--rank-pattern", metavar="REGEX",
+        help="Rank from the file name when the trace has none: the first group (or the match) of "
+             "REGEX (default: the number after 'rank', else the last number)."),
+    jobs: int = typer.Option(None, "--jobs", "-j", min=1,
+                             help="Ranks converted at once, in local worker processes (default: "
+                                  "one per core)."),
+    scheduler: str = typer.Option(None, "--scheduler", metavar="ADDRESS", envvar="TRACEKIT_SCHEDULER",
+                                  help="Convert the ranks on this Dask scheduler's workers "
+                                       "(tcp://host:8786; pip install 'tracekit\\[dask]')."),
+    skip_bad_ranks: bool = typer.Option(False, "--skip-bad-ranks",
+                                        help="Convert the other ranks when one input is broken; "
+                                             "the skipped ones are listed in the manifest."),
     quiet: bool = QUIET,
 ):
     """Convert profiler output files into one run folder (manifest.json + Parquet tables).
 
     The warnings the conversion records in the manifest (rows with zero or negative durations,
-    duplicate rows, an export schema newer than tested) also print on stderr.
+    duplicate rows, an export schema newer than tested, skipped ranks) also print on stderr.
     """
+    import re
+
     from tracekit.cli.messages import info, warn
     from tracekit.convert import convert as do_convert
+    from tracekit.errors import InputError
     from tracekit.progress import Progress
     from tracekit.runfolder import open_run
 
+    if rank_pattern is not None:
+        try:
+            re.compile(rank_pattern)
+        except re.error as exc:
+            raise InputError(f"--rank-pattern {rank_pattern!r} is not a regular expression: {exc}") from None
     with Progress() as progress:
-        do_convert(inputs, output, force=force, progress=progress)
+        do_convert(inputs, output, force=force, progress=progress, rank_pattern=rank_pattern,
+                   jobs=jobs, scheduler=scheduler, skip_bad_ranks=skip_bad_ranks)
     run = open_run(output)
     tables = run.manifest["tables"]
     rows = ", ".join(f"{n} {t['rows']}" for n, t in tables.items() if t["rows"])
+    ranks = run.manifest.get("ranks")
+    job = f"{len(ranks)} ranks, " if ranks else ""
     set_quiet(quiet)
     for w in run.manifest.get("warnings") or []:
         warn(w)
-    info(f"wrote {output} ({len(tables)} tables: {rows or 'no rows'}; "
+    info(f"wrote {output} ({job}{len(tables)} tables: {rows or 'no rows'}; "
          f"not captured: {', '.join(run.manifest['not_captured']) or 'none'})")

@@ -59,6 +59,12 @@ def query(
                                     "(repeatable; `tracekit queries NAME` lists them)."),
     columns: Optional[str] = _COLUMNS,
     memory_limit: str = _MEMORY,
+    jobs: int = typer.Option(None, "--jobs", "-j", min=1,
+                             help="Compute the query in parts (groups of run folders) in N local "
+                                  "worker processes (default: in this process)."),
+    scheduler: str = typer.Option(None, "--scheduler", metavar="ADDRESS", envvar="TRACEKIT_SCHEDULER",
+                                  help="Compute the parts on this Dask scheduler's workers "
+                                       "(tcp://host:8786; pip install 'tracekit\\[dask]')."),
     quiet: bool = QUIET,
     step_pattern: str = STEP_PATTERN,
 ):
@@ -78,8 +84,16 @@ def query(
     if output is not None:
         check_output(output, run_dirs)
     with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as eng:
-        result = eng.query(q, params)
-        notices = eng.notices
+        if scheduler or (jobs or 1) > 1:  # in parts on workers (docs/multirank.md)
+            from tracekit.cluster import query_runs
+
+            eng._set_params(q, params)  # bad parameters fail here, before any worker starts
+            result = query_runs(run_dirs, name, params, jobs=jobs, scheduler=scheduler,
+                                memory_limit=memory_limit, step_pattern=step_pattern)
+            notices = eng._notices(q, result)
+        else:
+            result = eng.query(q, params)
+            notices = eng.notices
         _warn_runs(eng, tables_read(q.sql))
         if result.num_rows == 0:
             note(why_empty(eng.runs, q, params=params))

@@ -23,8 +23,13 @@ _ALL += _comm.TABLES
 
 TABLES: dict[str, Table] = {t.name: t for t in _ALL}
 
-LAYOUT_VERSION = 1
-"""Version of the run-folder layout (manifest + Parquet). Bumped on incompatible changes."""
+LAYOUT_VERSION = 2
+"""Version of the run-folder layout (manifest + Parquet). Bumped on incompatible changes.
+2: a multi-rank job's tables are folders of one file per rank (manifest ``"files"``) and the
+manifest lists ``ranks``; version 1 folders (one file per table, ``"file"``) are still read."""
+
+READABLE_LAYOUT_VERSIONS = (1, 2)
+"""Layout versions this tracekit reads."""
 
 
 def table(name: str) -> Table:

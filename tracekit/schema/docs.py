@@ -35,7 +35,11 @@ def render_markdown() -> str:
         "Do not edit by hand. -->",
         "",
         f"Layout version {schema.LAYOUT_VERSION}. A run folder holds `manifest.json` and one "
-        "`TABLE.parquet` per captured table. Tables the input did not capture have no file and are "
+        "`TABLE.parquet` per captured table; a multi-rank job (several nsys exports or Kineto "
+        "traces converted together) holds a folder `TABLE/` per table with one `rank-NNNNN.parquet` "
+        "per rank, readable as one dataset with the glob `RUN/TABLE/*.parquet`, and lists its "
+        "ranks in the manifest (docs/multirank.md). Version 1 folders are still read. "
+        "Tables the input did not capture have no file and are "
         "listed in the manifest under `not_captured` with the reason; in queries they are empty, "
         "and `run_tables.captured` tells them apart from tables captured with zero rows.",
         "",

@@ -1,0 +1,206 @@
+"""Where per-rank and per-run work runs: in this process, in local worker processes (``jobs``),
+or on the workers of a Dask distributed scheduler (``scheduler``, e.g. ``tcp://host:8786``; also
+the ``TRACEKIT_SCHEDULER`` environment variable). Install Dask with ``pip install 'tracekit[dask]'``.
+
+With a scheduler, inputs and run folders must be on a filesystem every worker and the client see
+at the same paths (as NVIDIA's nsys recipes assume); workers only read inputs and write inside
+the job's temporary folder, and the client combines and renames it into place. A worker lost
+mid-job makes Dask retry its task on another worker; a task that still fails fails the command,
+and the temporary folder is removed (never a half-written run folder).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+import pyarrow as pa
+
+from tracekit.errors import InputError, TracekitError
+
+SCHEDULER_ENV = "TRACEKIT_SCHEDULER"
+
+
+def scheduler_address(option: str | None) -> str | None:
+    """The scheduler to use: the option, else TRACEKIT_SCHEDULER, else None (local)."""
+    return option or os.environ.get(SCHEDULER_ENV) or None
+
+
+def default_jobs() -> int:
+    """Local worker processes when ``--jobs`` is not given: the number of usable cores."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class _Failed:
+    """An InputError raised by a task, carried back as text (exceptions do not always pickle)."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+
+def _guarded(fn: Callable, args: tuple):
+    try:
+        return fn(*args)
+    except InputError as exc:
+        return _Failed(str(exc))
+
+
+def run_parts(fn: Callable, tasks: Sequence[tuple], *, jobs: int | None = None,
+              scheduler: str | None = None, fail_fast: bool = False) -> list:
+    """``[fn(*t) for t in tasks]``, in parallel. A task's :class:`InputError` comes back as an
+    InputError instance in its place (the caller decides whether it is fatal), or, with
+    ``fail_fast``, is raised as soon as it happens (the other tasks are stopped); any other error
+    is raised. ``fn`` must be importable by name (it runs in other processes)."""
+    if scheduler:
+        out = _on_dask(fn, tasks, scheduler, fail_fast)
+    elif (jobs or default_jobs()) <= 1 or len(tasks) <= 1:
+        out = []
+        for t in tasks:
+            out.append(_guarded(fn, t))
+            _check(out[-1], fail_fast)
+    else:
+        out = _on_processes(fn, tasks, min(jobs or default_jobs(), len(tasks)), fail_fast)
+    return [InputError(r.message) if isinstance(r, _Failed) else r for r in out]
+
+
+def _check(result, fail_fast: bool) -> None:
+    if fail_fast and isinstance(result, _Failed):
+        raise InputError(result.message)
+
+
+def _on_processes(fn: Callable, tasks: Sequence[tuple], workers: int, fail_fast: bool) -> list:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # spawn, not fork: the parent holds DuckDB/Arrow threads, which fork would copy mid-state
+    ex = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+    futures = [ex.submit(_guarded, fn, t) for t in tasks]
+    try:
+        for f in as_completed(futures):
+            _check(f.result(), fail_fast)
+        out = [f.result() for f in futures]
+    except BaseException:
+        # an error or an interrupt: stop the workers now (the caller removes the temporary
+        # folder they write into) instead of waiting for every queued rank
+        for f in futures:
+            f.cancel()
+        for proc in list(getattr(ex, "_processes", {}).values()):
+            proc.terminate()
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise
+    ex.shutdown(wait=True)
+    return out
+
+
+def connect(address: str):
+    """A Dask distributed client of the scheduler at ``address``; one-line errors."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise InputError("--scheduler needs Dask: pip install 'tracekit[dask]'") from None
+    try:
+        return Client(address, timeout="10s", set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise InputError(f"cannot reach the Dask scheduler at {address}: "
+                         f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
+
+
+def _on_dask(fn: Callable, tasks: Sequence[tuple], address: str, fail_fast: bool) -> list:
+    client = connect(address)
+    try:
+        # pure=False: two tasks with equal arguments still both run; retries: a lost worker's
+        # task runs again elsewhere
+        futures = [client.submit(_guarded, fn, t, pure=False, retries=1) for t in tasks]
+        try:
+            for f in futures:  # in order: a broken rank fails once the ones before it are done
+                _check(f.result(), fail_fast)
+            return client.gather(futures)
+        except TracekitError:
+            raise
+        except Exception as exc:  # KilledWorker, CommClosedError, ...
+            raise InputError(f"the Dask cluster at {address} failed a task: "
+                             f"{type(exc).__name__}: {' '.join(str(exc).split())}") from None
+        finally:
+            client.cancel(futures)
+    finally:
+        client.close()
+
+
+# -- queries -------------------------------------------------------------------------------
+
+def query_chunk(run_dirs: list[str], name: str, params: dict, memory_limit: str | None,
+                step_pattern: str | None = None) -> pa.Table:
+    """One named query over some run folders (run on a worker)."""
+    from tracekit.engine import Engine
+
+    with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as e:
+        return e.query(name, params)
+
+
+def query_runs(run_dirs: Sequence[str | os.PathLike], name: str, params: dict | None = None, *,
+               jobs: int | None = None, scheduler: str | None = None,
+               memory_limit: str | None = None, step_pattern: str | None = None) -> pa.Table:
+    """A named query over many run folders, computed in parts on workers and concatenated.
+
+    A query that is per run (:func:`splittable`: each result row comes from one run's rows, its
+    final ORDER BY starts with run_id; tests/test_cluster.py checks the results), the runs are cut into contiguous
+    chunks in run_id order, each chunk's result is computed on a worker, and the concatenation in
+    chunk order is exactly the result of the query over all runs at once."""
+    from tracekit.engine import Engine
+    from tracekit.named_queries import get_query
+    from tracekit.runfolder import open_run
+
+    q = get_query(name)
+    runs = sorted((open_run(p) for p in run_dirs), key=lambda r: r.run_id)
+    with Engine([r.path for r in runs]) as e:  # checks run_ids are distinct and params valid
+        e._set_params(q, params or {})
+    workers = _worker_count(scheduler, jobs)
+    paths = [str(r.path) for r in runs]
+    chunks = _chunks(paths, workers) if splittable(q) else [paths]
+    tasks = [(c, name, dict(params or {}), memory_limit, step_pattern) for c in chunks]
+    parts = run_parts(query_chunk, tasks, jobs=workers, scheduler=scheduler, fail_fast=True)
+    for p in parts:
+        if isinstance(p, BaseException):
+            raise p
+    return pa.concat_tables(parts, promote_options="default") if len(parts) > 1 else parts[0]
+
+
+def splittable(q) -> bool:
+    """Whether named query ``q`` can be computed per run and concatenated: its first output
+    column is ``run_id`` (each row comes from one run) and its final ORDER BY starts with
+    ``run_id`` (concatenating in run_id order keeps the order). A query that aggregates across
+    runs (e.g. ``roofline_ceilings``, per GPU model) is computed whole."""
+    import re
+
+    body = re.sub(r"--[^\n]*", "", q.sql)
+    up = body.upper()
+    if "ORDER BY" not in up or not q.columns or q.columns[0].name != "run_id":
+        return False
+    first = body[up.rindex("ORDER BY") + 8:].split(",")[0].strip()
+    return re.fullmatch(r"(\w+\.)?run_id", first) is not None
+
+
+def _worker_count(scheduler: str | None, jobs: int | None) -> int:
+    if not scheduler:
+        return jobs or default_jobs()
+    client = connect(scheduler)
+    try:
+        return max(1, sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values()))
+    finally:
+        client.close()
+
+
+def _chunks(paths: list[str], workers: int) -> list[list[str]]:
+    """Contiguous chunks: about two per worker (so one slow chunk does not hold the rest), never
+    more than the runs."""
+    n = max(1, min(len(paths), 2 * workers))
+    size, extra = divmod(len(paths), n)
+    out, i = [], 0
+    for k in range(n):
+        j = i + size + (1 if k < extra else 0)
+        out.append(paths[i:j])
+        i = j
+    return [c for c in out if c]

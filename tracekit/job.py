@@ -1,0 +1,326 @@
+"""Multi-rank jobs: many profiler outputs (one per rank) converted into ONE run folder.
+
+Each input (an nsys export or report, or a Kineto trace) is a *rank part*: it is converted on its
+own (in parallel: local worker processes, ``jobs``, or the workers of a Dask scheduler,
+:mod:`tracekit.cluster`) into a staging run folder inside the job's temporary folder, then its
+tables are moved to ``TABLE/rank-NNNNN.parquet`` (one file per rank per table; a glob
+``RUN/TABLE/*.parquet`` reads the table as one dataset in DuckDB, pyarrow.dataset or polars) and
+the manifest gets ``ranks``: one entry per rank with its input file, host, pid(s), devices,
+``clock_offset_ns`` and the worker that converted it. docs/multirank.md describes the layout.
+
+Ranks come from the trace (Kineto ``distributedInfo.rank``; the ``RANK``-style variable in an nsys
+export's recorded environment), else from the file name (``rank_pattern``: its first group, or
+the whole match, is the number; default: the number after ``rank``, else the last number), else
+from the file order. Each source is used only when it gives every input a rank and no two inputs
+the same one.
+
+Clocks: Kineto timestamps are Unix-epoch ns on each host's clock already (offset 0). nsys
+timestamps count from each export's session start; the ranks of a job are put on the clock of the
+earliest session start: ``clock_offset_ns`` = the rank's session start (UTC, ns) minus the
+earliest, added to every timestamp column of its tables. The accuracy is that of the hosts' clock
+synchronization (NTP: typically 0.1-10 ms between hosts; PTP: about 1 us); ranks on one host
+share one clock.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tracekit import schema
+from tracekit.errors import InputError
+from tracekit.runfolder import MANIFEST, RunWriter, open_run, parquet_options
+
+JOB_FORMATS = ("nsys", "kineto")  # formats whose inputs are one rank each
+DEFAULT_RANK_PATTERN = r"rank[^0-9]{0,3}(\d+)"
+TIME_COLUMNS = ("start_ns", "end_ns", "timestamp_ns")
+RANGE_ID_COLUMNS = ("range_id", "parent_range_id")
+
+
+def is_job(formats: Sequence[str]) -> bool:
+    """True when inputs of these collector formats make a multi-rank job: two or more inputs,
+    all nsys or all Kineto."""
+    return len(formats) > 1 and len(set(formats)) == 1 and formats[0] in JOB_FORMATS
+
+
+def name_rank(path: str | os.PathLike, pattern: str | None = None) -> int | None:
+    """The rank in a file name: ``pattern``'s first group (or whole match) as a number; without
+    a pattern, the number after ``rank`` (``report_rank3.sqlite``, ``rank-03.json``), else the
+    last number in the name (``trace.7.json.gz``). None when there is none."""
+    name = Path(path).name
+    if pattern is not None:
+        m = re.search(pattern, name)
+        if m is None:
+            return None
+        text = m.group(1) if m.groups() else m.group(0)
+        return int(text) if text.isdigit() else None
+    m = re.search(DEFAULT_RANK_PATTERN, name, re.IGNORECASE)
+    if m:
+        return int(m.group(1))
+    nums = re.findall(r"\d+", name)
+    return int(nums[-1]) if nums else None
+
+
+def convert_part(path: str, part_dir: str) -> dict:
+    """Convert one rank's input into the staging run folder ``part_dir`` (run on a worker).
+    Returns ``{"manifest": ..., "worker": address}``; raises the collector's InputError."""
+    from tracekit.convert import convert_single
+
+    convert_single([Path(path)], Path(part_dir))
+    return {"manifest": open_run(part_dir).manifest, "worker": _worker_address()}
+
+
+def _worker_address() -> str:
+    """The Dask worker's address when running on one, else ``local:<pid>``."""
+    if "distributed" in sys.modules:  # never imported (1 s) just to find out
+        try:
+            return sys.modules["distributed"].get_worker().address
+        except ValueError:
+            pass
+    return f"local:{os.getpid()}"
+
+
+def convert_job(inputs: Sequence[Path], formats: Sequence[str], writer: RunWriter, *,
+                rank_pattern: str | None = None, jobs: int | None = None,
+                scheduler: str | None = None, skip_bad_ranks: bool = False) -> None:
+    """Convert the rank inputs into ``writer``'s run folder (see the module docstring).
+
+    Raises :class:`InputError` naming the first broken input (nothing is written), unless
+    ``skip_bad_ranks``: then broken inputs are listed in the manifest (``skipped_ranks``) and in
+    its warnings, and the rest is converted; all broken is still an error."""
+    from tracekit.cluster import run_parts
+
+    staging = writer.path / ".parts"
+    staging.mkdir()
+    tasks = [(str(p), str(staging / f"{i:05d}")) for i, p in enumerate(inputs)]
+    results = run_parts(convert_part, tasks, jobs=jobs, scheduler=scheduler,
+                        fail_fast=not skip_bad_ranks)
+    parts, skipped = [], []
+    for i, (path, res) in enumerate(zip(inputs, results)):
+        if isinstance(res, InputError):
+            if not skip_bad_ranks:
+                raise res
+            skipped.append({"input": str(path), "rank": name_rank(path, rank_pattern), "error": str(res)})
+        elif isinstance(res, BaseException):
+            raise res
+        else:
+            parts.append({"index": i, "path": Path(path), "dir": Path(tasks[i][1]), **res})
+    if not parts:
+        raise InputError(f"every one of the {len(inputs)} inputs failed to convert; the first: "
+                         f"{skipped[0]['error']}")
+    ranks, rank_source = _assign_ranks(parts, rank_pattern)
+    for p, r in zip(parts, ranks):
+        p["rank"] = r
+    parts.sort(key=lambda p: p["rank"])
+    _set_clock_offsets(parts)
+    for p in parts:
+        p["pids"] = _main_pids(p)
+    m = writer.manifest
+    m["job"] = {"format": formats[0], "rank_source": rank_source, "ranks": len(parts)}
+    range_base = 0
+    for p in parts:
+        range_base = _move_tables(p, writer, range_base)
+    _merge_manifests(parts, writer)
+    m["ranks"] = [_rank_entry(p, writer) for p in parts]
+    _warn_shared_pids(parts, writer)
+    if skipped:
+        m["skipped_ranks"] = skipped
+        for s in skipped:
+            writer.warn(f"skipped rank {s['rank'] if s['rank'] is not None else '?'} "
+                        f"({Path(s['input']).name}): {s['error']}")
+    shutil.rmtree(staging)
+
+
+def _assign_ranks(parts: list[dict], pattern: str | None) -> tuple[list[int], str]:
+    def usable(rs):
+        return all(r is not None for r in rs) and len(set(rs)) == len(rs)
+
+    trace = [_trace_rank(p["manifest"]) for p in parts]
+    if usable(trace):
+        return trace, "trace"
+    names = [name_rank(p["path"], pattern) for p in parts]
+    if usable(names):
+        return names, "file name" if pattern is None else f"file name ({pattern})"
+    if pattern is not None:
+        bad = next(p["path"].name for p, r in zip(parts, names) if r is None or names.count(r) > 1)
+        raise InputError(f"--rank-pattern {pattern!r} gives no rank, or a rank another input has, "
+                         f"for {bad}")
+    return list(range(len(parts))), "file order"
+
+
+def _trace_rank(manifest: dict) -> int | None:
+    src = manifest.get("sources", {})
+    k = src.get("kineto") or {}
+    ranks = [r for r in k.get("ranks") or [] if r is not None]
+    if len(ranks) == 1 and isinstance(ranks[0], int):
+        return ranks[0]
+    r = (src.get("nsys") or {}).get("env_rank")
+    return r if isinstance(r, int) else None
+
+
+def _set_clock_offsets(parts: list[dict]) -> None:
+    starts = [(p["manifest"].get("sources", {}).get("nsys") or {}).get("session_start_utc_epoch_ns")
+              for p in parts]
+    known = [s for s in starts if isinstance(s, int)]
+    base = min(known) if known else 0
+    for p, s in zip(parts, starts):
+        p["clock_offset_ns"] = s - base if isinstance(s, int) else 0
+
+
+def _move_tables(part: dict, writer: RunWriter, range_base: int) -> int:
+    """Move (or rewrite, when its clock or range IDs shift) each table of one part to
+    TABLE/rank-NNNNN.parquet; returns the next range-ID base (range IDs stay unique in the job)."""
+    tables = writer.manifest["tables"]
+    next_base = range_base
+    for name, info in part["manifest"].get("tables", {}).items():
+        src = part["dir"] / info["file"]
+        rel = f"{name}/rank-{part['rank']:05d}.parquet"
+        (writer.path / name).mkdir(exist_ok=True)
+        shift = {c: part["clock_offset_ns"] for c in TIME_COLUMNS if part["clock_offset_ns"]}
+        if name == "nvtx_ranges" or name == "nvtx_marks":
+            ids = pq.read_table(src, columns=[c for c in RANGE_ID_COLUMNS
+                                              if c in pq.read_schema(src).names])
+            top = max((pc.max(ids[c]).as_py() or 0 for c in ids.column_names), default=0)
+            if range_base:
+                shift.update({c: range_base for c in RANGE_ID_COLUMNS})
+            next_base = max(next_base, range_base + top)
+        if name == "processes":
+            _rank_processes(part, src, writer.path / rel)
+        elif shift:
+            _rewrite(src, writer.path / rel, shift)
+        else:
+            os.replace(src, writer.path / rel)
+        entry = tables.setdefault(name, {"rows": 0, "files": []})
+        entry["rows"] += info["rows"]
+        entry["files"].append(rel)
+        writer.manifest["not_captured"].pop(name, None)
+    return next_base
+
+
+def _rewrite(src: Path, dst: Path, shift: dict[str, int]) -> None:
+    f = pq.ParquetFile(src)
+    with pq.ParquetWriter(dst, f.schema_arrow, **parquet_options(f.schema_arrow)) as w:
+        for batch in f.iter_batches(batch_size=65536):
+            cols = []
+            for field, col in zip(batch.schema, batch.columns):
+                if field.name in shift and pa.types.is_integer(field.type):
+                    col = pc.add(col, pa.scalar(shift[field.name], field.type))
+                cols.append(col)
+            w.write_batch(pa.RecordBatch.from_arrays(cols, schema=batch.schema))
+
+
+def _main_pids(part: dict) -> list[int]:
+    """The rank's own process(es): those with kernels, else with CUDA API calls, else the
+    process with the most NVTX ranges or (Kineto) the host process with a rank."""
+    d, tables = part["dir"], part["manifest"].get("tables", {})
+    for name in ("kernels", "cuda_api", "nvtx_ranges"):
+        info = tables.get(name)
+        if info and info["rows"]:
+            pids = pq.read_table(d / info["file"], columns=["pid"]).column("pid")
+            counts = pc.value_counts(pc.drop_null(pids)).to_pylist()
+            if counts:
+                if name == "nvtx_ranges":
+                    return [max(counts, key=lambda c: c["counts"])["values"]]
+                return sorted(c["values"] for c in counts)
+    return []
+
+
+def _rank_processes(part: dict, src: Path, dst: Path) -> None:
+    """processes with ``rank`` set for the rank's own process where the trace left it null.
+    An input with several GPU processes (torchrun under one nsys) keeps them null: which of them
+    is which rank is not in the export."""
+    t = pq.read_table(src)
+    main = part["pids"]
+    if len(main) == 1:
+        is_main = pc.is_in(t.column("pid"), value_set=pa.array(main, t.schema.field("pid").type))
+        rank = pc.if_else(pc.and_(is_main, pc.is_null(t.column("rank"))),
+                          pa.scalar(part["rank"], t.schema.field("rank").type), t.column("rank"))
+        t = t.set_column(t.schema.get_field_index("rank"), "rank", rank)
+    pq.write_table(t, dst, **parquet_options(t.schema))
+
+
+def _rank_entry(part: dict, writer: RunWriter) -> dict:
+    m = part["manifest"]
+    src = m.get("sources", {})
+    inp = (m.get("inputs") or [{}])[0]
+    pids = part.get("pids") or []
+    devices = []
+    info = writer.manifest["tables"].get("kernels")
+    if info and pids:
+        f = writer.path / f"kernels/rank-{part['rank']:05d}.parquet"
+        if f.exists():
+            t = pq.read_table(f, columns=["pid", "device_id"])
+            mine = pc.is_in(t.column("pid"), value_set=pa.array(pids, t.schema.field("pid").type))
+            devices = sorted({d for d in pc.unique(t.filter(mine).column("device_id")).to_pylist()
+                              if d is not None})
+    return {
+        "rank": part["rank"],
+        "input": inp.get("path", str(part["path"])),
+        "host": (src.get("nsys") or {}).get("hostname") or _kineto_host(src),
+        "pids": pids,
+        "pid": pids[0] if len(pids) == 1 else None,
+        "devices": devices,
+        "clock_offset_ns": part["clock_offset_ns"],
+        "session_start_utc_epoch_ns": (src.get("nsys") or {}).get("session_start_utc_epoch_ns"),
+        "worker": part["worker"],
+    }
+
+
+def _kineto_host(src: dict) -> str | None:
+    files = (src.get("kineto") or {}).get("files") or []
+    return next((f.get("hostname") for f in files if isinstance(f, dict) and f.get("hostname")), None)
+
+
+def _merge_manifests(parts: list[dict], writer: RunWriter) -> None:
+    m = writer.manifest
+    m.setdefault("sources", {})
+    for p in parts:
+        pm = p["manifest"]
+        m["inputs"] += pm.get("inputs", [])
+        for w in pm.get("warnings", []):
+            writer.warn(f"rank {p['rank']}: {w}")
+        for name, reason in pm.get("not_captured", {}).items():
+            if name not in m["tables"]:
+                m["not_captured"].setdefault(name, reason)
+        for key in ("duplicate_rows", "nonpositive_duration_rows"):
+            if isinstance(pm.get(key), dict):
+                acc = m.setdefault(key, {})
+                for t, n in pm[key].items():
+                    acc[t] = acc.get(t, 0) + n if isinstance(n, int) else n
+        for fmt, s in pm.get("sources", {}).items():
+            if fmt not in m["sources"]:
+                m["sources"][fmt] = {**s, "per_rank": []}
+            merged = m["sources"][fmt]
+            merged["per_rank"].append({"rank": p["rank"], **s})
+    for fmt, merged in m["sources"].items():
+        per = merged["per_rank"]
+        for key in ("files", "ranks"):
+            if all(isinstance(s.get(key), list) for s in per):
+                merged[key] = [x for s in per for x in s[key]]
+        for key in ("invalid_kernels",):
+            if all(isinstance(s.get(key), int) for s in per):
+                merged[key] = sum(s[key] for s in per)
+    for name in schema.TABLES:
+        if name not in m["tables"]:
+            m["not_captured"].setdefault(name, "no rank of the job captured this table")
+
+
+def _warn_shared_pids(parts: list[dict], writer: RunWriter) -> None:
+    seen: dict[int, int] = {}
+    for p in parts:
+        for pid in p.get("pids") or []:
+            if pid in seen:
+                writer.warn(f"ranks {seen[pid]} and {p['rank']} both have pid {pid} (processes on "
+                            "different hosts?): results per (run, pid) merge them")
+            seen.setdefault(pid, p["rank"])
+
+
+__all__ = ["convert_job", "name_rank", "is_job", "MANIFEST"]
