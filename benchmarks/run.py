@@ -25,6 +25,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import platform
 import shutil
 import sqlite3
@@ -177,7 +178,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.render_only:
         res = json.loads((args.work / "results.json").read_text())
-        args.out.write_text(render(res, args))
+        _write_page(args.out, render(res, args))
         print(f"wrote {args.out} from {args.work / 'results.json'}")
         return 0
     args.work.mkdir(parents=True, exist_ok=True)
@@ -254,7 +255,7 @@ def main(argv=None) -> int:
     res["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     res["load_end"] = os.getloadavg()
     (args.work / "results.json").write_text(json.dumps(res, indent=1))
-    args.out.write_text(render(res, args))
+    _write_page(args.out, render(res, args))
     print(f"wrote {args.out}")
     return 0
 
@@ -337,6 +338,18 @@ def targets(res: dict) -> list[tuple[str, str, bool | None]]:
             m = k["convert"]["rss_mib"] / k["hta"]["rss_mib"]
             out.append((f"Kineto conversion peak RSS <= 1/3 of HTA's ({size})", f"{m:.2f} of HTA's", m <= 1 / 3))
     return out
+
+
+_SECTION = re.compile(r"<!-- (\w+):(?:begin|start) -->.*?<!-- \1:end -->\n?", re.S)
+
+
+def _write_page(out: Path, text: str) -> None:
+    """Write the page, keeping the sections other benchmarks own (between their ``<!-- NAME:begin
+    -->`` / ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` markers: benchmarks/limits.py,
+    benchmarks/multi.py) at the end, as they were."""
+    kept = [m.group(0) for m in _SECTION.finditer(out.read_text()) if m.group(0) not in text] \
+        if out.exists() else []
+    out.write_text(text.rstrip("\n") + "\n" + "".join("\n" + s for s in kept))
 
 
 def render(res: dict, args) -> str:
