@@ -248,40 +248,29 @@ def _write(eng, f, names: dict, origin: int, params: dict) -> dict:
     f.write('{"traceEvents": [\n')
     first = True
     track_key, lanes = None, None
-    quoted: dict[str, str] = {}  # json.dumps of names seen (kernel names repeat)
     for batch in eng.query_batches("timeline_events", dict(params, origin_ns=str(origin))):
-        cols = {n: batch.column(i).to_pylist() for i, n in enumerate(batch.schema.names)}
+        col = batch.column
+        names = batch.schema.names
+        cols = [col(names.index(n)).to_pylist() for n in
+                ("pid", "rank", "track", "device_id", "stream_id", "tid", "cat", "start_ns", "end_ns",
+                 "flow_id", "flow_out", "ts", "fields")]
         buf = []
-        for pid, rank, track, device, stream, tid, cat, name, start, end, flow_id, flow_out, args, ts, dur in zip(
-                cols["pid"], cols["rank"], cols["track"], cols["device_id"], cols["stream_id"], cols["tid"],
-                cols["cat"], cols["name"], cols["start_ns"], cols["end_ns"], cols["flow_id"], cols["flow_out"],
-                cols["args"], cols["ts"], cols["dur"]):
+        for pid, rank, track, device, stream, tid, cat, start, end, flow_id, flow_out, ts, fields in zip(*cols):
             key = (pid, track, device, stream, tid)
             if key != track_key:
                 track_key, lanes = key, Lanes()
-            p = tracks.pid(pid, rank)
-            if track == "stream":
-                tracks.proc_info[p]["devices"].add(device)
-            nm = quoted.get(name)
-            if nm is None:
-                if len(quoted) > 200_000:
-                    quoted.clear()
-                nm = quoted[name] = json.dumps(name)
+                p = tracks.pid(pid, rank)
+                if track == "stream":
+                    tracks.proc_info[p]["devices"].add(device)
             if cat == "nvtx_mark":
                 t = tracks.tid(key + (0,))
-                buf.append(f'{{"ph":"i","s":"t","cat":"nvtx_mark","name":{nm},"pid":{p},"tid":{t},'
-                           f'"ts":{ts},"args":{args}}}')
+                buf.append(f'{{"ph":"i","s":"t","pid":{p},"tid":{t},{fields}}}')
             else:
                 t = tracks.tid(key + (lanes.place(start, end),))
-                if end is None:
-                    buf.append(f'{{"ph":"B","cat":"{cat}","name":{nm},"pid":{p},"tid":{t},"ts":{ts},'
-                               f'"args":{args}}}')
-                else:
-                    buf.append(f'{{"ph":"X","cat":"{cat}","name":{nm},"pid":{p},"tid":{t},"ts":{ts},'
-                               f'"dur":{dur},"args":{args}}}')
-                    if cat == "kernel":
-                        kernels += 1
-                        kernel_ns += end - start
+                buf.append(f'{{"ph":"{"B" if end is None else "X"}","pid":{p},"tid":{t},{fields}}}')
+                if cat == "kernel" and end is not None:
+                    kernels += 1
+                    kernel_ns += end - start
             by_cat[cat] = by_cat.get(cat, 0) + 1
             if flow_id is not None:
                 buf.append(f'{{"ph":"f","bp":"e","cat":"launch","name":"launch","id":{flow_id},'
