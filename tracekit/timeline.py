@@ -182,13 +182,15 @@ def resolve_window(eng, *, start_ns=None, end_ns=None, step=None, ranks=None,
 
 def write_timeline(run_dir: str | os.PathLike, output: str | os.PathLike, *, start_ns=None, end_ns=None,
                    step: int | None = None, ranks: str | None = None,
-                   max_events: int | None = DEFAULT_MAX_EVENTS, force: bool = False) -> dict:
+                   max_events: int | None = DEFAULT_MAX_EVENTS, force: bool = False,
+                   memory_limit: str | None = None) -> dict:
     """Write the timeline of ``run_dir`` to ``output`` (``.json``, or gzip for ``.json.gz``).
 
     ``start_ns``/``end_ns``: window on the trace clock (ns; text '+N' = N ns after the first
     event); ``step``: the span of training step N instead; ``ranks``: '0,3' keeps those ranks'
     processes; ``max_events``: end the window early so that at most this many events are
-    written (None or 0: no cut). Returns a summary dict: ``events``, ``kernels``, ``kernel_ns``
+    written (None or 0: no cut); ``memory_limit``: DuckDB's (e.g. '1GB'; its sort spills past
+    it). Returns a summary dict: ``events``, ``kernels``, ``kernel_ns``
     (summed kernel durations written), ``flows``, ``processes``, ``tracks``, ``overlap_tracks``
     (extra lanes), ``window`` (start, end on the trace clock), ``time_origin_ns``, ``cut``
     (None, or {"at_ns", "events_total", "events_kept"}), ``by_cat`` {cat: events}.
@@ -209,7 +211,7 @@ def write_timeline(run_dir: str | os.PathLike, output: str | os.PathLike, *, sta
             ranks = ",".join(str(int(r)) for r in str(ranks).split(",") if r.strip())
         except ValueError:
             raise InputError(f"--ranks {ranks!r}: expected comma-separated integers, e.g. 0,3") from None
-    with Engine([run_dir]) as eng:
+    with Engine([run_dir], memory_limit=memory_limit) as eng:
         w = resolve_window(eng, start_ns=start_ns, end_ns=end_ns, step=step, ranks=ranks,
                            max_events=max_events)
         w0, w1 = w["start_ns"], (w["cut_ns"] if w["cut_ns"] is not None else w["end_ns"])

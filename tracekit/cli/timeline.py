@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from tracekit.cli.app import app
+from tracekit.cli.query import _MEMORY
 from tracekit.timeline import DEFAULT_MAX_EVENTS
 
 
@@ -35,6 +36,7 @@ def timeline(
                                    help="End the window early so at most N events are written "
                                    "(0 = no limit); Perfetto UI in a browser holds about 2 GB."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
+    memory_limit: str = _MEMORY,
 ):
     """Write the run's timeline as Chrome trace-event JSON: open it at https://ui.perfetto.dev
     (or chrome://tracing). One process per rank/host process, a track per GPU stream and host
@@ -44,7 +46,8 @@ def timeline(
     if step is not None and (start is not None or end is not None):
         raise typer.BadParameter("use either --step or --start/--end", param_hint="--step")
     s = write_timeline(run_dir, output, start_ns=_time(start, "--start"), end_ns=_time(end, "--end"),
-                       step=step, ranks=ranks, max_events=max_events, force=force)
+                       step=step, ranks=ranks, max_events=max_events, force=force,
+                       memory_limit=memory_limit)
     if s["cut"]:
         c = s["cut"]
         typer.echo(f"warning: --max-events {max_events:,}: the run has {c['events_total']:,} events in the "
