@@ -243,3 +243,19 @@ def test_cli_errors(nsys_run, tmp_path, capsys):
     assert not (tmp_path / "b.json").exists() and not list(tmp_path.glob(".*.tmp"))
     with pytest.raises(InputError):
         write_timeline(run, tmp_path / "d.json", ranks="x")
+
+
+def test_step_and_relative_windows(run_factory, tmp_path):
+    from test_plots import steps_run
+
+    run = steps_run(run_factory)  # 2 ranks, steps 0-3 of 1 ms, one kernel [200, 600) us into each step
+    s = write_timeline(run, tmp_path / "s2.json", step=2)
+    assert s["window"] == (2_000_000, 3_000_000) and s["kernels"] == 2  # one per rank
+    doc = load(tmp_path / "s2.json")
+    ks = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    assert {doc["otherData"]["time_origin_ns"] + ns(e["ts"]) for e in ks} == {2_200_000}
+    # the same window relative to the first event (t = 0 here), and one rank only
+    s = write_timeline(run, tmp_path / "rel.json", start_ns="+2000000", end_ns="+3000000", ranks="1")
+    assert s["window"] == (2_000_000, 3_000_000) and s["kernels"] == 1 and s["processes"] == 1
+    with pytest.raises(InputError, match="no step 9 in the run"):
+        write_timeline(run, tmp_path / "s9.json", step=9)
