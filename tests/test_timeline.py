@@ -259,3 +259,22 @@ def test_step_and_relative_windows(run_factory, tmp_path):
     assert s["window"] == (2_000_000, 3_000_000) and s["kernels"] == 1 and s["processes"] == 1
     with pytest.raises(InputError, match="no step 9 in the run"):
         write_timeline(run, tmp_path / "s9.json", step=9)
+
+
+def test_gpu_metrics_become_counter_tracks(run_factory, tmp_path):
+    # two samples of one metric on GPU 0 and one on GPU 1, beside one kernel; the window cuts the third
+    run = run_factory({
+        "kernels": {"start_ns": [1000], "end_ns": [3000], "duration_ns": [2000], "pid": [7], "device_id": [0],
+                    "stream_id": [1], "correlation_id": [1], "name": ["k"]},
+        "gpu_metrics": {"timestamp_ns": [1000, 2000, 2500, 9000], "gpu_id": [0, 0, 1, 0], "device_id": [0, 0, 1, 0],
+                        "metric_name": ["SM Active [Throughput %]"] * 4, "value": [10.0, 55.5, 3.0, 1.0]},
+    })
+    s = write_timeline(run, tmp_path / "c.json", end_ns=5000)
+    doc = load(tmp_path / "c.json")
+    check_named(doc)
+    c = [(e["pid"], ns(e["ts"]), e["args"]["value"]) for e in doc["traceEvents"] if e["ph"] == "C"]
+    procs = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+    assert sorted((procs[p], t, v) for p, t, v in c) == [
+        ("GPU 0 metrics (device 0)", 0, Decimal("10.0")), ("GPU 0 metrics (device 0)", 1000, Decimal("55.5")),
+        ("GPU 1 metrics (device 1)", 1500, Decimal("3.0"))]
+    assert s["by_cat"]["gpu_metrics"] == 3 and s["processes"] == 3
