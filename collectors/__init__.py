@@ -17,6 +17,7 @@ The registry below lists them in detection order.
 from __future__ import annotations
 
 import importlib
+import stat
 from pathlib import Path
 
 from tracekit.errors import InputError, UnsupportedFormatError
@@ -36,13 +37,27 @@ def detect(path: str | Path):
     when no collector recognizes it.
     """
     p = Path(path)
-    if not p.exists():
-        raise InputError("no such file", path=p)
-    if p.is_file() and p.stat().st_size == 0:
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise InputError("no such file", path=p) from None
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", path=p) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError("is a directory, not a profiler output file", path=p)
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or device would hang the reader or never end
+        raise InputError("is not a regular file (a pipe, device or socket); tracekit reads "
+                         "profiler output files: save the stream to a file first", path=p)
+    if st.st_size == 0:
         raise InputError("file is empty", path=p)
     for mod in collector_modules():
         if mod.sniff(p):
             return mod
+    with open(p, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    if gz:
+        raise UnsupportedFormatError("a gzip file that is truncated or corrupt, or holds no "
+                                     "Kineto trace (its start does not decompress to one)", path=p)
     raise UnsupportedFormatError(
         "not a format tracekit reads (nsys .sqlite/.nsys-rep/.qdrep"
         + ", ncu .csv/.ncu-rep, Kineto .json[.gz])",

@@ -18,7 +18,9 @@
 #                 memory over PCIe), labelled PCIe: the report's NVLink-against-PCIe section
 #   NCU=0         skip the ncu passes (the report then says which figures need them)
 #   TIMEOUT       seconds per profiler command (default 3600)
-set -euo pipefail
+# A cell whose collect fails is named and skipped; the report is built from the cells that
+# succeeded, and the script then exits 1 (0 when every cell succeeded).
+set -uo pipefail
 OUT=${1:-study-gpu}
 WORKLOADS=${WORKLOADS:-"resnet50 ssd maskrcnn transformer gnmt ncf dlrm minigo bert resnet_cifar gemm conv rnn"}
 GPUS=${GPUS:-"1 2 4 8"}
@@ -39,11 +41,16 @@ override="$OUT/override.toml"
 echo "# written by examples/study_gpu.sh: the GPU links of each run" > "$override"
 
 runs=()
+failed=()
 collect() {  # RUN_NAME INTERCONNECT_LABEL ARGS...
   local name=$1 link=$2; shift 2
-  tracekit collect "$@" --timeout "$TIMEOUT" --force -o "$OUT/runs/$name"
-  runs+=("$OUT/runs/$name")
-  printf '[runs.%s]\ninterconnect = "%s"\n' "$name" "$link" >> "$override"
+  if tracekit collect "$@" --timeout "$TIMEOUT" --force -o "$OUT/runs/$name"; then
+    runs+=("$OUT/runs/$name")
+    printf '[runs.%s]\ninterconnect = "%s"\n' "$name" "$link" >> "$override"
+  else
+    echo "study_gpu.sh: $name failed; going on without it" >&2
+    failed+=("$name")
+  fi
 }
 
 for w in $WORKLOADS; do
@@ -66,6 +73,14 @@ for w in $WORKLOADS; do
   done
 done
 
+if [ ${#runs[@]} -eq 0 ]; then
+  echo "study_gpu.sh: every collect failed (${failed[*]}); no report" >&2
+  exit 1
+fi
 tracekit study "${runs[@]}" --override "$override" -o "$OUT/study" \
-    --title "tracekit study ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $have GPUs)" --force
+    --title "tracekit study ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $have GPUs)" --force || exit 1
 echo "open $OUT/study/report.html"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "study_gpu.sh: the report lacks ${#failed[@]} failed cell(s): ${failed[*]}" >&2
+  exit 1
+fi

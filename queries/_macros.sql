@@ -10,22 +10,167 @@
 -- Identity: a GPU is (run_id, pid, device_id); a stream is (run_id, pid, device_id, stream_id).
 -- A stream number alone never identifies anything.
 
--- tk_steps(): training steps. An NVTX range of domain 'tracekit' (or the default domain '', which
--- the workloads use when they fall back to torch.cuda.nvtx) whose message is `step N` or
--- `step N (warmup)` (tracekit.workloads.annotate.STEP_SQL_REGEX). Open or empty ranges are not steps.
-CREATE OR REPLACE TEMP MACRO tk_steps() AS TABLE
-SELECT run_id, pid, range_id AS step_id, name AS step,
-       CAST(regexp_extract(name, '^step (\d+)( \(warmup\))?$', 1) AS BIGINT) AS step_number,
-       regexp_extract(name, '^step (\d+)( \(warmup\))?$', 2) <> '' AS is_warmup,
-       start_ns, end_ns
-FROM nvtx_ranges
-WHERE domain IN ('tracekit', '') AND regexp_matches(name, '^step (\d+)( \(warmup\))?$')
-  AND end_ns IS NOT NULL AND end_ns > start_ns;
-
 -- tk_is_nccl(name): an NCCL kernel -- ncclKernel_* (NCCL < 2.19) or ncclDevKernel_* (NCCL >= 2.19),
 -- also inside a longer demangled name ('void ncclDevKernel_...').
 CREATE OR REPLACE TEMP MACRO tk_is_nccl(kname) AS
     regexp_matches(kname, '(^|[^A-Za-z0-9_])nccl(Dev)?Kernel_');
+
+-- Training steps (docs/metrics.md, "Steps"). One definition for every step-based query: tk_steps().
+-- Each run takes its steps from the FIRST of these sources that gives it any step (all processes of
+-- the run use the same source; step_source names it):
+--   'tracekit': NVTX ranges of domain 'tracekit' (or the default domain '', which the workloads use
+--               when they fall back to torch.cuda.nvtx) named `step N` or `step N (warmup)`
+--               (tracekit.workloads.annotate.STEP_SQL_REGEX);
+--   'profiler': PyTorch profiler steps, ranges named `ProfilerStep#N` in any domain except
+--               'pytorch.gpu_user_annotation' (Kineto's GPU-side copy of a host annotation): Kineto
+--               user annotations, and NVTX ranges of nsys exports of PyTorch (emit_nvtx /
+--               record_function add `, op_id = N`, `, seq = N` or `, sizes = [...]` after the name,
+--               which the match allows). N is the step number;
+--   'pattern':  ranges whose name matches the user's regular expression (`--step-pattern REGEX` or
+--               TRACEKIT_STEP_PATTERN; the engine sets the variable tk_step_pattern; RE2 syntax,
+--               matched anywhere in the name unless anchored), same domains; the first capture
+--               group is the step number when it is an integer, else steps are numbered 0, 1, ...
+--               in start order per process;
+--   'detected': iterations found in the kernel sequence (tk_detected_steps below).
+-- Open or empty ranges are not steps. step_id is the range's range_id (detected steps: an ordinal
+-- within the run).
+CREATE OR REPLACE TEMP MACRO tk_step_ranges() AS TABLE
+WITH r AS (
+    SELECT run_id, pid, range_id, name, start_ns, end_ns,
+           CASE WHEN domain IN ('tracekit', '') AND regexp_matches(name, '^step (\d+)( \(warmup\))?$') THEN 1
+                WHEN coalesce(domain, '') <> 'pytorch.gpu_user_annotation'
+                     AND regexp_matches(name, '^ProfilerStep#(\d+)(, .*)?$') THEN 2
+                WHEN getvariable('tk_step_pattern') IS NOT NULL
+                     AND coalesce(domain, '') <> 'pytorch.gpu_user_annotation'
+                     AND regexp_matches(name, getvariable('tk_step_pattern')) THEN 3
+           END AS prio
+    FROM nvtx_ranges
+    WHERE end_ns IS NOT NULL AND end_ns > start_ns
+),
+best AS (
+    SELECT run_id, min(prio) AS prio FROM r WHERE prio IS NOT NULL GROUP BY run_id
+)
+SELECT r.run_id, r.pid, r.range_id AS step_id, r.name AS step,
+       CASE r.prio
+           WHEN 1 THEN CAST(regexp_extract(r.name, '^step (\d+)( \(warmup\))?$', 1) AS BIGINT)
+           WHEN 2 THEN CAST(regexp_extract(r.name, '^ProfilerStep#(\d+)', 1) AS BIGINT)
+           ELSE coalesce(TRY_CAST(regexp_extract(r.name, getvariable('tk_step_pattern'), 1) AS BIGINT),
+                         row_number() OVER (PARTITION BY r.run_id, r.pid ORDER BY r.start_ns, r.range_id) - 1)
+       END AS step_number,
+       r.prio = 1 AND regexp_extract(r.name, '^step (\d+)( \(warmup\))?$', 2) <> '' AS is_warmup,
+       r.start_ns, r.end_ns,
+       CASE r.prio WHEN 1 THEN 'tracekit' WHEN 2 THEN 'profiler' ELSE 'pattern' END AS step_source
+FROM r JOIN best b ON b.run_id = r.run_id AND b.prio = r.prio;
+
+-- tk_detected_steps(): training iterations of runs that have no step ranges, found from the kernels.
+-- Per GPU (run_id, pid, device_id), the kernels that are not NCCL kernels, in start order, form a
+-- sequence s[0..n). A kernel name is periodic with period P when it occurs at least 3 times and every
+-- distance (in sequence positions) between its consecutive occurrences lies within P +- max(1, P/50)
+-- (a few kernels of jitter from streams that interleave differently). The GPU's period is the P
+-- shared by the most periodic names (ties: the larger P), among names whose occurrences cover at
+-- least half the sequence (count x P >= n/2) -- in a training loop the kernels that run once per
+-- iteration all repeat with the iteration's length. The iteration starts at the periodic name with
+-- that P whose occurrences follow the longest GPU idle gap (median): the pause between steps
+-- (data loading, host work, a synchronization) comes before an iteration's first kernel. Each
+-- occurrence of that kernel starts a step, which ends where the next one starts; the last step
+-- ends at the end of the last kernel within P positions, and counts only when at least P - max(1,
+-- P/50) kernels follow its start (a cut-off iteration is not a step); kernels before the first
+-- occurrence are not in a step. A GPU whose sequence has no period (fewer than three iterations
+-- in the trace) is one step: its whole active span (all kernels, NCCL included). Detected steps
+-- are GPU-side windows, start of the iteration's first kernel to the next one's start. A process
+-- with several GPUs takes its steps from the one with the most kernels (ties: lowest device_id).
+-- step_number counts from 0 per process; step is 'iteration N'.
+CREATE OR REPLACE TEMP MACRO tk_detected_steps() AS TABLE
+WITH ranged AS (SELECT DISTINCT run_id FROM tk_step_ranges()),
+k AS MATERIALIZED (
+    SELECT run_id, pid, device_id, name, start_ns, end_ns, correlation_id, tk_is_nccl(name) AS is_nccl
+    FROM kernels
+    WHERE end_ns > start_ns AND run_id NOT IN (SELECT run_id FROM ranged)
+),
+gpu AS (  -- the process's GPU with the most compute kernels
+    SELECT run_id, pid, device_id, count(*) FILTER (WHERE NOT is_nccl) AS n,
+           min(start_ns) AS span0, max(end_ns) AS span1
+    FROM k GROUP BY run_id, pid, device_id
+    QUALIFY row_number() OVER (PARTITION BY run_id, pid ORDER BY count(*) FILTER (WHERE NOT is_nccl) DESC,
+                                                                  device_id NULLS LAST) = 1
+),
+seq AS MATERIALIZED (
+    SELECT k.run_id, k.pid, k.device_id, k.name, k.start_ns, k.end_ns,
+           row_number() OVER w - 1 AS idx,
+           k.start_ns - max(k.end_ns) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS gap_ns
+    FROM k JOIN gpu g ON g.run_id = k.run_id AND g.pid IS NOT DISTINCT FROM k.pid
+                     AND g.device_id IS NOT DISTINCT FROM k.device_id
+    WHERE NOT k.is_nccl
+    WINDOW w AS (PARTITION BY k.run_id, k.pid, k.device_id ORDER BY k.start_ns, k.end_ns, k.correlation_id)
+),
+dist AS (
+    SELECT run_id, pid, device_id, name, idx, gap_ns,
+           idx - lag(idx) OVER (PARTITION BY run_id, pid, device_id, name ORDER BY idx) AS d
+    FROM seq
+),
+names AS (
+    SELECT run_id, pid, device_id, name, count(*) AS c, min(d) AS dmin, max(d) AS dmax,
+           CAST(round(avg(d)) AS BIGINT) AS period, median(coalesce(gap_ns, 0)) AS med_gap,
+           min(idx) AS first_idx
+    FROM dist GROUP BY run_id, pid, device_id, name
+),
+periodic AS (
+    SELECT p.* FROM names p JOIN gpu g ON g.run_id = p.run_id AND g.pid IS NOT DISTINCT FROM p.pid
+                                     AND g.device_id IS NOT DISTINCT FROM p.device_id
+    WHERE p.c >= 3 AND p.dmax - p.dmin <= greatest(1, p.dmax // 50) AND p.period * p.c * 2 >= g.n
+),
+best AS (
+    SELECT run_id, pid, device_id, period FROM periodic GROUP BY run_id, pid, device_id, period
+    QUALIFY row_number() OVER (PARTITION BY run_id, pid, device_id ORDER BY count(*) DESC, period DESC) = 1
+),
+anchor AS (
+    SELECT p.run_id, p.pid, p.device_id, p.name, p.period FROM periodic p
+    JOIN best b ON b.run_id = p.run_id AND b.pid IS NOT DISTINCT FROM p.pid
+               AND b.device_id IS NOT DISTINCT FROM p.device_id AND b.period = p.period
+    QUALIFY row_number() OVER (PARTITION BY p.run_id, p.pid, p.device_id ORDER BY p.med_gap DESC, p.first_idx) = 1
+),
+starts AS (
+    SELECT s.run_id, s.pid, s.device_id, s.idx, s.start_ns, a.period,
+           lead(s.start_ns) OVER (PARTITION BY s.run_id, s.pid, s.device_id ORDER BY s.idx) AS next_start
+    FROM seq s JOIN anchor a ON a.run_id = s.run_id AND a.pid IS NOT DISTINCT FROM s.pid
+                            AND a.device_id IS NOT DISTINCT FROM s.device_id AND a.name = s.name
+),
+-- the last step: end of the last kernel within P positions; complete when enough kernels follow
+last_step AS (
+    SELECT st.run_id, st.pid, st.device_id, st.idx, max(s.end_ns) AS end_ns, count(*) AS kernels
+    FROM starts st JOIN seq s ON s.run_id = st.run_id AND s.pid IS NOT DISTINCT FROM st.pid
+                             AND s.device_id IS NOT DISTINCT FROM st.device_id
+                             AND s.idx >= st.idx AND s.idx < st.idx + st.period
+    WHERE st.next_start IS NULL
+    GROUP BY st.run_id, st.pid, st.device_id, st.idx, st.period
+    HAVING count(*) >= st.period - greatest(1, st.period // 50)
+),
+iterations AS (
+    SELECT st.run_id, st.pid, st.start_ns, coalesce(st.next_start, l.end_ns) AS end_ns
+    FROM starts st LEFT JOIN last_step l
+      ON l.run_id = st.run_id AND l.pid IS NOT DISTINCT FROM st.pid
+     AND l.device_id IS NOT DISTINCT FROM st.device_id AND l.idx = st.idx
+    WHERE st.next_start IS NOT NULL OR l.idx IS NOT NULL
+    UNION ALL
+    SELECT g.run_id, g.pid, g.span0, g.span1 FROM gpu g
+    WHERE NOT EXISTS (SELECT 1 FROM anchor a WHERE a.run_id = g.run_id AND a.pid IS NOT DISTINCT FROM g.pid)
+),
+numbered AS (
+    SELECT *, row_number() OVER (PARTITION BY run_id, pid ORDER BY start_ns) - 1 AS step_number
+    FROM iterations WHERE end_ns > start_ns
+)
+SELECT run_id, pid, row_number() OVER (PARTITION BY run_id ORDER BY pid, start_ns) AS step_id,
+       'iteration ' || step_number AS step, step_number, false AS is_warmup, start_ns, end_ns,
+       'detected' AS step_source
+FROM numbered;
+
+-- tk_steps(): the steps of every run (see above): run_id, pid, step_id, step (the range's name, or
+-- 'iteration N'), step_number, is_warmup (tracekit's `step N (warmup)` only), start_ns, end_ns,
+-- step_source ('tracekit', 'profiler', 'pattern' or 'detected').
+CREATE OR REPLACE TEMP MACRO tk_steps() AS TABLE
+SELECT * FROM tk_step_ranges()
+UNION ALL BY NAME
+SELECT * FROM tk_detected_steps();
 
 -- tk_ranks(): distributed rank per (run_id, pid): processes.rank, else the pid -> rank map that
 -- `tracekit collect` writes in the manifest (workload.ranks[].pid). Processes with neither are absent.
@@ -57,7 +202,8 @@ FROM memset WHERE end_ns > start_ns;
 
 -- tk_busy_islands(busy_set): the union of GPU activity intervals per (run_id, pid, device_id), over
 -- all streams, as disjoint "islands" [start_ns, end_ns). busy_set = 'kernel' (kernels only),
--- 'compute' (kernels that are not NCCL kernels), 'copy' (memcpy + memset) or 'any' (all three). Sort-and-sweep: order by start; an interval opens a new
+-- 'compute' (kernels that are not NCCL kernels), 'nccl' (NCCL kernels only), 'copy' (memcpy +
+-- memset) or 'any' (all three). Sort-and-sweep: order by start; an interval opens a new
 -- island when it starts after the running maximum of the ends before it. cum_before_ns is the
 -- busy time of the device's earlier islands (for busy-time-before-t lookups by ASOF join).
 -- first_correlation_id / first_activity: the activity that starts the island (earliest start,
@@ -68,6 +214,7 @@ WITH iv AS (
     WHERE busy_set = 'any' OR (busy_set = 'kernel' AND activity = 'kernel')
        OR (busy_set = 'copy' AND activity <> 'kernel')
        OR (busy_set = 'compute' AND activity = 'kernel' AND NOT is_nccl)
+       OR (busy_set = 'nccl' AND activity = 'kernel' AND is_nccl)
 ),
 swept AS (
     SELECT *, max(end_ns) OVER (PARTITION BY run_id, pid, device_id ORDER BY start_ns, end_ns
@@ -97,18 +244,31 @@ FROM islands;
 
 -- tk_gpu_windows(): the time windows GPU metrics are reported over, per GPU (run_id, pid, device_id):
 --   scope 'run':  from the device's first activity start to its last activity end;
---   scope 'step': each step (tk_steps) of the same process, on every GPU that process used.
+--   scope 'step': each step (tk_steps) of the same process, on every GPU that process used;
+--   step_source: the step's source (tk_steps), null for scope 'run'.
+-- When a run's steps all lie in one process that used no GPU (a Kineto trace whose annotations
+-- carry another pid than its GPU work), they apply to every GPU of the run.
 CREATE OR REPLACE TEMP MACRO tk_gpu_windows() AS TABLE
 WITH dev AS (
     SELECT run_id, pid, device_id, min(start_ns) AS w0, max(end_ns) AS w1
     FROM tk_gpu_activity() GROUP BY run_id, pid, device_id
+),
+steps AS MATERIALIZED (SELECT * FROM tk_steps()),
+-- runs whose steps all lie in one process that has no GPU activity: a Kineto trace can give its
+-- annotations one pid and its GPU work another (pid namespaces); its steps cover every GPU of the run
+other_pid AS (
+    SELECT s.run_id FROM steps s GROUP BY s.run_id
+    HAVING count(DISTINCT s.pid) = 1
+       AND NOT EXISTS (SELECT 1 FROM dev d WHERE d.run_id = s.run_id AND d.pid = any_value(s.pid))
 )
 SELECT run_id, 'run' AS scope, CAST(NULL AS BIGINT) AS step_id, CAST(NULL AS VARCHAR) AS step,
-       CAST(NULL AS BIGINT) AS step_number, pid, device_id, w0, w1
+       CAST(NULL AS BIGINT) AS step_number, CAST(NULL AS VARCHAR) AS step_source, pid, device_id, w0, w1
 FROM dev
 UNION ALL
-SELECT d.run_id, 'step', s.step_id, s.step, s.step_number, d.pid, d.device_id, s.start_ns, s.end_ns
-FROM dev d JOIN tk_steps() s ON s.run_id = d.run_id AND s.pid = d.pid;
+SELECT d.run_id, 'step', s.step_id, s.step, s.step_number, s.step_source, d.pid, d.device_id,
+       s.start_ns, s.end_ns
+FROM dev d JOIN steps s ON s.run_id = d.run_id
+WHERE s.pid = d.pid OR d.run_id IN (SELECT run_id FROM other_pid);
 
 -- tk_busy_between(busy_set): busy time of the busy_set union inside every tk_gpu_windows() window, as
 -- B(w1) - B(w0) where B(t) = busy time before t = cum_before_ns + (min(t, end) - start) of the
@@ -128,9 +288,9 @@ probed AS (
       ON p.run_id = i.run_id AND p.pid IS NOT DISTINCT FROM i.pid
      AND p.device_id IS NOT DISTINCT FROM i.device_id AND p.t >= i.start_ns
 )
-SELECT run_id, scope, step_id, step, step_number, pid, device_id, w0, w1,
+SELECT run_id, scope, step_id, step, step_number, step_source, pid, device_id, w0, w1,
        CAST(sum(CASE WHEN is_end THEN b ELSE -b END) AS BIGINT) AS busy_ns
-FROM probed GROUP BY run_id, scope, step_id, step, step_number, pid, device_id, w0, w1;
+FROM probed GROUP BY run_id, scope, step_id, step, step_number, step_source, pid, device_id, w0, w1;
 
 -- tk_launch_kind(api_name): the ONE definition of a launch call. 'graph' for a graph launch, 'kernel'
 -- for a kernel launch, NULL for every other API call (including cudaLaunchHostFunc/cuLaunchHostFunc/
@@ -301,14 +461,14 @@ probed AS (
       ON p.run_id = g.run_id AND p.pid IS NOT DISTINCT FROM g.pid
      AND p.device_id IS NOT DISTINCT FROM g.device_id AND p.t >= g.gap_start
 )
-SELECT run_id, scope, step_id, step, step_number, pid, device_id, w0, w1,
+SELECT run_id, scope, step_id, step, step_number, step_source, pid, device_id, w0, w1,
        CAST(sum(CASE WHEN is_end THEN i ELSE -i END) AS BIGINT) AS idle_ns,
        CAST(sum(CASE WHEN is_end THEN h ELSE -h END) AS BIGINT) AS idle_host_ns,
        CAST(sum(CASE WHEN is_end THEN s ELSE -s END) AS BIGINT) AS idle_sync_ns,
        CAST(sum(CASE WHEN is_end THEN c ELSE -c END) AS BIGINT) AS idle_copy_ns,
        CAST(sum(CASE WHEN is_end THEN o ELSE -o END) AS BIGINT) AS idle_other_ns,
        CAST(sum(CASE WHEN is_end THEN n ELSE -n END) AS BIGINT) AS gaps
-FROM probed GROUP BY run_id, scope, step_id, step, step_number, pid, device_id, w0, w1;
+FROM probed GROUP BY run_id, scope, step_id, step, step_number, step_source, pid, device_id, w0, w1;
 
 -- tk_duration_summary(tbl): the nsys-stats-style duration statistics per run and name of a table
 -- with run_id, name and duration_ns (kernels, cuda_api, osrt_api). One row per (run_id, name):
@@ -328,3 +488,374 @@ SELECT run_id, name, n, total_ns::BIGINT AS total_ns, avg_ns, med_ns::DOUBLE AS 
        100.0 * total_ns / sum(total_ns) OVER (PARTITION BY run_id) AS time_pct,
        row_number() OVER (PARTITION BY run_id ORDER BY total_ns DESC, name) AS rank_in_run
 FROM per_name;
+
+-- tk_collective_type(raw): one spelling per collective type, from a collectives row's name or the
+-- word after an NCCL kernel's prefix; case and non-letters ignored: allreduce* -> AllReduce,
+-- allgather* (PyTorch's _allgather_base, allgather_into_tensor_coalesced, Gloo's all_gather) ->
+-- AllGather, reducescatter* -> ReduceScatter, alltoall* (all_to_allv) -> AllToAll, broadcast,
+-- reduce, sendrecv, send, recv, barrier; any other name is kept as written.
+CREATE OR REPLACE TEMP MACRO tk_collective_type(raw) AS
+    CASE WHEN starts_with(lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')), 'allreduce') THEN 'AllReduce'
+         WHEN starts_with(lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')), 'allgather') THEN 'AllGather'
+         WHEN starts_with(lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')), 'reducescatter') THEN 'ReduceScatter'
+         WHEN starts_with(lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')), 'alltoall') THEN 'AllToAll'
+         WHEN lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')) = 'broadcast' THEN 'Broadcast'
+         WHEN lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')) = 'reduce' THEN 'Reduce'
+         WHEN lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')) = 'sendrecv' THEN 'SendRecv'
+         WHEN lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')) = 'send' THEN 'Send'
+         WHEN lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')) = 'recv' THEN 'Recv'
+         WHEN lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')) = 'barrier' THEN 'Barrier'
+         ELSE raw END;
+
+-- tk_comm_calls(): every communication call of every participant, one row per call:
+--   GPU (backend 'nccl'): each NCCL kernel (tk_is_nccl) with a positive duration; participant =
+--     the GPU (pid, device_id); process_group, bytes (nccl-tests size: max(in_bytes, out_bytes))
+--     and group_size from its linked collectives row (same pid, device_id, correlation_id), when
+--     there is one; collective = that row's name, else the word after the kernel's prefix;
+--   CPU (backend 'gloo'): each PyTorch-profiler range `gloo:<op>` (the Gloo backend's execution
+--     of a collective; PyTorch >= 2.1), and, for a process with neither NCCL kernels nor gloo
+--     ranges, each `c10d::<op>_` operator range (the call into the process group, e.g.
+--     c10d::allreduce_); participant = the process (device_id null); no process group or size.
+-- rank: tk_ranks(); in a run where no participant has a known rank, the participant's ordinal
+-- (0-based) by (pid, device_id) instead, so a multi-process nsys export without rank
+-- information still pairs its processes.
+-- seq: the collective's sequence number in its process group when the input records it
+-- (collectives.seq: PyTorch's 'Seq' argument, the same on every member rank, so ranks whose traces
+-- start at different collectives still match); else the call's position (1 = first) among its
+-- participant's calls of the same process group and collective type, by start: the i-th AllReduce of a process group on one rank is matched
+-- with the i-th on every other rank (NCCL and Gloo require every member to issue a group's
+-- collectives in the same order). A rank whose trace starts one collective late is therefore
+-- misaligned; trace the same window on every rank (tracekit collect does).
+CREATE OR REPLACE TEMP MACRO tk_comm_calls() AS TABLE
+WITH coll AS (
+    SELECT run_id, pid, device_id, correlation_id, any_value(collective) AS collective,
+           any_value(greatest(in_bytes, out_bytes)) AS bytes, any_value(group_size) AS group_size,
+           any_value(process_group) AS process_group, any_value(seq) AS pg_seq
+    FROM collectives WHERE correlation_id IS NOT NULL
+    GROUP BY run_id, pid, device_id, correlation_id
+),
+gpu AS (
+    SELECT k.run_id, k.pid, k.device_id, 'nccl' AS backend, c.process_group,
+           tk_collective_type(coalesce(c.collective, regexp_extract(k.name, 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1)))
+               AS collective,
+           k.start_ns, k.end_ns, c.bytes, c.group_size, c.pg_seq
+    FROM kernels k LEFT JOIN coll c
+      ON c.run_id = k.run_id AND c.pid IS NOT DISTINCT FROM k.pid
+     AND c.device_id IS NOT DISTINCT FROM k.device_id AND c.correlation_id = k.correlation_id
+    WHERE tk_is_nccl(k.name) AND k.end_ns > k.start_ns
+),
+cpu_ranges AS (
+    SELECT run_id, pid, start_ns, end_ns,
+           CASE WHEN starts_with(name, 'gloo:') THEN 'gloo' ELSE 'c10d' END AS kind,
+           CASE WHEN starts_with(name, 'gloo:') THEN substr(name, 6)
+                ELSE regexp_extract(name, '^c10d::_?([A-Za-z_]+?)_?$', 1) END AS op
+    FROM nvtx_ranges
+    WHERE starts_with(domain, 'pytorch.') AND end_ns > start_ns
+      AND (starts_with(name, 'gloo:') OR (starts_with(name, 'c10d::') AND regexp_matches(name, '^c10d::_?[A-Za-z_]+$')))
+),
+has AS (
+    SELECT run_id, pid, bool_or(kind = 'gloo') AS gloo, false AS nccl FROM cpu_ranges GROUP BY run_id, pid
+    UNION ALL
+    SELECT DISTINCT run_id, pid, false, true FROM gpu
+),
+has_any AS (
+    SELECT run_id, pid, bool_or(gloo) AS gloo, bool_or(nccl) AS nccl FROM has GROUP BY run_id, pid
+),
+cpu AS (
+    SELECT r.run_id, r.pid, CAST(NULL AS INTEGER) AS device_id, 'gloo' AS backend,
+           CAST(NULL AS VARCHAR) AS process_group, tk_collective_type(r.op) AS collective,
+           r.start_ns, r.end_ns, CAST(NULL AS BIGINT) AS bytes, CAST(NULL AS INTEGER) AS group_size,
+           CAST(NULL AS BIGINT) AS pg_seq
+    FROM cpu_ranges r JOIN has_any h ON h.run_id = r.run_id AND h.pid IS NOT DISTINCT FROM r.pid
+    WHERE NOT h.nccl AND (r.kind = 'gloo' OR NOT h.gloo) AND r.op <> ''
+),
+calls AS (
+    SELECT * FROM gpu UNION ALL SELECT * FROM cpu
+),
+parts AS (
+    SELECT p.run_id, p.pid, p.device_id, r.rank AS known_rank,
+           count(r.rank) OVER (PARTITION BY p.run_id) AS known_in_run,
+           row_number() OVER (PARTITION BY p.run_id ORDER BY p.pid, p.device_id) - 1 AS ordinal
+    FROM (SELECT DISTINCT run_id, pid, device_id FROM calls) p
+    LEFT JOIN tk_ranks() r ON r.run_id = p.run_id AND r.pid = p.pid
+)
+SELECT c.*, CAST(CASE WHEN p.known_in_run > 0 THEN p.known_rank ELSE p.ordinal END AS INTEGER) AS rank,
+       coalesce(c.pg_seq, row_number() OVER (PARTITION BY c.run_id, c.pid, c.device_id, c.process_group,
+                                                          c.collective ORDER BY c.start_ns, c.end_ns)) AS seq
+FROM calls c JOIN parts p
+  ON p.run_id = c.run_id AND p.pid IS NOT DISTINCT FROM c.pid AND p.device_id IS NOT DISTINCT FROM c.device_id;
+
+-- tk_comm_arrivals(): tk_comm_calls() with what its collective instance says about it. An instance
+-- is (run_id, process_group, collective, seq): the seq-th call of that group and type on every
+-- participant. ranks = participants in the instance; first/last_start_ns = earliest and latest
+-- start (arrival) over them; arrival_from_last = 1 for the participant that arrived last (ties:
+-- the lowest rank, then pid, device), 2 for the next-latest, ...; next_latest_start_ns = the start of
+-- the participant with arrival_from_last = 2 (null when the instance has one participant).
+CREATE OR REPLACE TEMP MACRO tk_comm_arrivals() AS TABLE
+SELECT *,
+       count(*) OVER inst AS ranks,
+       min(start_ns) OVER inst AS first_start_ns,
+       max(start_ns) OVER inst AS last_start_ns,
+       row_number() OVER (inst ORDER BY start_ns DESC, rank, pid, device_id) AS arrival_from_last,
+       nth_value(start_ns, 2) OVER (inst ORDER BY start_ns DESC, rank, pid, device_id
+                                    ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS next_latest_start_ns
+FROM tk_comm_calls()
+WINDOW inst AS (PARTITION BY run_id, process_group, collective, seq);
+-- ---------------------------------------------------------------------------------------------
+-- Operator cost model (docs/metrics.md, "FLOP and bytes from operator shapes"): FLOP and bytes of a
+-- PyTorch operator call from the argument shapes, types and scalar values the profiler recorded
+-- (nvtx_ranges.input_dims / input_types / concrete_inputs).
+
+-- tk_dtype(t): canonical element type of an argument type as PyTorch writes it ('float',
+-- 'c10::Half', 'c10::BFloat16', 'double', 'c10::Float8_e4m3fn', 'long int', ...); NULL for a
+-- non-tensor argument ('', 'Scalar', 'ScalarList', 'TensorList', ...) or an unknown name.
+CREATE OR REPLACE TEMP MACRO tk_dtype(t) AS
+    CASE lower(regexp_replace(coalesce(t, ''), '^(c10|at|torch)::', ''))
+        WHEN 'float' THEN 'fp32' WHEN 'float32' THEN 'fp32'
+        WHEN 'half' THEN 'fp16' WHEN 'float16' THEN 'fp16'
+        WHEN 'bfloat16' THEN 'bf16'
+        WHEN 'double' THEN 'fp64' WHEN 'float64' THEN 'fp64'
+        WHEN 'float8_e4m3fn' THEN 'fp8' WHEN 'float8_e5m2' THEN 'fp8'
+        WHEN 'float8_e4m3fnuz' THEN 'fp8' WHEN 'float8_e5m2fnuz' THEN 'fp8'
+        WHEN 'long int' THEN 'int64' WHEN 'long' THEN 'int64' WHEN 'int64_t' THEN 'int64'
+        WHEN 'int' THEN 'int32' WHEN 'short int' THEN 'int16' WHEN 'short' THEN 'int16'
+        WHEN 'signed char' THEN 'int8' WHEN 'unsigned char' THEN 'uint8' WHEN 'bool' THEN 'bool'
+        WHEN 'complex<float>' THEN 'complex64' WHEN 'complex<double>' THEN 'complex128'
+        WHEN 'complex<c10::half>' THEN 'complex32'
+    END;
+
+-- tk_dtype_bytes(d): bytes per element of a tk_dtype name (or of fp32/fp16/bf16/... given by a user).
+CREATE OR REPLACE TEMP MACRO tk_dtype_bytes(d) AS
+    CASE d WHEN 'fp64' THEN 8 WHEN 'fp32' THEN 4 WHEN 'tf32' THEN 4 WHEN 'fp16' THEN 2 WHEN 'bf16' THEN 2
+           WHEN 'fp8' THEN 1 WHEN 'int64' THEN 8 WHEN 'int32' THEN 4 WHEN 'int16' THEN 2
+           WHEN 'int8' THEN 1 WHEN 'uint8' THEN 1 WHEN 'bool' THEN 1
+           WHEN 'complex32' THEN 4 WHEN 'complex64' THEN 8 WHEN 'complex128' THEN 16 END;
+
+-- tk_numel(dims): elements of a tensor of shape dims ([] = a 0-d tensor: 1); NULL for NULL.
+CREATE OR REPLACE TEMP MACRO tk_numel(dims) AS
+    CASE WHEN dims IS NULL THEN NULL WHEN len(dims) = 0 THEN 1.0 ELSE list_product(dims) END;
+
+-- tk_int_list(text, i): the i-th value (1-based) of a scalar-list argument written as '[2, 2]' (a
+-- single value '[2]' or '2' applies to every position); NULL when not a list of integers.
+CREATE OR REPLACE TEMP MACRO tk_int_list(txt, i) AS
+    coalesce(TRY_CAST(txt AS BIGINT[])[i], TRY_CAST(txt AS BIGINT[])[1], TRY_CAST(txt AS BIGINT));
+
+-- tk_attn_pairs(l, s, causal): query-key pairs an attention computes: l x s, or with a causal mask
+-- (lower triangular, aligned top-left as torch's is_causal) sum over query rows i < l of min(i + 1, s).
+CREATE OR REPLACE TEMP MACRO tk_attn_pairs(l, s, causal) AS
+    CASE WHEN NOT coalesce(causal, false) THEN l * s
+         WHEN l <= s THEN l * (l + 1) / 2
+         ELSE s * (s + 1) / 2 + (l - s) * s END;
+
+-- tk_op_model(): one row per operator call that recorded shapes (nvtx_ranges with input_dims,
+-- push/pop, closed): op (the operator name without PyTorch's NVTX suffixes), dtype (of its first
+-- tensor argument with a known type, else the variable op_dtype), family, flop and bytes (NULL when
+-- the operator has no model, or its arguments do not fit it: e.g. an elementwise operator over
+-- TensorLists, whose shapes are not flat lists). Formulas: docs/metrics.md.
+CREATE OR REPLACE TEMP MACRO tk_op_model() AS TABLE
+WITH o AS (
+    SELECT run_id, range_id, pid, tid, start_ns, end_ns, depth, domain,
+           regexp_replace(name, ', (seq|op_id|sizes|input_op_ids) = .*$', '') AS op,
+           input_dims AS d, input_types AS ty, concrete_inputs AS ci,
+           coalesce(list_filter(list_transform(input_types, lambda t: tk_dtype(t)),
+                                lambda x: x IS NOT NULL AND x NOT IN ('int64', 'int32', 'int16', 'int8', 'uint8', 'bool'))[1],
+                    list_filter(list_transform(input_types, lambda t: tk_dtype(t)), lambda x: x IS NOT NULL)[1],
+                    getvariable('op_dtype')) AS dtype
+    FROM nvtx_ranges
+    WHERE input_dims IS NOT NULL AND style = 'push/pop' AND end_ns IS NOT NULL
+),
+a AS (
+    SELECT o.*,
+        tk_dtype_bytes(dtype) AS eb,
+        -- bytes of every tensor argument (its own element type when recorded, else dtype's)
+        list_sum(list_transform(range(1, len(d) + 1), lambda i:
+            CASE WHEN d[i] IS NULL THEN 0
+                 WHEN ty IS NULL THEN CASE WHEN len(d[i]) = 0 THEN 0 ELSE tk_numel(d[i]) * tk_dtype_bytes(dtype) END
+                 WHEN tk_dtype(ty[i]) IS NULL THEN 0
+                 ELSE tk_numel(d[i]) * tk_dtype_bytes(tk_dtype(ty[i])) END)) AS in_bytes,
+        -- elements of the largest tensor argument (the output of an elementwise op)
+        list_max(list_transform(range(1, len(d) + 1), lambda i:
+            CASE WHEN d[i] IS NULL OR (ty IS NOT NULL AND tk_dtype(ty[i]) IS NULL) OR (ty IS NULL AND len(d[i]) = 0) THEN 0
+                 ELSE tk_numel(d[i]) END)) AS max_numel,
+        regexp_replace(op, '^aten::', '') AS base
+    FROM o
+),
+f AS (
+    SELECT a.*,
+        CASE
+            WHEN base IN ('mm', 'addmm', 'bmm', 'baddbmm', 'matmul', 'linear', 'addbmm') THEN 'matmul'
+            WHEN base IN ('convolution', '_convolution', 'conv1d', 'conv2d', 'conv3d', 'cudnn_convolution',
+                          'miopen_convolution', 'mkldnn_convolution', 'convolution_backward') THEN 'convolution'
+            WHEN base IN ('scaled_dot_product_attention', '_scaled_dot_product_flash_attention',
+                          '_scaled_dot_product_efficient_attention', '_scaled_dot_product_cudnn_attention',
+                          '_scaled_dot_product_flash_attention_backward',
+                          '_scaled_dot_product_efficient_attention_backward') THEN 'attention'
+            WHEN base IN ('layer_norm', 'native_layer_norm', 'batch_norm', 'native_batch_norm', '_batch_norm_impl_index',
+                          'cudnn_batch_norm', 'miopen_batch_norm', 'group_norm', 'native_group_norm',
+                          'rms_norm', '_fused_rms_norm') THEN 'norm'
+            WHEN base IN ('softmax', '_softmax', 'log_softmax', '_log_softmax', '_softmax_backward_data',
+                          '_log_softmax_backward_data') THEN 'softmax'
+            WHEN base IN ('embedding', 'embedding_bag', '_embedding_bag') THEN 'embedding'
+            WHEN base IN ('sum', 'mean', 'amax', 'amin', 'max', 'min', 'norm', 'linalg_vector_norm', 'var', 'std',
+                          'var_mean', 'std_mean', 'prod', 'argmax', 'argmin', 'logsumexp', 'any', 'all') THEN 'reduction'
+            WHEN base IN ('copy_', 'fill_', 'zero_', 'clone', 'contiguous', '_to_copy', 'cat', 'stack',
+                          'index_select', 'gather', 'scatter', 'scatter_add_', 'index', 'index_put_') THEN 'copy'
+            WHEN regexp_matches(base, '^(add|sub|mul|div|rsub|neg|abs|exp|exp2|expm1|log|log1p|log2|sqrt|rsqrt|reciprocal|pow|square'
+                                      '|relu|relu6|leaky_relu|gelu|silu|sigmoid|tanh|hardtanh|hardswish|hardsigmoid|elu|mish|softplus'
+                                      '|sin|cos|erf|clamp|clamp_min|clamp_max|where|masked_fill|lerp|addcmul|addcdiv|maximum|minimum'
+                                      '|threshold|threshold_backward|gelu_backward|silu_backward|sigmoid_backward|tanh_backward'
+                                      '|native_dropout|native_dropout_backward|dropout|eq|ne|lt|le|gt|ge|logical_not|bitwise_and'
+                                      '|_foreach_add|_foreach_mul|nan_to_num)_?$') THEN 'elementwise'
+        END AS family
+    FROM a
+),
+m AS (
+    SELECT f.*,
+        -- matmul shapes: x [.., M, K] times w [.., K, N] (linear: w is [N, K])
+        CASE base WHEN 'addmm' THEN d[2] WHEN 'baddbmm' THEN d[2] WHEN 'addbmm' THEN d[2] ELSE d[1] END AS x,
+        CASE base WHEN 'addmm' THEN d[3] WHEN 'baddbmm' THEN d[3] WHEN 'addbmm' THEN d[3] ELSE d[2] END AS w,
+        -- convolution argument positions (1-based) of stride, padding, dilation, transposed, groups
+        CASE base WHEN 'cudnn_convolution' THEN 4 WHEN 'miopen_convolution' THEN 5 WHEN 'mkldnn_convolution' THEN 5
+                  WHEN 'convolution_backward' THEN 5 ELSE 4 END AS i_stride,
+        CASE base WHEN 'cudnn_convolution' THEN 3 WHEN 'miopen_convolution' THEN 4 WHEN 'mkldnn_convolution' THEN 4
+                  WHEN 'convolution_backward' THEN 6 ELSE 5 END AS i_pad,
+        CASE base WHEN 'cudnn_convolution' THEN 5 WHEN 'miopen_convolution' THEN 6 WHEN 'mkldnn_convolution' THEN 6
+                  WHEN 'convolution_backward' THEN 7 ELSE 6 END AS i_dil,
+        CASE base WHEN 'convolution' THEN 7 WHEN '_convolution' THEN 7 WHEN 'convolution_backward' THEN 8 END AS i_transposed,
+        CASE base WHEN 'cudnn_convolution' THEN 6 WHEN 'miopen_convolution' THEN 7 WHEN 'mkldnn_convolution' THEN 7
+                  WHEN 'convolution' THEN 9 WHEN '_convolution' THEN 9 WHEN 'convolution_backward' THEN 10 ELSE 7 END AS i_groups,
+        -- attention: q, k, v and is_causal positions
+        CASE WHEN base LIKE '%backward' THEN 2 ELSE 1 END AS i_q,
+        CASE base WHEN 'scaled_dot_product_attention' THEN 6 WHEN '_scaled_dot_product_flash_attention' THEN 5
+                  WHEN '_scaled_dot_product_efficient_attention' THEN 7 WHEN '_scaled_dot_product_cudnn_attention' THEN 7
+                  WHEN '_scaled_dot_product_flash_attention_backward' THEN 12
+                  WHEN '_scaled_dot_product_efficient_attention_backward' THEN 12 END AS i_causal
+    FROM f
+),
+mm AS (
+    SELECT m.*,
+        -- M, K, N and the batch of a matmul-family call
+        CASE WHEN family <> 'matmul' THEN NULL
+             WHEN base = 'linear' THEN w[2] ELSE x[len(x)] END AS k_,
+        CASE WHEN family <> 'matmul' THEN NULL
+             WHEN base = 'linear' THEN w[1] WHEN len(w) >= 2 THEN w[len(w)] ELSE 1 END AS n_,
+        CASE WHEN family <> 'matmul' THEN NULL
+             WHEN base = 'linear' THEN coalesce(list_product(x[1:len(x) - 1]), 1)
+             WHEN len(x) >= 2 THEN x[len(x) - 1] ELSE 1 END AS m_,
+        CASE WHEN family <> 'matmul' OR base = 'linear' THEN 1
+             WHEN base IN ('bmm', 'baddbmm') THEN x[1]
+             WHEN base = 'addbmm' THEN x[1]
+             WHEN base = 'matmul' THEN greatest(coalesce(list_product(x[1:len(x) - 2]), 1), coalesce(list_product(w[1:len(w) - 2]), 1))
+             ELSE 1 END AS b_,
+        -- convolution: transposed flag and the product over spatial dims of output x kernel size
+        CASE WHEN family = 'convolution' AND i_transposed IS NOT NULL THEN lower(ci[i_transposed]) = 'true' ELSE false END AS transposed,
+        CASE WHEN family = 'attention' THEN lower(ci[i_causal]) = 'true' END AS causal
+    FROM m
+),
+conv AS (
+    SELECT mm.*,
+        CASE WHEN family <> 'convolution' OR len(x) < 3 OR len(w) <> len(x) THEN NULL
+             WHEN base = 'convolution_backward' THEN
+                 -- d[1] is grad_output (the forward output), d[2] the input, d[3] the weight
+                 tk_numel(d[1]) * coalesce(list_product(d[3][2:len(d[3])]), 1)
+             WHEN transposed THEN tk_numel(x) * coalesce(list_product(w[2:len(w)]), 1)
+             ELSE
+                 x[1] * w[1] * list_product(list_transform(range(1, len(x) - 1), lambda j:
+                     (x[j + 2] + 2 * tk_int_list(ci[i_pad], j) - tk_int_list(ci[i_dil], j) * (w[j + 2] - 1) - 1)
+                         // tk_int_list(ci[i_stride], j) + 1))
+                 * coalesce(list_product(w[2:len(w)]), 1)
+        END AS conv_macs,
+        CASE WHEN base = 'convolution_backward' THEN
+                 (CASE WHEN lower(coalesce(ci[len(ci)], '')) LIKE '[true%' THEN 1 ELSE 0 END)
+               + (CASE WHEN regexp_matches(lower(coalesce(ci[len(ci)], '')), '^\[\w+,\s*true') THEN 1 ELSE 0 END)
+             ELSE 1 END AS conv_passes
+    FROM mm
+)
+SELECT run_id, range_id, pid, tid, start_ns, end_ns, depth, op, d AS input_dims, dtype, family,
+    CASE WHEN list_count(d) < len(d) AND family IN ('elementwise', 'copy', 'reduction') THEN NULL
+    ELSE CASE family
+        WHEN 'matmul' THEN 2.0 * b_ * m_ * k_ * n_
+        WHEN 'convolution' THEN 2.0 * conv_macs * conv_passes
+        WHEN 'attention' THEN
+            2.0 * d[i_q][1] * d[i_q][2]
+                * tk_attn_pairs(d[i_q][3], d[i_q + 1][3], causal)
+                * CASE WHEN base LIKE '%backward' THEN 3 * d[i_q][4] + 2 * d[i_q + 2][4] ELSE d[i_q][4] + d[i_q + 2][4] END
+        WHEN 'norm' THEN CASE WHEN base IN ('rms_norm', '_fused_rms_norm') THEN 4.0 ELSE 8.0 END * tk_numel(d[1])
+        WHEN 'softmax' THEN CASE WHEN base LIKE '%backward%' THEN 3.0 ELSE 5.0 END * tk_numel(d[1])
+        WHEN 'embedding' THEN 0.0
+        WHEN 'reduction' THEN tk_numel(d[1])
+        WHEN 'copy' THEN 0.0
+        WHEN 'elementwise' THEN max_numel
+    END END AS flop,
+    CASE WHEN list_count(d) < len(d) AND family IN ('elementwise', 'copy', 'reduction') THEN NULL
+    ELSE CASE family
+        WHEN 'matmul' THEN in_bytes + b_ * m_ * n_ * eb
+        WHEN 'convolution' THEN CASE WHEN conv_macs IS NOT NULL THEN in_bytes + CASE WHEN base = 'convolution_backward' THEN 0
+            ELSE conv_macs / coalesce(list_product(w[2:len(w)]), 1) * eb END END
+        WHEN 'attention' THEN in_bytes + CASE WHEN base LIKE '%backward' THEN 0 ELSE tk_numel(d[1]) / d[1][4] * d[3][4] * eb END
+        WHEN 'norm' THEN in_bytes + tk_numel(d[1]) * eb
+        WHEN 'softmax' THEN in_bytes + tk_numel(d[1]) * eb
+        WHEN 'embedding' THEN tk_numel(d[2]) * d[1][len(d[1])] * eb * 2 + (in_bytes - tk_numel(d[1]) * eb)
+        WHEN 'reduction' THEN in_bytes
+        WHEN 'copy' THEN CASE WHEN base IN ('fill_', 'zero_') THEN max_numel * eb
+                              WHEN base IN ('copy_', 'index_put_', 'scatter_add_') THEN in_bytes
+                              ELSE in_bytes + max_numel * eb END
+        WHEN 'elementwise' THEN in_bytes + max_numel * eb
+    END END AS bytes
+FROM conv;
+
+-- tk_op_calls(): every (operator call with shapes, launching CUDA API call inside it) pair, by
+-- nvtx_gpu_projection's rule: the launch lies inside the operator's time on the operator's thread
+-- (so an operator's launches include those of its child operators), the kernels it launched found
+-- through (pid, correlation_id). One row per pair: run_id, range_id (the operator), call_key (the
+-- launching call: thread and start), call_start_ns, kernels, kernel_ns.
+CREATE OR REPLACE TEMP MACRO tk_op_calls() AS TABLE
+WITH ops AS NOT MATERIALIZED (
+    SELECT run_id, range_id, pid, tid, start_ns, end_ns FROM nvtx_ranges
+    WHERE input_dims IS NOT NULL AND style = 'push/pop' AND end_ns IS NOT NULL
+),
+calls AS NOT MATERIALIZED (
+    SELECT c.run_id, c.pid, c.tid, c.start_ns, c.end_ns, count(*) AS kernels, sum(k.end_ns - k.start_ns) AS kernel_ns
+    FROM kernels AS k
+    JOIN cuda_api AS c ON c.run_id = k.run_id AND c.pid = k.pid AND c.correlation_id = k.correlation_id
+    GROUP BY c.run_id, c.pid, c.correlation_id, c.tid, c.start_ns, c.end_ns
+),
+threads_n AS NOT MATERIALIZED (
+    SELECT run_id, pid, tid, (row_number() OVER (ORDER BY run_id, pid, tid))::HUGEINT << 64 AS thread_key
+    FROM (SELECT DISTINCT run_id, pid, tid FROM ops)
+),
+call_keys AS NOT MATERIALIZED (
+    SELECT t.thread_key + c.start_ns AS k_start, t.thread_key + c.end_ns AS k_end, c.start_ns, c.kernels, c.kernel_ns
+    FROM calls AS c
+    JOIN threads_n AS t ON c.run_id = t.run_id AND c.pid IS NOT DISTINCT FROM t.pid AND c.tid IS NOT DISTINCT FROM t.tid
+),
+range_keys AS NOT MATERIALIZED (
+    SELECT r.*
+    FROM (
+        SELECT t.run_id, r.range_id, t.thread_key + r.start_ns AS k_start, t.thread_key + r.end_ns AS k_end
+        FROM ops AS r
+        JOIN threads_n AS t ON r.run_id = t.run_id AND r.pid IS NOT DISTINCT FROM t.pid AND r.tid IS NOT DISTINCT FROM t.tid
+    ) AS r
+    ASOF JOIN (SELECT k_start FROM call_keys) AS c ON r.k_start <= c.k_start
+    WHERE c.k_start <= r.k_end
+)
+SELECT r.run_id, r.range_id, c.k_start AS call_key, c.start_ns AS call_start_ns, c.kernels, c.kernel_ns
+FROM range_keys AS r
+JOIN call_keys AS c ON r.k_start <= c.k_start AND c.k_end <= r.k_end;
+
+-- tk_op_flops(): tk_op_model() with `counted`: the operator has a FLOP model (flop not NULL) and
+-- no operator with a FLOP model runs inside it, so summing flop over counted rows counts every
+-- modelled FLOP once (aten::linear -> aten::addmm: addmm is counted; AddmmBackward0 -> aten::mm x 2:
+-- both mm are). The GPU time of a call comes from tk_op_calls() (op_flops, mfu).
+CREATE OR REPLACE TEMP MACRO tk_op_flops() AS TABLE
+WITH m AS MATERIALIZED (SELECT * FROM tk_op_model()),
+nxt AS (
+    -- the next modelled operator on the same thread (by start, outer first); ranges on a thread are
+    -- nested, so when it starts before this one ends it runs inside it
+    SELECT run_id, range_id, lead(start_ns) OVER w AS next_start, lead(depth) OVER w AS next_depth
+    FROM m WHERE flop IS NOT NULL
+    WINDOW w AS (PARTITION BY run_id, pid, tid ORDER BY start_ns, depth, range_id)
+)
+SELECT m.*,
+       m.flop IS NOT NULL AND NOT coalesce(n.next_start < m.end_ns OR (n.next_start = m.start_ns AND n.next_depth > m.depth), false) AS counted
+FROM m LEFT JOIN nxt AS n USING (run_id, range_id);

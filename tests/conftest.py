@@ -2,6 +2,7 @@
 
 - ``SHARED`` / ``FIXTURES``: the project's real profiler outputs (``../shared/fixtures``).
 - ``nsys_run(name)``: fixture export converted once per test session (cached run folder).
+- ``kineto_run(name)``: the same for a Kineto fixture trace (file stem without ``.json.gz``).
 - ``make_run(tmp_path, tables, manifest=None)``: a run folder built from small in-test tables,
   for golden tests of queries (hand-written rows, expected values computed by hand).
 - ``edited_export(tmp_path, stem, sql)``: a writable copy of a fixture export with ``sql`` applied.
@@ -53,6 +54,22 @@ def nsys_run(tmp_path_factory):
         if stem not in cache:
             src = FIXTURES / "nsys" / f"{stem}.sqlite"
             cache[stem] = convert([src], base / stem)
+        return cache[stem]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def kineto_run(tmp_path_factory):
+    """Convert a Kineto fixture trace (file stem without .json.gz) once per session."""
+    from tracekit.convert import convert
+
+    cache: dict[str, Path] = {}
+    base = tmp_path_factory.mktemp("kineto_runs")
+
+    def get(stem: str) -> Path:
+        if stem not in cache:
+            cache[stem] = convert([FIXTURES / "kineto" / f"{stem}.json.gz"], base / stem)
         return cache[stem]
 
     return get

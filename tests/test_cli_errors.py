@@ -78,19 +78,21 @@ def test_existing_run_folder_is_exit_2_and_untouched(tmp_path, capsys):
     assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
 
 
-def test_force_replaces_existing_folder(tmp_path, capsys):
+def test_force_replaces_existing_run_folder(tmp_path, capsys):
     out = tmp_path / "run"
-    out.mkdir()
-    (out / "keep.txt").write_text("old")
+    assert run(["convert", str(SMALL), "-o", str(out)]) == 0
+    (out / "keep.txt").write_text("old")  # a file left in a run folder tracekit wrote
     assert run(["convert", str(SMALL), "-o", str(out), "--force"]) == 0
     assert (out / "manifest.json").is_file() and not (out / "keep.txt").exists()
 
 
 @pytest.mark.parametrize("argv, needles", [
     (["query"], ["Missing argument", "tracekit query --help"]),
-    (["bogus"], ["No such command 'bogus'"]),
+    (["bogus"], ["unknown command 'bogus'"]),
+    (["quer"], ["unknown command 'quer' (did you mean 'query'?)"]),
     (["convert", "x.sqlite"], ["Missing option", "--output"]),
-    (["convert", "x.sqlite", "-o", "r", "--nope"], ["No such option", "--nope"]),
+    (["convert", "x.sqlite", "-o", "r", "--nope"], ["unknown option '--nope'"]),
+    (["query", "--formt", "json"], ["unknown option '--formt' (did you mean '--format'?)"]),
 ])
 def test_usage_errors_are_one_line_exit_2(argv, needles, capsys):
     assert run(argv) == 2
@@ -272,7 +274,7 @@ def test_damaged_run_folder_is_exit_2_never_zero_rows(damage, needles, small_run
 def test_bad_query_parameters(small_run, capsys):
     capsys.readouterr()
     assert run(["query", "kernel_summary", str(small_run), "--param", "top=abc"]) == 2
-    _assert_one_line(capsys, "parameter top='abc' is not a valid BIGINT")
+    _assert_one_line(capsys, "parameter top='abc' is not a whole number (BIGINT)")
     assert run(["query", "kernel_summary", str(small_run), "--param", "nope=1"]) == 2
     _assert_one_line(capsys, "has no parameter 'nope'")
 

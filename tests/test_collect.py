@@ -165,10 +165,90 @@ def test_ncu_steps_and_launch_count_reach_the_ncu_command(tmp_path, monkeypatch,
     (["gemm", "--profiler", "ncu", "--steps", "3", "--warmup-steps", "0", "--ncu-steps", "3"],
      "the run has steps 0 to 2"),
     (["gemm", "--profiler", "ncu", "--ncu-launch-count", "0"], "--ncu-launch-count must be at least 1, got 0"),
+    (["resnet50", "--threads-per-rank", "0"], "--threads-per-rank must be at least 1, got 0"),
 ])
 def test_bad_options(tmp_path, capsys, args, message):
     rc = cli(["collect", *args, "-o", str(tmp_path / "r")])
     assert rc == 2 and message in _one_error_line(capsys)
+
+
+@pytest.mark.skipif(__import__("tracekit.collect.tools", fromlist=["x"]).cuda_present(),
+                    reason="this machine has a GPU")
+@pytest.mark.parametrize("args, message", [
+    (["resnet50", "--precision", "amp"], "--precision amp (fp16 + GradScaler) needs a CUDA device"),
+    (["resnet50", "--precision", "amp", "--profiler", "nsys", "--nproc", "2"], "needs a CUDA device"),
+])
+def test_machine_checked_before_any_profiler(tmp_path, capsys, monkeypatch, args, message):
+    # no profiler may start: a stub that would fail loudly if it ran
+    import tracekit.collect.orchestrate as O
+
+    def boom(*a, **k):
+        raise AssertionError("a profiler command ran")
+
+    monkeypatch.setattr(O, "_run", boom)
+    rc = cli(["collect", *args, "-o", str(tmp_path / "r")])
+    assert rc == 2 and message in _one_error_line(capsys)
+    assert not (tmp_path / "r").exists()
+
+
+def test_threads_per_rank_rule(monkeypatch):
+    from tracekit.collect.orchestrate import threads_per_rank
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert threads_per_rank(C.Workload("resnet50"))[0] == 1  # torchrun's rule, 1 rank too
+    assert threads_per_rank(C.Workload("resnet50", nproc=2))[0] == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert threads_per_rank(C.Workload("resnet50")) == (3, "OMP_NUM_THREADS")
+    assert threads_per_rank(C.Workload("resnet50", threads_per_rank=2)) == (2, "--threads-per-rank")
+
+
+def test_host_cpu_samples_become_cpu_thread_state_rows():
+    # two ranks' samples: rank 0 ran 5 ms of its 20 ms interval on CPU 1, rank 1 two intervals
+    from tracekit.collect.orchestrate import host_cpu_table
+
+    res = [{"cpu_samples": {"source": "schedstat", "interval_ms": 20.0, "pid": [10], "tid": [10],
+                            "cpu": [1], "start_ns": [1000], "end_ns": [5_001_000]}},
+           {"cpu_samples": {"source": "schedstat", "interval_ms": 20.0, "pid": [20, 20], "tid": [21, 21],
+                            "cpu": [0, 0], "start_ns": [0, 20_000_000], "end_ns": [7, 20_000_009]}},
+           {"cpu_samples": None}]
+    t = host_cpu_table(res).to_pylist()
+    assert [(r["pid"], r["tid"], r["cpu"], r["duration_ns"], r["out_state"]) for r in t] == [
+        (10, 10, 1, 5_000_000, "Sampled"), (20, 21, 0, 7, "Sampled"), (20, 21, 0, 9, "Sampled")]
+    assert host_cpu_table([{"cpu_samples": None}]) is None
+
+
+def test_cpu_sampler_accounts_the_threads_cpu_time():
+    # the main thread's sampled intervals add up to what the kernel accounted to it between start
+    # and stop (its schedstat, read here independently), less what it ran before the sampler's
+    # first read and after its last
+    import os
+    import threading
+    import time
+
+    from tracekit.workloads.cpusample import CpuSampler
+
+    tid = threading.get_native_id()
+    stat = f"/proc/self/task/{tid}/schedstat"
+    if not os.path.exists(stat):
+        pytest.skip("no schedstat")
+
+    def cpu_ns():
+        with open(stat) as f:
+            return int(f.read().split()[0])
+
+    before = cpu_ns()
+    s = CpuSampler(0.01).start()
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 0.2:
+        pass
+    s.stop()
+    after = cpu_ns()
+    r = s.rows()
+    mine = [(b, e) for t, b, e in zip(r["tid"], r["start_ns"], r["end_ns"]) if t == tid]
+    busy = sum(e - b for b, e in mine)
+    assert r["source"] == "schedstat" and s.samples >= 2
+    assert 0.9 * (after - before) <= busy <= after - before
+    assert all(e > b for b, e in mine) and set(r["pid"]) == {os.getpid()}
 
 
 def test_existing_run_folder_needs_force(tmp_path, capsys):
@@ -367,6 +447,52 @@ def test_torch_profiler_two_rank_gloo_ddp(tmp_path):
     assert sorted((r["rank"], r["step"], r["warmup"]) for r in rows) == [
         (0, 1, False), (0, 2, False), (1, 1, False), (1, 2, False)]
     _check_against_runner(run, rows)
+    m = json.loads((run / "manifest.json").read_text())
+    assert (m["collect"]["threads_per_rank"], m["collect"]["threads_seen"]) == (1, [1, 1])
+    # host CPU from the runner's samples: both ranks' processes, busy in every measured step
+    assert m["collect"]["host_cpu_samples"]["rows"] == m["tables"]["cpu_thread_state"]["rows"] > 0
+    with Engine([run]) as eng:
+        h = eng.query("host_cpu_utilization").to_pylist()
+    procs = {r["pid"] for r in h if r["level"] == "process" and r["scope"] == "run"}
+    assert procs == {r["pid"] for r in m["workload"]["ranks"]}
+    assert all(r["busy_ns"] > 0 for r in h if r["level"] == "all")
+    _check_cpu_collectives(run)
+
+
+def _check_cpu_collectives(run: Path) -> None:
+    """Gloo collectives end to end: collective_skew pairs the i-th `gloo:<op>` range of each rank
+    (read here straight from the Parquet file) and stragglers / rank_summary agree with it."""
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(run / "nvtx_ranges.parquet", columns=["pid", "name", "start_ns", "end_ns"]).to_pylist()
+    ranks = {r["pid"]: r["rank"] for r in json.loads((run / "manifest.json").read_text())["workload"]["ranks"]}
+    calls: dict = {}
+    for r in sorted(t, key=lambda r: (r["start_ns"], r["end_ns"])):
+        if r["name"].startswith("gloo:"):
+            calls.setdefault((r["name"], ranks[r["pid"]]), []).append(r)
+    ops = {name for name, _ in calls}
+    assert ops and ops <= {"gloo:broadcast", "gloo:all_reduce"}, ops
+    with Engine([run]) as eng:
+        skew = eng.query("collective_skew").to_pylist()
+        strag = eng.query("stragglers").to_pylist()
+        summ = eng.query("rank_summary").to_pylist()
+    want = []
+    for op in ops:
+        word = {"gloo:broadcast": "Broadcast", "gloo:all_reduce": "AllReduce"}[op]
+        assert len(calls[(op, 0)]) == len(calls[(op, 1)])
+        for i, (a, b) in enumerate(zip(calls[(op, 0)], calls[(op, 1)])):
+            last, lr = (b, 1) if b["start_ns"] > a["start_ns"] else (a, 0)
+            want.append((a["start_ns"] if lr else b["start_ns"], word, i + 1, 2, abs(a["start_ns"] - b["start_ns"]),
+                         lr, last["end_ns"] - last["start_ns"]))
+    got = [(r["first_start_ns"], r["collective"], r["seq"], r["ranks"], r["skew_ns"], r["last_rank"],
+            r["transfer_ns"]) for r in skew]
+    assert got == sorted(want)
+    assert sorted(r["rank"] for r in strag) == [0, 1]
+    assert sum(r["last_arrivals"] for r in strag) == len(skew)
+    assert sum(r["collectives"] for r in strag) == 2 * len(skew)
+    # CPU run: no GPU columns; communication = the union of the rank's gloo ranges in the step
+    assert len(summ) == 4 and all(r["gpu_busy_ns"] is None and r["exposed_comm_ns"] is None for r in summ)
+    assert all(0 < r["comm_ns"] <= r["step_ns"] for r in summ), summ
 
 
 @pytest.mark.slow
@@ -391,3 +517,43 @@ def test_every_tiny_workload_under_torch_profiler(tmp_path, workload):
     _check_against_runner(run, rows)
     m = json.loads((run / "manifest.json").read_text())
     assert m["collect"]["profiler"] == "torch" and m["sources"]["kineto"]
+
+
+def _conv_flop(x, w, ci):
+    """2 x N x Cout x prod(output spatial) x Cin/groups x prod(kernel), output size from the stride,
+    padding and dilation of mkldnn/cudnn_convolution(self, weight, [bias,] padding, stride, dilation, ...)."""
+    first = 3 if len(ci) == 7 else 2  # mkldnn has a bias argument before padding, cudnn does not
+    pad, stride, dil = (json.loads(ci[first + i]) for i in range(3))
+    out = 1
+    for j in range(len(x) - 2):
+        out *= (x[j + 2] + 2 * pad[j] - dil[j] * (w[j + 2] - 1) - 1) // stride[j] + 1
+    k = 1
+    for v in w[1:]:
+        k *= v
+    return 2 * x[0] * w[0] * out * k
+
+
+@pytest.mark.slow
+@requires_kineto
+@requires_torch
+def test_torch_profiler_run_has_op_flops_and_mfu(tmp_path):
+    """tracekit's own torch-profiler runs record shapes (record_shapes=True), so op_flops models
+    their operators: every mm is 2*M*K*N of its recorded dims, every convolution the formula above."""
+    run = _collect(tmp_path, "resnet_cifar", "torch", "--steps", "1", "--warmup-steps", "1")
+    with Engine([run]) as eng:
+        ops = eng.query("op_flops").to_pylist()
+        ci = {r["range_id"]: r["concrete_inputs"] for r in eng.sql(
+            "SELECT range_id, concrete_inputs FROM nvtx_ranges WHERE input_dims IS NOT NULL").to_pylist()}
+        mfu = eng.query("mfu").to_pylist()
+    mms = [r for r in ops if r["name"] == "aten::mm"]
+    convs = [r for r in ops if r["name"] in ("aten::mkldnn_convolution", "aten::cudnn_convolution")]
+    assert len(mms) >= 3 and len(convs) >= 8
+    for r in mms:
+        (m, k), (_, n) = r["input_dims"][:2]
+        assert r["flop"] == 2 * m * k * n and r["counted"]
+    for r in convs:
+        assert r["flop"] == _conv_flop(r["input_dims"][0], r["input_dims"][1], ci[r["range_id"]]) and r["counted"]
+    # the measured step's FLOP are the counted calls in it; a CPU run has no GPU to rate them by
+    [step] = [r for r in mfu if r["scope"] == "step"]
+    assert step["flop"] == sum(r["flop"] for r in ops if r["counted"] and r["flop"])
+    assert step["flop"] > 0 and step["dtype"] == "fp32" and step["mfu"] is None and step["missing"]

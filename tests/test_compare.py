@@ -65,6 +65,7 @@ def test_compare_numbers_are_the_named_queries(nsys_run):
         ks = eng.query("kernel_summary").to_pandas()
         gi = eng.query("gpu_idle").to_pandas()
         gu = eng.query("gpu_utilization").to_pandas()
+        st = eng.query("step_summary").to_pandas()
     ra, rb = res["a"], res["b"]
     k = res["kernels"]
     ka = ks[ks.run_id == ra].set_index("name").total_ns
@@ -80,7 +81,11 @@ def test_compare_numbers_are_the_named_queries(nsys_run):
     gu = gu[gu.scope == "run"]
     assert m.loc["gpu_overlap_ns", "b"] == gu[gu.run_id == rb].overlap_ns.sum()
     assert m.loc["gpu_copy_busy_ns", "b"] > m.loc["gpu_copy_busy_ns", "a"]  # host staging copies
-    assert pd.isna(m.loc["step_ns", "a"])  # no NVTX steps in these exports
+    # no step ranges in these exports: steps are the Jacobi iterations detected in the kernel
+    # sequence, as step_summary reports them
+    assert set(st.step_source) == {"detected"}
+    assert m.loc["step_ns", "a"] == st[st.run_id == ra].wall_ns.mean()
+    assert m.loc["gpu_busy_run_ns", "b"] == gu[gu.run_id == rb].busy_ns.sum()
 
 
 def test_cli_compare(pair, tmp_path, capsys):
@@ -94,8 +99,78 @@ def test_cli_compare(pair, tmp_path, capsys):
     assert {r["name"]: r["status"] for r in rows}["old"] == "missing"
     metrics = json.loads((tmp_path / "k.metrics.json").read_text())
     assert {r["metric"]: r["b"] for r in metrics}["step_ns"] == 900
-    assert cli(["compare", str(a), str(a)]) == 2
+    twin = tmp_path / "twin"  # another folder with the same run_id: ambiguous
+    import shutil
+
+    shutil.copytree(a, twin)
+    assert cli(["compare", str(a), str(twin)]) == 2
     assert "compare two different runs" in capsys.readouterr().err
+    assert cli(["compare", str(a), str(a)]) == 0  # the same folder twice: zero deltas
     assert cli(["compare", str(a), str(tmp_path / "nope")]) == 2
     with pytest.raises(InputError):
         compare_runs(a, b, threshold=-1)
+
+
+def _doubled(run, dst):
+    """A copy of run folder ``run`` with every *_ns column (times and durations) doubled: every
+    duration doubles, every step takes twice as long."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    shutil.copytree(run, dst)
+    for p in dst.glob("*.parquet"):
+        t = pq.read_table(p)
+        cols = [pc.multiply(c, pa.scalar(2, c.type)) if n.endswith("_ns") and pa.types.is_integer(c.type)
+                else c for n, c in zip(t.column_names, t.columns)]
+        pq.write_table(pa.table(cols, names=t.column_names), p)
+    m = json.loads((dst / "manifest.json").read_text())
+    m["run_id"] = dst.name
+    (dst / "manifest.json").write_text(json.dumps(m))
+    return dst
+
+
+def test_fail_if_slower_gate(kineto_run, tmp_path, capsys):
+    # ProfilerStep#4-#6 of the NCCL rank: 222442191, 219726905, 224936243 ns -> mean 222368446.3;
+    # doubled: 444736892.7, +100% > 5% -> exit 3
+    a = kineto_run("kineto_a100_nccl_2ranks_rank0")
+    assert cli(["compare", str(a), str(a), "--fail-if-slower", "5", "-f", "csv"]) == 0
+    err = capsys.readouterr().err
+    assert "step_ns (mean step time): a 222.368 ms, b 222.368 ms, change +0.00%: within 5%" in err
+    b = _doubled(a, tmp_path / "slow")
+    assert cli(["compare", str(a), str(b), "--fail-if-slower", "5", "-f", "csv"]) == 3
+    err = capsys.readouterr().err
+    assert "a 222.368 ms, b 444.737 ms, change +100.00%: slower by more than 5%" in err
+    # the other way round B is faster: passes; a limit above the change passes too
+    assert cli(["compare", str(b), str(a), "--fail-if-slower", "5", "-f", "csv"]) == 0
+    assert cli(["compare", str(a), str(b), "--fail-if-slower", "150", "-f", "csv"]) == 0
+    assert cli(["compare", str(a), str(b), "--fail-if-slower", "-1", "-f", "csv"]) == 2
+
+
+def test_gate_without_steps_uses_gpu_busy_time():
+    from tracekit.study.gate import gate
+
+    m = pd.DataFrame([{"metric": "step_ns", "a": None, "b": None},
+                      {"metric": "gpu_busy_run_ns", "a": 1000.0, "b": 1049.0}])
+    g = gate(m, 5)
+    assert (g.metric, g.slower, round(g.change_pct, 6)) == ("gpu_busy_run_ns", False, 4.9)
+    assert gate(m.assign(b=[None, 1051.0]), 5).slower
+    with pytest.raises(InputError, match="neither"):
+        gate(m.assign(a=[None, None]), 5)
+
+
+def test_memcpy_per_kind_nvlink_against_host_staged(nsys_run):
+    # the same Jacobi solver: halo exchange by 4004 PtoP copies of 65536 B over NVLink, or staged
+    # through the host (4004 more DtoH + 4004 HtoD of 65536 B): memcpy_summary's rows per kind
+    a = nsys_run("nsys2020.5_2xv100_p2p_nvlink")
+    b = nsys_run("nsys2020.5_2xv100_p2p_via_host")
+    m = compare_runs(a, b)["metrics"].set_index("metric")
+    assert (m.loc["memcpy_PtoP_bytes", "a"], m.loc["memcpy_PtoP_bytes", "b"]) == (262406144, 0)
+    assert (m.loc["memcpy_HtoD_bytes", "a"], m.loc["memcpy_HtoD_bytes", "b"]) == (0, 262406144)
+    assert m.loc["memcpy_DtoH_bytes", "delta"] == 262406144  # 4004 x 65536
+    assert (m.loc["memcpy_PtoP_ns", "a"], m.loc["memcpy_HtoD_ns", "b"]) == (16018963, 33953128)
+    with Engine([a, b]) as eng:
+        ms = eng.query("memcpy_summary").to_pandas()
+    assert m.loc["memcpy_DtoH_ns", "b"] == ms[(ms.run_id == b.name) & (ms.kind == "DtoH")].total_ns.sum()

@@ -53,7 +53,7 @@ def test_overlapping_streams_never_above_100_percent(run_factory):
     run = run_factory({"kernels": kernels([
         (0, 100, 1, 0, 1, 1, "a"), (0, 100, 1, 0, 2, 2, "b"), (0, 100, 1, 0, 3, 3, "c"),
         (150, 200, 1, 0, 1, 4, "d")])})
-    [row] = q(run, "gpu_utilization")
+    [row] = q(run, "gpu_utilization", where={"scope": "run"})
     assert (row["wall_ns"], row["kernel_busy_ns"], row["busy_ns"], row["idle_ns"]) == (200, 150, 150, 50)
     assert row["utilization"] == 0.75 and row["copy_busy_ns"] == 0 and row["overlap_ns"] == 0
 
@@ -69,13 +69,13 @@ def test_same_stream_number_on_two_gpus_is_not_merged(run_factory):
     run = run_factory({"kernels": kernels([
         (0, 10, 1, 0, 7, 1, "k"), (90, 100, 1, 0, 7, 2, "k"), (10, 90, 1, 1, 7, 3, "k"),
         (40, 60, 2, 0, 7, 1, "k")])})
-    rows = {(r["pid"], r["device_id"]): r for r in q(run, "gpu_utilization")}
+    rows = {(r["pid"], r["device_id"]): r for r in q(run, "gpu_utilization", where={"scope": "run"})}
     assert set(rows) == {(1, 0), (1, 1), (2, 0)}
     assert (rows[1, 0]["wall_ns"], rows[1, 0]["busy_ns"], rows[1, 0]["idle_ns"]) == (100, 20, 80)
     assert rows[1, 0]["utilization"] == 0.2
     assert (rows[1, 1]["wall_ns"], rows[1, 1]["busy_ns"], rows[1, 1]["idle_ns"]) == (80, 80, 0)
     assert (rows[2, 0]["wall_ns"], rows[2, 0]["busy_ns"]) == (20, 20)
-    idle = {(r["pid"], r["device_id"]): r for r in q(run, "gpu_idle")}
+    idle = {(r["pid"], r["device_id"]): r for r in q(run, "gpu_idle", where={"scope": "run"})}
     assert (idle[1, 0]["gaps"], idle[1, 0]["idle_ns"]) == (1, 80)
     assert (idle[1, 1]["gaps"], idle[1, 1]["idle_ns"]) == (0, 0)
 
@@ -84,7 +84,7 @@ def test_two_runs_with_the_same_ids_stay_apart(run_factory):
     # the same pid/device/stream in two run folders: one row each, never merged
     a = run_factory({"kernels": kernels([(0, 10, 1, 0, 7, 1, "k")])}, name="a")
     b = run_factory({"kernels": kernels([(100, 150, 1, 0, 7, 1, "k")])}, name="b")
-    rows = {r["run_id"]: r for r in q([a, b], "gpu_utilization")}
+    rows = {r["run_id"]: r for r in q([a, b], "gpu_utilization", where={"scope": "run"})}
     assert (rows["a"]["wall_ns"], rows["a"]["busy_ns"]) == (10, 10)
     assert (rows["b"]["wall_ns"], rows["b"]["busy_ns"]) == (50, 50)
 
@@ -98,9 +98,9 @@ def test_idle_is_per_device_not_per_stream(run_factory):
     run = run_factory({"kernels": kernels([
         (0, 100, 1, 0, 1, 1, "k"), (200, 300, 1, 0, 1, 2, "k"),
         (100, 200, 1, 0, 2, 3, "k"), (350, 400, 1, 0, 2, 4, "k")])})
-    [u] = q(run, "gpu_utilization")
+    [u] = q(run, "gpu_utilization", where={"scope": "run"})
     assert (u["wall_ns"], u["busy_ns"], u["idle_ns"]) == (400, 350, 50)
-    [i] = q(run, "gpu_idle")
+    [i] = q(run, "gpu_idle", where={"scope": "run"})
     assert (i["gaps"], i["idle_ns"]) == (1, 50)
     # no API rows: the gap cannot be blamed on the host -> other
     assert (i["idle_host_ns"], i["idle_sync_ns"], i["idle_copy_ns"], i["idle_other_ns"]) == (0, 0, 0, 50)
@@ -127,11 +127,11 @@ def test_copies_are_not_idle(run_factory):
                    "correlation_id": [4], "bytes": [64]},
         "cuda_api": api([(320, 330, 1, 1, 5, "cudaLaunchKernel")]),
     })
-    [u] = q(run, "gpu_utilization")
+    [u] = q(run, "gpu_utilization", where={"scope": "run"})
     assert (u["wall_ns"], u["kernel_busy_ns"], u["copy_busy_ns"], u["busy_ns"], u["overlap_ns"],
             u["idle_ns"]) == (400, 250, 110, 350, 10, 50)
     assert u["utilization"] == 0.625 and u["busy_fraction"] == 0.875
-    [i] = q(run, "gpu_idle")
+    [i] = q(run, "gpu_idle", where={"scope": "run"})
     assert (i["gaps"], i["idle_ns"], i["idle_host_ns"]) == (1, 50, 50)
     assert i["host_fraction"] == 50 / 400
 
@@ -265,7 +265,7 @@ def test_launch_latency_graphs_ex_variants_missing_api_and_skew(run_factory):
     assert by["skewed", "kernel"]["clock_skew_count"] == 1
 
     # the graph's kernels are busy time: [40,90) + [100,110) + [120,130) + [195,205) over [40,205)
-    [u] = q(run, "gpu_utilization")
+    [u] = q(run, "gpu_utilization", where={"scope": "run"})
     assert (u["wall_ns"], u["kernel_busy_ns"]) == (165, 80)
 
 
@@ -274,7 +274,7 @@ def test_graph_gap_blamed_on_graph_launch(run_factory):
     # not been issued -> the gap [10,100) is waiting on the host
     run = run_factory({"kernels": kernels([(0, 10, 1, 0, 1, 1, "a"), (100, 120, 1, 0, 2, 2, "g")]),
                        "cuda_api": api([(50, 60, 1, 1, 2, "cudaGraphLaunch")])})
-    [i] = q(run, "gpu_idle")
+    [i] = q(run, "gpu_idle", where={"scope": "run"})
     assert (i["idle_ns"], i["idle_host_ns"]) == (90, 90)
 
 
@@ -418,7 +418,7 @@ def test_rank_is_kept_per_process(run_factory):
     # two ranks, each its own process driving its own "device 0"
     run = run_factory({"kernels": kernels([(0, 10, 100, 0, 7, 1, "k"), (0, 30, 200, 0, 7, 1, "k")]),
                        "processes": {"pid": [100, 200], "rank": [1, 0]}})
-    rows = {r["rank"]: r for r in q(run, "gpu_utilization")}
+    rows = {r["rank"]: r for r in q(run, "gpu_utilization", where={"scope": "run"})}
     assert (rows[1]["pid"], rows[1]["busy_ns"]) == (100, 10)
     assert (rows[0]["pid"], rows[0]["busy_ns"]) == (200, 30)
     assert {r["rank"] for r in q(run, "launch_latency")} == {0, 1}
@@ -453,9 +453,9 @@ def test_unknown_pid_and_device_are_still_one_gpu(run_factory):
     # busy [0,10) + [20,30) = 20 of wall 30
     run = run_factory({"kernels": {"start_ns": [0, 20], "end_ns": [10, 30], "name": ["k", "k"],
                                    "stream_id": [1, 2]}})
-    [u] = q(run, "gpu_utilization")
+    [u] = q(run, "gpu_utilization", where={"scope": "run"})
     assert (u["pid"], u["device_id"], u["wall_ns"], u["busy_ns"], u["idle_ns"]) == (None, None, 30, 20, 10)
-    [i] = q(run, "gpu_idle")
+    [i] = q(run, "gpu_idle", where={"scope": "run"})
     assert (i["idle_ns"], i["gaps"]) == (10, 1)
 
 

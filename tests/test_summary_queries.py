@@ -363,3 +363,33 @@ def test_nvtx_gpu_projection_plans_an_ie_join(run_factory):
         plan = eng.con.sql("EXPLAIN " + q.sql).fetchall()[0][1]
     joins = re.findall(r"(IE Join|Piecewise Merge Join|Nested Loop Join|Blockwise NL Join|Hash Join|ASOF Join)", plan)
     assert "IE Join" in joins and not {"Piecewise Merge Join", "Nested Loop Join", "Blockwise NL Join"} & set(joins), joins
+
+
+def test_nvtx_summary_groups_pytorch_operators(run_factory):
+    # emit_nvtx texts of two aten::mm calls and one aten::add (seq, op_id, sizes suffixes), and a
+    # user range: grouped, aten::mm is 2 instances of 10 + 30 = 40 ns from 2 distinct texts
+    names = ["aten::mm, seq = 4, op_id = 11, sizes = [[2, 3], [3, 4]]", "aten::mm, op_id = 12",
+             "aten::add, seq = 5, op_id = 13, sizes = [[2], []], input_op_ids = [11, 12]",
+             "FSDP::pre_forward (block.0), op_id = 14", "my range"]
+    n = len(names)
+    run = run_factory({"nvtx_ranges": {
+        "range_id": list(range(n)), "pid": [1] * n, "tid": [1] * n, "style": ["push/pop"] * n,
+        "domain": [""] * n, "name": names, "start_ns": [0, 100, 200, 300, 400],
+        "end_ns": [10, 130, 205, 307, 401], "duration_ns": [10, 30, 5, 7, 1]}})
+    rows = _query([run], "nvtx_summary")
+    assert [(r["name"], r["instances"], r["total_ns"], r["raw_names"]) for r in rows] == [
+        ("aten::mm", 2, 40, 2), ("FSDP::pre_forward (block.0)", 1, 7, 1), ("aten::add", 1, 5, 1),
+        ("my range", 1, 1, 1)]
+    raw = _query([run], "nvtx_summary", raw="true")
+    assert sorted(r["name"] for r in raw) == sorted(names)
+    assert {r["raw_names"] for r in raw} == {1}
+
+
+def test_nvtx_summary_h100_operators(nsys_run):
+    # the 2-GPU H100 PyTorch export: 16,582 distinct texts, 176 operators and ranges once grouped
+    run = nsys_run("nsys2026_h100_2gpu_pytorch_slice")
+    grouped = _query([run], "nvtx_summary")
+    raw = _query([run], "nvtx_summary", raw="true")
+    assert (len(raw), len(grouped)) == (16582, 176)
+    assert sum(r["instances"] for r in grouped) == sum(r["instances"] for r in raw) == 16782
+    assert not any("op_id = " in r["name"] for r in grouped)

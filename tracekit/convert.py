@@ -2,25 +2,30 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from tracekit.collectors import detect
-from tracekit.errors import InputError
+from tracekit.errors import InputError, RunFolderError
 from tracekit.integrity import count_duplicates, count_nonpositive
 from tracekit.progress import NULL_PROGRESS, Progress
 from tracekit.runfolder import RunWriter
 
 
 def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, force: bool = False,
-            progress: Progress = NULL_PROGRESS, extra_manifest: dict | None = None) -> Path:
+            progress: Progress = NULL_PROGRESS, extra_manifest: dict | None = None,
+            extra_tables: dict | None = None) -> Path:
     """Convert ``inputs`` (profiler output files) into the run folder ``run_dir``.
 
     Each input is recognized by its content (:func:`tracekit.collectors.detect`); inputs of the
     same format go to that format's collector together (e.g. one Kineto trace per rank). Two
     collectors writing the same table is an :class:`InputError` (raised by the writer). ``extra_manifest`` entries
-    (e.g. the workload description from ``tracekit collect``) are merged into the manifest.
+    (e.g. the workload description from ``tracekit collect``) are merged into the manifest;
+    ``extra_tables`` ({table name: Arrow table}, e.g. the host CPU samples ``tracekit collect``
+    takes under the torch profiler) are written into the same run folder, for tables no input
+    collector wrote.
 
     Returns the run folder's path. Raises :class:`InputError` subclasses for bad input; nothing
     is left behind on any error.
@@ -31,12 +36,31 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
     for p in inputs:
         mod = detect(p)
         groups.setdefault(mod.NAME, (mod, []))[1].append(Path(p))
-    with RunWriter(run_dir, force=force) as writer:
+    with RunWriter(run_dir, force=force, inputs=inputs) as writer:
         writer.manifest["sources"] = {}
         for name, (mod, paths) in groups.items():
-            mod.collect(paths, writer, progress)
+            try:
+                mod.collect(paths, writer, progress)
+            except OSError as exc:  # not caught by the collector: a disk or an input gone
+                raise _os_error(exc, writer, paths) from None
         count_duplicates(writer)  # manifest duplicate_rows + warning (tracekit.integrity)
         count_nonpositive(writer)  # manifest nonpositive_duration_rows + warning
+        for name, table in (extra_tables or {}).items():
+            writer.write_table(name, [table])  # InputError when a collector wrote it too
         if extra_manifest:
             writer.manifest.update(extra_manifest)
     return Path(run_dir)
+
+
+_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
+
+
+def _os_error(exc: OSError, writer: RunWriter, paths: list[Path]) -> InputError:
+    """An OS error during a collector's run as a one-line error (exit 2): writing the run folder
+    (full disk, quota, read-only) or reading an input (deleted or unreadable meanwhile)."""
+    reason = exc.strerror or " ".join(str(exc).split())
+    name = exc.filename
+    if exc.errno in _WRITE_ERRNOS or (name and str(writer.path) in str(name)) or "No space" in reason:
+        return RunFolderError(f"cannot write the run folder: {reason}", path=writer.run_dir)
+    where = name if name else ", ".join(str(p) for p in paths)
+    return InputError(f"cannot read the input: {reason}", path=where)

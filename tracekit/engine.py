@@ -29,6 +29,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -52,6 +53,9 @@ _DUCK_TYPES = {
 
 
 def duck_type(t: pa.DataType) -> str:
+    """DuckDB type name of a schema column's Arrow type (lists as ``T[]``)."""
+    if pa.types.is_list(t):
+        return duck_type(t.value_type) + "[]"
     return _DUCK_TYPES[t]
 
 
@@ -64,11 +68,19 @@ class Engine:
 
     ``Engine(["runs/a", "runs/b"]).query("kernel_summary")`` returns a :class:`pyarrow.Table`.
     Raises :class:`~tracekit.errors.RunFolderError` for a path that is not a run folder and
-    :class:`~tracekit.errors.QueryError` for two runs with the same run_id or failing SQL.
+    :class:`~tracekit.errors.QueryError` for two runs with the same run_id, failing SQL or an
+    invalid ``step_pattern``.
+
+    ``step_pattern``: a regular expression (RE2 syntax) naming the NVTX / annotation ranges that are
+    training steps, the first capture group being the step number (``--step-pattern``); None reads
+    the environment variable ``TRACEKIT_STEP_PATTERN``; '' or unset means none. Steps come from the
+    first source a run has: tracekit's ``step N`` ranges, PyTorch's ``ProfilerStep#N``, this
+    pattern, else iterations detected in the kernel sequence (``tk_steps()``, docs/metrics.md).
     """
 
     def __init__(self, run_dirs: Sequence[str | os.PathLike], *, threads: int | None = None,
-                 memory_limit: str | None = None):
+                 memory_limit: str | None = None, external_access: bool = True,
+                 step_pattern: str | None = None):
         self.runs: list[Run] = [open_run(p) for p in run_dirs]
         seen: dict[str, Run] = {}
         for r in self.runs:
@@ -82,6 +94,15 @@ class Engine:
         # database is .tmp in the working directory); removed by close()
         self._spill = tempfile.mkdtemp(prefix="tracekit-spill-")
         self._con.execute(f"SET temp_directory = {_lit(self._spill)}")
+        # DuckDB picks quadratic join algorithms for inputs it estimates small: an ASOF join with
+        # <= 64 rows on its left as a nested-loop join plus a group-by, a range join with <= 1000
+        # rows on a side as a piecewise merge join, any join of <= 5 rows a side as a nested
+        # loop. Its estimates of a view over many runs' files are far too small (gpu_idle over
+        # 30 run folders: 49 s instead of 2.5 s, nvtx_gpu_projection 92 s instead of 3.3 s), so
+        # the linear algorithms are always used (ASOF, IEJoin, hash join).
+        self._con.execute("SET asof_loop_join_threshold = 0")
+        self._con.execute("SET merge_join_threshold = 0")
+        self._con.execute("SET nested_loop_join_threshold = 0")
         if threads:
             self._con.execute(f"SET threads = {int(threads)}")
         if memory_limit:
@@ -91,6 +112,17 @@ class Engine:
                 self.close()
                 raise QueryError(f"memory limit {memory_limit!r}: {_one_line(exc)}") from None
         self._created: set[str] = set()  # views, macros and "roofline" created so far
+        self._files_table = False  # tk_table_files (file -> run_id of every view) created
+        self._external = external_access  # False: sql() reads only the run folders' tables
+        self._locked = False
+        self.step_pattern = resolve_step_pattern(step_pattern)
+        if self.step_pattern is not None:
+            try:
+                set_step_pattern(self._con, self.step_pattern)
+            except QueryError:
+                self.close()
+                raise
+        self.notices: list[str] = []  # lines of the last named query's @notice statements
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -143,21 +175,28 @@ class Engine:
         self._created |= want
 
     def _create_view(self, name: str):
+        """One ``read_parquet`` over the literal list of every run's files of table ``name``,
+        joined on the file name with a small (file -> run_id) table: the cost of a view grows
+        with its rows, not with the number of runs or files (docs/performance.md)."""
         tdef = schema.TABLES[name]
-        parts = []
-        for r in self.runs:
-            p = r.table_path(name)
-            if p is not None:
-                parts.append(_run_select(r, p, tdef))
-        if parts:
-            sql = f"CREATE VIEW {name} AS " + "\nUNION ALL\n".join(parts)
-        else:
+        files = [(r.run_id, p.absolute()) for r in self.runs for p in r.table_files(name)]
+        if not files:
             cols = ", ".join(
                 ["CAST(NULL AS VARCHAR) AS run_id"]
                 + [f'CAST(NULL AS {duck_type(c.type)}) AS "{c.name}"' for c in tdef.columns]
             )
-            sql = f"CREATE VIEW {name} AS SELECT {cols} WHERE false"
-        self._con.execute(sql)
+            self._con.execute(f"CREATE VIEW {name} AS SELECT {cols} WHERE false")
+            return
+        self._register_files(name, files)
+        self._con.execute(f"CREATE VIEW {name} AS " + _files_select(name, files, tdef))
+
+    def _register_files(self, name: str, files: list[tuple[str, Path]]) -> None:
+        if not self._files_table:
+            self._con.execute("CREATE TABLE tk_table_files (table_name VARCHAR, run_id VARCHAR, "
+                              "file VARCHAR)")
+            self._files_table = True
+        self._con.executemany("INSERT INTO tk_table_files VALUES (?, ?, ?)",
+                              [(name, run_id, str(p)) for run_id, p in files])
 
     def _create_run_tables(self):
         rows, tables = [], []
@@ -178,12 +217,27 @@ class Engine:
 
     # -- running --------------------------------------------------------------------------
     def sql(self, text: str) -> pa.Table:
-        """Run ad-hoc SQL over the views; returns an Arrow table. :class:`QueryError` on failure."""
+        """Run ad-hoc SQL over the views; returns an Arrow table. :class:`QueryError` on failure.
+
+        With ``external_access=False`` (``tracekit sql`` without ``--allow-external``) the
+        statement may read no file but the run folders' tables, write none, attach nothing and
+        change no setting (:mod:`tracekit.sql_guard`)."""
+        if not self._external:
+            from tracekit.sql_guard import check_statements
+
+            check_statements(text)
         self._prepare(text)
+        if not self._external and not self._locked:
+            from tracekit.sql_guard import lock
+
+            lock(self._con, self.runs, self._spill)
+            self._locked = True
         try:
             return fetch_arrow(self._con.sql(text))
         except duckdb.Error as exc:
-            raise QueryError(f"SQL failed: {_one_line(exc)}") from None
+            from tracekit.explain import sql_error
+
+            raise QueryError(f"SQL failed: {sql_error(_one_line(exc))}") from None
 
     def query(self, name: str | NamedQuery, params: dict[str, str] | None = None) -> pa.Table:
         """Run a named query with ``params`` (name -> text value, cast to the declared type)."""
@@ -191,9 +245,29 @@ class Engine:
         self._set_params(q, params or {})
         self._prepare(q.sql)
         try:
-            return fetch_arrow(self._con.sql(q.sql))
+            result = fetch_arrow(self._con.sql(q.sql))
         except duckdb.Error as exc:
             raise QueryError(f"query {q.name} failed: {_one_line(exc)}") from None
+        self.notices = self._notices(q, result)
+        return result
+
+    def _notices(self, q: NamedQuery, result: pa.Table) -> list[str]:
+        """The lines of ``q``'s ``@notice`` statements over ``result`` (see named_queries)."""
+        out: list[str] = []
+        if not q.notices:
+            return out
+        self._con.register("result", result)
+        try:
+            for stmt in q.notices:
+                self._prepare(stmt)
+                try:
+                    rows = self._con.sql(stmt).fetchall()
+                except duckdb.Error as exc:
+                    raise QueryError(f"query {q.name}: @notice failed: {_one_line(exc)}") from None
+                out.extend(str(r[0]) for r in rows if r and r[0] is not None)
+        finally:
+            self._con.unregister("result")
+        return out
 
     def query_batches(self, name: str | NamedQuery, params: dict[str, str] | None = None, *,
                       batch_rows: int = 65_536) -> pa.RecordBatchReader:
@@ -219,6 +293,8 @@ class Engine:
             if value is None or (p.name not in params and p.default.upper() == "NULL"):
                 expr = f"CAST(NULL AS {p.type})"
             else:
+                if p.name in params:
+                    value = p.check(value, q.name)  # type and domain (named_queries.Param)
                 expr = f"CAST({_lit(value)} AS {p.type})"
             try:
                 self._con.execute(f"SET VARIABLE {p.name} = {expr}")
@@ -240,7 +316,7 @@ class Engine:
 
 _ROOFLINE = "<roofline>"  # marker: tracekit.roofline.register has run
 # the tables tracekit.roofline.register creates beside the macros of queries/roofline/_macros.sql
-_ROOFLINE_TABLES = frozenset({"gpu_peaks", "tensor_factors", "tk_ncu_spec"})
+_ROOFLINE_TABLES = frozenset({"gpu_peaks", "gpu_aliases", "tensor_factors", "tk_ncu_spec"})
 _IDENT = re.compile(r"[a-z_][a-z0-9_]*")
 _COMMENT = re.compile(r"--[^\n]*")
 _MACRO = re.compile(r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?MACRO\s+(\w+)",
@@ -278,20 +354,54 @@ def _roofline_names() -> frozenset[str]:
     return _ROOFLINE_TABLES | {m.group(1).lower() for m in _MACRO.finditer(macros_text())}
 
 
-def _run_select(run: Run, path, tdef) -> str:
-    """SELECT of one run's Parquet file with exactly the schema's columns, in schema order.
+def glob_literal(path: str | os.PathLike) -> str:
+    """``path`` as a DuckDB glob pattern that matches only itself: ``[``, ``*`` and ``?`` (the
+    characters DuckDB's file functions expand) become one-character classes (``[[]``, ``[*]``,
+    ``[?]``), so a run folder named ``run[12]`` reads its own files, not run1's and run2's."""
+    return re.sub(r"([\[*?])", r"[\1]", str(path))
 
-    A column the file lacks (a run folder written before the column was added to the schema)
-    reads as NULL of the schema's type; columns the schema does not know are ignored.
+
+def _files_select(name: str, files: list[tuple[str, Path]], tdef) -> str:
+    """SELECT of every file of one table (all runs) with exactly the schema's columns, in schema
+    order, and ``run_id`` from ``tk_table_files``.
+
+    A column no file has (run folders written before the column was added to the schema) reads
+    as NULL of the schema's type; columns the schema does not know are ignored; files with
+    different column sets are read by name (``union_by_name``), missing columns as NULL.
     """
-    present = set(pq.read_schema(path).names)
-    cols = [f"{_lit(run.run_id)} AS run_id"]
+    names = [tuple(pq.read_schema(p).names) for _, p in files]
+    present = set().union(*names)
+    cols = ["f.run_id AS run_id"]
     for c in tdef.columns:
         if c.name in present:
-            cols.append(f'CAST("{c.name}" AS {duck_type(c.type)}) AS "{c.name}"')
+            cols.append(f'CAST(t."{c.name}" AS {duck_type(c.type)}) AS "{c.name}"')
         else:
             cols.append(f'CAST(NULL AS {duck_type(c.type)}) AS "{c.name}"')
-    return f"SELECT {', '.join(cols)} FROM read_parquet({_lit(path)})"
+    paths = ", ".join(_lit(glob_literal(p)) for _, p in files)
+    by_name = ", union_by_name = true" if len(set(names)) > 1 else ""
+    return (f"SELECT {', '.join(cols)} FROM read_parquet([{paths}], filename = true{by_name}) AS t "
+            f"JOIN tk_table_files AS f ON f.table_name = {_lit(name)} AND f.file = t.filename")
+
+
+STEP_PATTERN_ENV = "TRACEKIT_STEP_PATTERN"
+
+
+def resolve_step_pattern(pattern: str | None) -> str | None:
+    """The step pattern in effect: ``pattern``, else ``$TRACEKIT_STEP_PATTERN``; None when empty."""
+    if pattern is None:
+        pattern = os.environ.get(STEP_PATTERN_ENV)
+    return pattern or None
+
+
+def set_step_pattern(con: duckdb.DuckDBPyConnection, pattern: str) -> None:
+    """Set the DuckDB variable ``tk_step_pattern`` that ``tk_steps()`` reads, after checking that
+    DuckDB (RE2) compiles it; :class:`QueryError` naming the pattern when it does not."""
+    try:
+        con.execute("SELECT regexp_matches('', ?)", [pattern]).fetchall()
+    except duckdb.Error as exc:
+        raise QueryError(f"--step-pattern {pattern!r} is not a valid regular expression: "
+                         f"{_one_line(exc)}") from None
+    con.execute("SET VARIABLE tk_step_pattern = ?", [pattern])
 
 
 def fetch_arrow(result) -> pa.Table:

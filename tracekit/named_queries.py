@@ -6,15 +6,30 @@ Each file holds one query whose header is a block of ``--`` comment lines::
     --
     -- Free text explaining the definition precisely (what is included, what is excluded).
     --
-    -- @param top INTEGER 0  Keep the N names with most total time per run (0 = all).
+    -- @param top INTEGER 0 [>=0]  Keep the N names with most total time per run (0 = all).
+    -- @param per VARCHAR kernel [kernel|launch]  One row per kernel name or per launch.
     -- @column run_id     id     Run folder the row comes from.
     -- @column name       text   Demangled kernel name.
     -- @column total_ns   ns     Sum of kernel durations.
+    -- @requires kernels
+    -- @empty no kernel matched
+
+An optional ``-- @notice SELECT ...`` line holds one SQL statement over the view ``result`` (the
+query's rows); each value of its first column is printed by ``tracekit query`` as one line on
+stderr (a coverage figure, why a column is NULL and how to fill it).
 
 The first line is ``NAME: one-line description`` and NAME must equal the file's stem. Parameters
 are read in SQL with ``getvariable('top')`` and are set (cast to the declared DuckDB type) before
-the query runs. Every output column must have an ``@column`` line with a unit from
+the query runs. A value must be of the declared type (``3.7`` is not an INTEGER, ``1,5`` not a
+DOUBLE) and in the optional bracketed domain after the default: ``[>=0]``, ``[<=10]``,
+``[0..100]`` (inclusive) or ``[kernel|launch]`` (one of the words); anything else is a
+:class:`~tracekit.errors.QueryError` (exit 2), never an empty or rounded answer. Every output column must have an ``@column`` line with a unit from
 :data:`tracekit.schema.UNITS` (tests enforce it).
+
+Two optional lines say what an empty result means (``tracekit query`` prints it on stderr,
+:mod:`tracekit.explain`): ``@requires`` names the tables that must have rows for the query to
+return any (default: every table the SQL reads), ``@empty`` the condition that selected none of
+their rows when they do, e.g. ``@empty no NCCL kernels (names with ncclKernel_ or ncclDevKernel_)``.
 """
 
 from __future__ import annotations
@@ -26,9 +41,15 @@ from pathlib import Path
 
 from tracekit.errors import QueryError
 from tracekit.schema import UNITS
+from tracekit.suggest import did_you_mean
 
-_PARAM = re.compile(r"^@param\s+(\w+)\s+(\w+)\s+(\S+)\s*(.*)$")
+_PARAM = re.compile(r"^@param\s+(\w+)\s+(\w+)\s+(\S+)(?:\s+\[([^\]]*)\])?\s*(.*)$")
+_INT = re.compile(r"^[+-]?\d+$")
+_INT_BITS = {"TINYINT": 8, "SMALLINT": 16, "INTEGER": 32, "BIGINT": 64}
+_BOOL = {"true": "true", "t": "true", "1": "true", "yes": "true",
+         "false": "false", "f": "false", "0": "false", "no": "false"}
 _COLUMN = re.compile(r"^@column\s+(\w+)\s+(\S+)\s*(.*)$")
+_NOTICE = re.compile(r"^@notice\s+(SELECT\b.*)$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -36,7 +57,55 @@ class Param:
     name: str
     type: str  # DuckDB type name: INTEGER, BIGINT, DOUBLE, VARCHAR, BOOLEAN
     default: str  # literal text; NULL for none
+    domain: str  # '' (any value of the type), '>=0', '<=N', 'A..B' or 'word|word'
     description: str
+
+    def check(self, value: str, query: str = "") -> str:
+        """``value`` (text from ``--param``) as the text DuckDB casts, after checking it against
+        the declared type and domain; :class:`QueryError` naming the parameter otherwise."""
+        v = value.strip()
+        where = f"query {query}: " if query else ""
+
+        def bad(why: str):
+            raise QueryError(f"{where}parameter {self.name}={value!r} {why}")
+
+        t = self.type.upper()
+        number = None
+        if t in _INT_BITS:
+            if not _INT.match(v):
+                bad(f"is not a whole number ({t})")
+            number = int(v)
+            bits = _INT_BITS[t]
+            if not -(1 << (bits - 1)) <= number < (1 << (bits - 1)):
+                bad(f"is out of range for {t}")
+        elif t in ("DOUBLE", "FLOAT", "REAL"):
+            try:
+                number = float(v)
+            except ValueError:
+                bad("is not a number (write 1.5, not 1,5)")
+            if number != number or number in (float("inf"), float("-inf")):
+                bad("is not a finite number")
+        elif t == "BOOLEAN":
+            if v.lower() not in _BOOL:
+                bad("is not true or false")
+            v = _BOOL[v.lower()]
+        else:
+            v = value
+        d = self.domain.strip()
+        if d and number is not None:
+            lo = hi = None
+            if d.startswith(">="):
+                lo, need = float(d[2:]), f"at least {d[2:]}"
+            elif d.startswith("<="):
+                hi, need = float(d[2:]), f"at most {d[2:]}"
+            elif ".." in d:
+                a, _, b = d.partition("..")
+                lo, hi, need = float(a), float(b), f"between {a} and {b}"
+            if (lo is not None and number < lo) or (hi is not None and number > hi):
+                bad(f"must be {need}")
+        elif d and "|" in d and v not in d.split("|"):
+            bad(f"is not one of {', '.join(d.split('|'))}")
+        return v
 
 
 @dataclass(frozen=True)
@@ -56,6 +125,9 @@ class NamedQuery:
     sql: str
     path: str
     topic: str = ""
+    requires: tuple[str, ...] = ()
+    empty: str = ""
+    notices: tuple[str, ...] = ()
     _params_by_name: dict = field(default=None, init=False, repr=False, compare=False)
 
     def param(self, name: str) -> Param:
@@ -63,7 +135,8 @@ class NamedQuery:
             if p.name == name:
                 return p
         known = ", ".join(p.name for p in self.params) or "none"
-        raise QueryError(f"query {self.name} has no parameter {name!r} (parameters: {known})")
+        hint = did_you_mean(name, [p.name for p in self.params])
+        raise QueryError(f"query {self.name} has no parameter {name!r}{hint} (parameters: {known})")
 
 
 def parse_query(text: str, path: str = "<string>") -> NamedQuery:
@@ -82,13 +155,23 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
         raise QueryError(f"{path}: the first line must be '-- NAME: description'")
     name, _, description = header[0].partition(":")
     name = name.strip()
-    details, params, columns = [], [], []
+    details, params, columns, requires, empty, notices = [], [], [], [], "", []
     for line in header[1:]:
-        if line.startswith("@param"):
+        if line.startswith("@requires"):
+            requires += line[len("@requires"):].split()
+        elif line.startswith("@empty"):
+            empty = line[len("@empty"):].strip()
+        elif line.startswith("@notice"):
+            m = _NOTICE.match(line)
+            if not m:
+                raise QueryError(f"{path}: malformed @notice line (expected '@notice SELECT ...'): {line!r}")
+            notices.append(m.group(1))
+        elif line.startswith("@param"):
             m = _PARAM.match(line)
             if not m:
                 raise QueryError(f"{path}: malformed @param line: {line!r}")
-            params.append(Param(*m.groups()))
+            pname, ptype, default, domain, desc = m.groups()
+            params.append(Param(pname, ptype, default, domain or "", desc))
         elif line.startswith("@column"):
             m = _COLUMN.match(line)
             if not m:
@@ -109,6 +192,9 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
         sql=sql,
         path=path,
         topic=Path(path).parent.name,
+        requires=tuple(requires),
+        empty=empty,
+        notices=tuple(notices),
     )
 
 
@@ -164,5 +250,6 @@ def get_query(name: str) -> NamedQuery:
     """The named query ``name``; :class:`QueryError` listing the known names if unknown."""
     qs = all_queries()
     if name not in qs:
-        raise QueryError(f"unknown query {name!r}; run `tracekit queries` to list them")
+        raise QueryError(f"unknown query {name!r}{did_you_mean(name, qs)}; "
+                         "`tracekit queries` lists them")
     return qs[name]

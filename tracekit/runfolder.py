@@ -41,6 +41,50 @@ def parquet_options(arrow_schema: pa.Schema) -> dict:
     return {"compression": PARQUET_COMPRESSION, "use_dictionary": text}
 
 
+def _written_by_tracekit(folder: Path, marker: str, key: str) -> bool:
+    try:
+        data = json.loads((folder / marker).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and key in data
+
+
+def check_replaceable(target: str | os.PathLike, *, force: bool, inputs: Iterable = (),
+                      marker: str = MANIFEST, key: str = "layout_version",
+                      what: str = "run folder") -> None:
+    """Refuse to write the folder ``target`` when that would lose data.
+
+    ``target`` may be absent or an empty directory. Otherwise it must be a ``what`` tracekit
+    wrote (its ``marker`` file is JSON with ``key``: ``manifest.json`` with ``layout_version`` for
+    a run folder, ``study.json`` with ``tables`` for a study folder) and ``force`` must be given.
+    Never replaced, even with ``force``: a file or any other directory, the working directory or
+    a folder above it, a folder holding one of ``inputs`` and a folder inside one of them.
+    Raises :class:`RunFolderError` (exit 2)."""
+    t = Path(target).absolute()
+    real = Path(os.path.realpath(t))
+    cwd = Path(os.path.realpath(os.getcwd()))
+    if real == cwd or real in cwd.parents:
+        raise RunFolderError("is the working directory or a folder above it; write the "
+                             f"{what} to a new folder", path=t)
+    for src in inputs:
+        s = Path(os.path.realpath(src))
+        how = ("is the input" if s == real else "holds the input" if real in s.parents
+               else "lies inside the input" if s in real.parents else None)
+        if how:
+            raise RunFolderError(f"{how} {src}; write the {what} to another folder", path=t)
+    if not os.path.lexists(t):
+        return
+    if t.is_symlink() or not t.is_dir():
+        raise RunFolderError(f"already exists and is not a {what}; it is not replaced", path=t)
+    if not any(t.iterdir()):
+        return
+    if not _written_by_tracekit(t, marker, key):
+        raise RunFolderError(f"already exists and is not a {what} written by tracekit (no "
+                             f"{marker}); it is not replaced, even with --force", path=t)
+    if not force:
+        raise RunFolderError("already exists (use --force to replace it)", path=t)
+
+
 class RunWriter:
     """Write one run folder atomically.
 
@@ -54,12 +98,14 @@ class RunWriter:
 
     Raises :class:`RunFolderError` if ``run_dir`` exists (and is not an empty folder) and
     ``force`` is false — checked both at start and at the final rename, so of two concurrent
-    writers one wins and the other errors.
+    writers one wins and the other errors — and, even with ``force``, when ``run_dir`` is not a
+    run folder tracekit wrote or holds one of ``inputs`` (:func:`check_replaceable`).
     """
 
-    def __init__(self, run_dir: str | os.PathLike, *, force: bool = False):
+    def __init__(self, run_dir: str | os.PathLike, *, force: bool = False, inputs: Iterable = ()):
         self.run_dir = Path(run_dir).absolute()
         self.force = force
+        self.inputs = [str(p) for p in inputs]  # never inside the folder replaced
         self.manifest: dict = {
             "layout_version": schema.LAYOUT_VERSION,
             "tracekit_version": tracekit.__version__,
@@ -95,9 +141,7 @@ class RunWriter:
         return False
 
     def _check_target(self):
-        if self.run_dir.exists() and not self.force:
-            if not self.run_dir.is_dir() or any(self.run_dir.iterdir()):
-                raise RunFolderError("already exists (use --force to replace it)", path=self.run_dir)
+        check_replaceable(self.run_dir, force=self.force, inputs=self.inputs)
 
     def _cleanup(self):
         if self._tmp is not None and self._tmp.exists():
@@ -176,9 +220,10 @@ class RunWriter:
             f.flush()
             os.fsync(f.fileno())
         old = None
-        if self.run_dir.exists():
+        if os.path.lexists(self.run_dir):
             if not self.force and (not self.run_dir.is_dir() or any(self.run_dir.iterdir())):
                 raise RunFolderError("was created by another process meanwhile; not replaced", path=self.run_dir)
+            check_replaceable(self.run_dir, force=self.force, inputs=self.inputs)
             old = self.run_dir.parent / f".{self.run_dir.name}.old-{uuid.uuid4().hex[:12]}"
             os.rename(self.run_dir, old)
         try:
@@ -203,24 +248,57 @@ class Run:
     def run_id(self) -> str:
         return self.manifest.get("run_id") or self.path.name
 
-    def table_path(self, name: str) -> Path | None:
-        """Path of the table's Parquet file, or None when the run did not capture it.
+    def table_files(self, name: str) -> list[Path]:
+        """The table's Parquet files: one for a run folder of one input (``"file"`` in the
+        manifest), one per rank for a job (``"files"``, layout version 2); ``[]`` when the run
+        did not capture the table.
 
-        Raises :class:`RunFolderError` when the manifest lists the table but its file is missing
-        or not readable Parquet (a damaged folder must not read as zero rows)."""
-        info = self.manifest.get("tables", {}).get(name)
+        Raises :class:`RunFolderError` when the manifest lists the table but a file is missing
+        or not readable Parquet (a damaged folder must not read as zero rows), and when a file
+        name does not name a regular file inside the run folder (``../other/kernels.parquet``,
+        an absolute path, a symbolic link leading out, a directory, ``/dev/zero``)."""
+        tables = self.manifest.get("tables")
+        info = tables.get(name) if isinstance(tables, dict) else None
         if info is None:
-            return None
-        p = self.path / info.get("file", f"{name}.parquet")
+            return []
+        if not isinstance(info, dict):
+            raise RunFolderError(f"{MANIFEST}: the entry of table {name} is not an object", path=self.path)
+        rel = info.get("files")
+        if rel is None:
+            rel = [info.get("file", f"{name}.parquet")]
+        if not isinstance(rel, list) or not all(isinstance(f, str) for f in rel):
+            raise RunFolderError(f"{MANIFEST}: the files of table {name} are not a list of names",
+                                 path=self.path)
+        return [self._checked(name, f) for f in rel]
+
+    def table_path(self, name: str) -> Path | None:
+        """Path of the table's one Parquet file, or None when the run did not capture it.
+
+        Raises :class:`RunFolderError` for a job's table held in several files (use
+        :meth:`table_files`), and as :meth:`table_files` does."""
+        files = self.table_files(name)
+        if len(files) > 1:
+            raise RunFolderError(f"table {name} is held in {len(files)} files (one per rank); "
+                                 "read them with Run.table_files", path=self.path)
+        return files[0] if files else None
+
+    def _checked(self, name: str, file: str) -> Path:
+        p = self.path / file
+        real, root = Path(os.path.realpath(p)), Path(os.path.realpath(self.path))
+        if Path(file).is_absolute() or root not in real.parents:
+            raise RunFolderError(f"{MANIFEST} gives table {name} the file {file!r}, which is not "
+                                 "inside the run folder", path=self.path)
         if not p.exists():
-            raise RunFolderError(f"{p.name} is listed in {MANIFEST} but missing: the run folder is "
+            raise RunFolderError(f"{p.relative_to(self.path) if p.is_relative_to(self.path) else p.name} "
+                                 f"is listed in {MANIFEST} but missing: the run folder is "
                                  "damaged; convert the input again", path=self.path)
-        if p.is_file():
-            try:
-                pq.read_metadata(p)
-            except (OSError, pa.ArrowException) as exc:
-                raise RunFolderError(f"{p.name} is not readable Parquet ({' '.join(str(exc).split())})",
-                                     path=self.path) from None
+        if not p.is_file():
+            raise RunFolderError(f"{file} (table {name}) is not a regular file", path=self.path)
+        try:
+            pq.read_metadata(p)
+        except (OSError, pa.ArrowException) as exc:
+            raise RunFolderError(f"{p.name} is not readable Parquet ({' '.join(str(exc).split())})",
+                                 path=self.path) from None
         return p
 
 
@@ -229,6 +307,9 @@ def open_run(path: str | os.PathLike) -> Run:
     layout version."""
     p = Path(path)
     m = p / MANIFEST
+    if p.is_file():
+        raise RunFolderError("is a file, not a run folder: convert a profiler output first, "
+                             f"e.g. `tracekit convert {p} -o runs/NAME`, then use runs/NAME", path=p)
     if not p.is_dir():
         raise RunFolderError("not a run folder (no such directory)", path=p)
     if not m.is_file():
@@ -244,4 +325,32 @@ def open_run(path: str | os.PathLike) -> Run:
             f"({schema.LAYOUT_VERSION}); convert the input again",
             path=p,
         )
+    _check_manifest(manifest, p)
     return Run(path=p, manifest=manifest)
+
+
+def _check_manifest(manifest: dict, path: Path) -> None:
+    """The parts of a manifest the readers rely on have their types (a damaged or hand-edited
+    manifest is a RunFolderError, never a crash or a silently empty table)."""
+    def bad(what: str):
+        raise RunFolderError(f"{MANIFEST} is damaged: {what}; convert the input again", path=path)
+
+    tables = manifest.get("tables")
+    if not isinstance(tables, dict):
+        bad(f'"tables" is {json.dumps(tables)[:40]}, not an object')
+    for name, info in tables.items():
+        if not isinstance(info, dict):
+            bad(f"table {name!r} is {json.dumps(info)[:40]}, not an object")
+        if not isinstance(info.get("file", ""), str) or info.get("file", "x") == "":
+            bad(f"table {name!r} has the file {json.dumps(info.get('file'))[:40]}, not a file name")
+        rows = info.get("rows", 0)
+        if rows is not None and (not isinstance(rows, int) or isinstance(rows, bool) or rows < 0):
+            bad(f"table {name!r} has rows {json.dumps(rows)[:40]}, not a count")
+    for key in ("not_captured",):
+        if not isinstance(manifest.get(key, {}), dict):
+            bad(f'"{key}" is not an object')
+    if not isinstance(manifest.get("warnings", []), list):
+        bad('"warnings" is not a list')
+    run_id = manifest.get("run_id")
+    if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
+        bad(f'"run_id" is {json.dumps(run_id)[:40]}, not a name')

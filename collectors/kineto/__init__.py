@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import os
 import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -61,11 +62,15 @@ from tracekit.collectors.kineto.mapping import (
     TRACEKIT_STEP,
     Columns,
     dim,
+    input_dims,
+    text_list,
+    to_float,
     FileState,
     to_int,
     Parts,
 )
 
+from tracekit.errors import InputError
 from tracekit.progress import NULL_PROGRESS, Progress
 from tracekit.collectors.common import describe_input
 from tracekit.runfolder import RunWriter
@@ -110,6 +115,12 @@ def column_sources() -> dict[tuple[str, str], str]:
         ("nvtx_ranges", "domain"): "pytorch.cpu_op / pytorch.user_annotation / pytorch.gpu_user_annotation / "
                                    "pytorch.python_function from cat; tracekit for tracekit's runner ranges",
         ("nvtx_ranges", "name"): "event name (operator or record_function name)",
+        ("nvtx_ranges", "input_dims"): "cpu_op args['Input Dims'] (traces taken with record_shapes=True)",
+        ("nvtx_ranges", "input_types"): "cpu_op args['Input type']",
+        ("nvtx_ranges", "concrete_inputs"): "cpu_op args['Concrete Inputs'] (PyTorch >= 2.1)",
+        ("nvtx_ranges", "op_id"): "cpu_op args['Record function id']",
+        ("nvtx_ranges", "sequence_number"): "cpu_op args['Sequence number']",
+        ("memcpy", "recorded_bytes_per_s"): "args['memory bandwidth (GB/s)'] x 1e9",
         ("processes", "name"): "process_name metadata event",
         ("processes", "rank"): "distributedInfo.rank",
         ("threads", "name"): "thread_name metadata event ('thread N (NAME)' -> NAME)",
@@ -128,6 +139,7 @@ def column_sources() -> dict[tuple[str, str], str]:
         ("collectives", "out_elements"): "args['Out msg nelems'] (same source)",
         ("collectives", "group_size"): "args['Group size'] (same source)",
         ("collectives", "process_group"): "args['Process Group Name'] (else 'Process Group Description')",
+        ("collectives", "seq"): "args['Seq'] of the NCCL kernel, else of the record_param_comms operator",
     })
     return out
 
@@ -225,6 +237,7 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
         c["group_size"].append(fit(to_int(a.get("Group size")), I32_MAX))
         pg = a.get("Process Group Name", a.get("Process Group Description"))
         c["process_group"].append(pg if pg is None or type(pg) is str else str(pg))
+        c["pg_seq"].append(fit(to_int(a.get("Seq")), I64_MAX))
         CM.n += 1
         if CM.n >= CHUNK_ROWS:
             parts.flush(CM, fi)
@@ -302,6 +315,8 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
                 c["bytes"].append(to_int(a.get("bytes")))
                 c["src_device_id"].append(to_int(a.get("fromDevice", a.get("src device"))))
                 c["dst_device_id"].append(to_int(a.get("toDevice", a.get("dst device"))))
+                bw = to_float(a.get("memory bandwidth (GB/s)"))
+                c["recorded_bytes_per_s"].append(bw * 1e9 if bw is not None and bw > 0 and bw == bw and bw != float("inf") else None)
                 MC.n += 1
                 if MC.n >= CHUNK_ROWS:
                     parts.flush(MC, fi)
@@ -332,6 +347,21 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
                 c["duration_ns"].append(dur)
                 c["name"].append(name)
                 c["domain"].append(ANNOTATION_DOMAINS[cat])
+                if cat == "cpu_op" and "Input Dims" in a:
+                    # operator arguments (record_shapes=True): shapes, types, scalar values
+                    c["input_dims"].append(input_dims(a.get("Input Dims")))
+                    c["input_types"].append(text_list(a.get("Input type")))
+                    c["concrete_inputs"].append(text_list(a.get("Concrete Inputs")))
+                else:
+                    c["input_dims"].append(None)
+                    c["input_types"].append(None)
+                    c["concrete_inputs"].append(None)
+                if cat == "cpu_op":
+                    c["op_id"].append(fit(to_int(a.get("Record function id")), I64_MAX))
+                    c["sequence_number"].append(fit(to_int(a.get("Sequence number")), I64_MAX))
+                else:
+                    c["op_id"].append(None)
+                    c["sequence_number"].append(None)
                 if cat == "gpu_user_annotation":
                     c["pid"].append(None)  # the host pid, filled at the end
                     c["tid"].append(None)
@@ -380,6 +410,38 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
         parts.flush(c, fi)
     st.metadata = stream.metadata
     st.metadata_complete = stream.metadata_complete
+    st.strings_truncated = stream.guard.truncated
+    st.events_seen = stream.events_seen
+
+
+def _warn_dropped(st: FileState, writer: RunWriter) -> None:
+    """Events dropped or text cut are said with counts (stderr and manifest), never silent."""
+    from tracekit.collectors.kineto.guard import MAX_STRING_BYTES
+
+    name, total = st.path.name, st.events_seen
+    no_ph = st.skipped.get("ph=None", 0)
+    not_obj = st.skipped.get("<event not a JSON object>", 0)
+    if no_ph:
+        writer.warn(f"{name}: {no_ph} of {total} event(s) have no ph (event type) and were dropped")
+    if not_obj:
+        writer.warn(f"{name}: {not_obj} of {total} event(s) are not JSON objects and were dropped")
+    if st.bad_timestamps:
+        writer.warn(f"{name}: {st.bad_timestamps} of {total} complete event(s) have a missing or "
+                    "non-numeric ts or dur (text, true/false, null) and were dropped")
+    if st.strings_truncated:
+        writer.warn(f"{name}: {st.strings_truncated} text value(s) longer than "
+                    f"{MAX_STRING_BYTES >> 20} MiB were cut there (they end in …)")
+
+
+def _check_distinct(states: list[FileState], described: list) -> None:
+    """The same trace given twice (the same file, or a copy) would double every total."""
+    seen: dict = {}
+    for st in states:
+        key = described[st.index].result()["sha256"]
+        if key in seen:
+            raise InputError(f"is the same trace as {seen[key]} (identical content); give each "
+                             "rank's trace once", path=st.path)
+        seen[key] = st.path
 
 
 def _metadata_event(st: FileState, e: dict) -> None:
@@ -406,6 +468,10 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
     array, or has a malformed ``baseTimeNanoseconds``.
     """
     paths = [Path(p) for p in paths]
+    for i, p in enumerate(paths):
+        for q in paths[:i]:
+            if os.path.samefile(p, q):
+                raise InputError(f"is given twice (as {q} too); give each rank's trace once", path=p)
     states = [FileState(i, p) for i, p in enumerate(paths)]
     parts = Parts(writer.path / ".kineto-parts")
     range_counter = [1]
@@ -417,6 +483,7 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
             with _gc_paused():
                 _read_file(st, parts, progress, range_counter)
             writer.manifest["inputs"].append(described[st.index].result())
+            _warn_dropped(st, writer)
             st.base_ns = file_base_ns(st)
             st.flow_counts = flow_counts(parts, st)
             st.host_pid = file_host_pid(st)
@@ -425,6 +492,7 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
             if not st.metadata_complete:
                 writer.warn(f"{st.path.name}: the metadata after traceEvents was not found "
                             "(more than 8 MiB of it?); baseTimeNanoseconds may be missing")
+        _check_distinct(states, described)
         has_gpu = any(st.counts.get(c) for st in states for c in ("kernel", "cuda_runtime", "cuda_driver",
                                                                    "gpu_memcpy", "gpu_memset", "cuda_sync"))
         has_gpu = has_gpu or any(st.metadata.get("deviceProperties") for st in states)

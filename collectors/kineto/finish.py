@@ -41,7 +41,10 @@ def file_base_ns(st: FileState) -> int:
         return 0
     v = to_int(base)
     if v is None:
-        raise InputError(f"baseTimeNanoseconds is not an integer: {base!r}", path=st.path)
+        raise InputError(f"baseTimeNanoseconds is not an integer: {str(base)[:40]!r}", path=st.path)
+    if not 0 <= v < 1 << 62:  # timestamps are int64 ns from it; 2^62 ns is year 2116
+        raise InputError(f"baseTimeNanoseconds {str(base)[:40]} is out of range (int64 ns since "
+                         "the Unix epoch)", path=st.path)
     return v
 
 
@@ -141,7 +144,7 @@ WITH r AS (
            CASE WHEN {tracekit} AND domain = 'pytorch.user_annotation'
                  AND (regexp_matches(name, {step_re}) OR regexp_matches(name, {phase_re}))
                 THEN '{tk_domain}' ELSE domain END AS domain,
-           name, category
+           name, category, input_dims, input_types, concrete_inputs, op_id, sequence_number
     FROM {src}
 ),
 -- push/pop nesting per thread: +1 at each start, -1 at each end (ends before starts at equal
@@ -172,7 +175,8 @@ nest AS (
 )
 SELECT r.start_ns, r.end_ns, r.duration_ns, false AS is_open, r.range_id, r.pid, r.tid,
        r.style, r.domain, r.name, r.category, CAST(n.depth AS INTEGER) AS depth,
-       CASE WHEN n.depth > 0 THEN n.parent_range_id END AS parent_range_id
+       CASE WHEN n.depth > 0 THEN n.parent_range_id END AS parent_range_id,
+       r.input_dims, r.input_types, r.concrete_inputs, r.op_id, r.sequence_number
 FROM r LEFT JOIN nest n USING (range_id)
 ORDER BY r.range_id
 """
@@ -250,6 +254,7 @@ def _nvtx_numpy(files: list, st: FileState, offset: int, depth: np.ndarray, pare
             "domain": domain, "name": t.column("name"), "category": t.column("category"),
             "depth": pa.array(d, i32, mask=d < 0),
             "parent_range_id": pa.array(p, i64, mask=p == nesting.NO_PARENT),
+            **{c: t.column(c) for c in ("input_dims", "input_types", "concrete_inputs", "op_id", "sequence_number")},
         })
         at += n
         del t
@@ -292,12 +297,14 @@ ops AS (
     SELECT external_id,
            arg_min({{'collective': collective, 'dtype': dtype, 'in_elements': in_elements,
                      'out_elements': out_elements, 'group_size': group_size,
-                     'process_group': process_group}}, seq) AS a
+                     'process_group': process_group}}, seq) AS a,
+           arg_min(pg_seq, seq) FILTER (WHERE pg_seq IS NOT NULL) AS pg_seq
     FROM c WHERE NOT kernel AND external_id IS NOT NULL AND collective IS NOT NULL
     GROUP BY external_id
 ),
 k AS (
     SELECT k.seq, k.start_ns, k.device_id, k.stream_id, k.correlation_id,
+           coalesce(k.pg_seq, o.pg_seq) AS pg_seq,
            CASE WHEN k.collective IS NOT NULL THEN 'kernel_args'
                 WHEN o.a IS NOT NULL THEN 'record_param_comms' END AS source,
            CASE WHEN k.collective IS NOT NULL
@@ -314,7 +321,7 @@ SELECT k.start_ns + {base} AS start_ns, CAST({host_pid} AS BIGINT) AS pid, k.dev
        k.a.in_elements AS in_elements, k.a.out_elements AS out_elements,
        TRY_CAST(CAST(k.a.in_elements AS HUGEINT) * d.element_bytes AS BIGINT) AS in_bytes,
        TRY_CAST(CAST(k.a.out_elements AS HUGEINT) * d.element_bytes AS BIGINT) AS out_bytes,
-       k.a.group_size AS group_size, k.a.process_group AS process_group, k.source
+       k.a.group_size AS group_size, k.a.process_group AS process_group, k.pg_seq AS seq, k.source
 FROM k LEFT JOIN dtype_bytes d ON d.dtype = lower(k.a.dtype)
 ORDER BY k.seq
 """
@@ -457,6 +464,7 @@ def source_entry(st: FileState) -> dict:
         "invalid_kernels": st.invalid_kernels,
         "invalid_kernel_names": dict(sorted(st.invalid_kernel_names.items())[:20]),
         "bad_timestamps": st.bad_timestamps,
+        "strings_truncated": st.strings_truncated,
         "flows": st.flow_counts,
         "collectives": st.comm_counts,
         "tracekit_ranges": st.has_tracekit_step,

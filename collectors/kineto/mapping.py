@@ -5,6 +5,7 @@ types of the temporary parts, and the small per-event converters. Used by
 
 from __future__ import annotations
 
+import json
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -64,14 +65,17 @@ PART_COLUMNS = {
                  "correlation_id": i64, "name": s, "api": s},
     "memcpy": {"start_ns": i64, "end_ns": i64, "duration_ns": i64, "device_id": i32,
                "context_id": i64, "stream_id": i64, "correlation_id": i64, "bytes": i64,
-               "kind": s, "src_kind": s, "dst_kind": s, "src_device_id": i32, "dst_device_id": i32},
+               "kind": s, "src_kind": s, "dst_kind": s, "src_device_id": i32, "dst_device_id": i32,
+               "recorded_bytes_per_s": pa.float64()},
     "memset": {"start_ns": i64, "end_ns": i64, "duration_ns": i64, "device_id": i32,
                "context_id": i64, "stream_id": i64, "correlation_id": i64, "bytes": i64,
                "mem_kind": s},
     "cuda_sync": {"start_ns": i64, "end_ns": i64, "duration_ns": i64, "device_id": i32,
                   "context_id": i64, "stream_id": i64, "correlation_id": i64, "sync_type": s},
     "nvtx_ranges": {"seq": i64, "start_ns": i64, "end_ns": i64, "duration_ns": i64, "pid": i64,
-                    "tid": i64, "style": s, "domain": s, "name": s, "category": s},
+                    "tid": i64, "style": s, "domain": s, "name": s, "category": s,
+                    "input_dims": pa.list_(pa.list_(i64)), "input_types": pa.list_(s),
+                    "concrete_inputs": pa.list_(s), "op_id": i64, "sequence_number": i64},
 }
 # ac2g flow ends: not a run-folder table; used for the manifest's flow counts and to find the
 # correlation ID of a GPU activity whose args lack it (the flow end at the same track and time).
@@ -79,10 +83,12 @@ FLOW_COLUMNS = {"id": i64, "is_start": b, "pid": i64, "tid": i64, "ts_ns": i64}
 # Communication calls with their sizes, for the collectives table (finish.collectives_table):
 # one row per NCCL kernel (kernel=true: its args, when PyTorch >= 2.1 copied the collective's
 # arguments onto it, and its External id) and per record_param_comms CPU operator (kernel=false;
-# linked to the NCCL kernel with the same External id at the end). seq: order within the file.
+# linked to the NCCL kernel with the same External id at the end). seq: order within the file;
+# pg_seq: PyTorch's 'Seq' argument, the collective's sequence number in its process group.
 COMM_COLUMNS = {"seq": i64, "kernel": b, "external_id": i64, "start_ns": i64, "device_id": i32,
                 "stream_id": i64, "correlation_id": i64, "collective": s, "dtype": s,
-                "in_elements": i64, "out_elements": i64, "group_size": i32, "process_group": s}
+                "in_elements": i64, "out_elements": i64, "group_size": i32, "process_group": s,
+                "pg_seq": i64}
 ALL_PART_COLUMNS = {**PART_COLUMNS, "_flows": FLOW_COLUMNS, "_comms": COMM_COLUMNS}
 # An NCCL (or RCCL) kernel: ncclKernel_* (NCCL < 2.19) or ncclDevKernel_* (NCCL >= 2.19), as
 # tk_is_nccl in queries/_macros.sql.
@@ -119,6 +125,50 @@ def to_int(v):
             return None
     if t is float:
         return int(v) if v.is_integer() else None
+    return None
+
+
+I64_LIMIT = 2**63
+
+
+def input_dims(v):
+    """A cpu_op's args['Input Dims'] as a list of shapes (one per argument): a flat list of
+    integers is a shape; anything else (a TensorList written as nested lists, a value that is
+    not an integer or does not fit int64) is None; None when v is not a list."""
+    if type(v) is not list:
+        return None
+    out = []
+    for x in v:
+        shape = None
+        if type(x) is list:
+            shape = []
+            for y in x:
+                y = y if type(y) is int else to_int(y)
+                if y is None or not -I64_LIMIT <= y < I64_LIMIT:
+                    shape = None
+                    break
+                shape.append(y)
+        out.append(shape)
+    return out
+
+
+def text_list(v):
+    """args['Input type'] / ['Concrete Inputs'] as a list of text (non-text items as JSON text);
+    None when v is not a list."""
+    if type(v) is not list:
+        return None
+    return [x if type(x) is str else (None if x is None else json.dumps(x, default=str)) for x in v]
+
+
+def to_float(v):
+    """A number (or numeric text) as a float; None otherwise."""
+    if type(v) in (int, float) or type(v) is Decimal:
+        return float(v)
+    if type(v) is str:
+        try:
+            return float(v)
+        except ValueError:
+            return None
     return None
 
 
@@ -159,6 +209,8 @@ class FileState:
         self.invalid_kernels = 0
         self.invalid_kernel_names: dict[str, int] = {}
         self.bad_timestamps = 0
+        self.strings_truncated = 0  # text values cut at guard.MAX_STRING_BYTES
+        self.events_seen = 0
         self.has_tracekit_step = False
         self.nvtx_rows = 0
         self.metadata: dict = {}

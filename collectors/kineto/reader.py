@@ -25,6 +25,7 @@ from pathlib import Path
 
 import ijson
 
+from tracekit.collectors.kineto.guard import StreamGuard
 from tracekit.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -48,9 +49,13 @@ def sniff_bytes(path: Path) -> bool:
     """True when ``path`` (plain or gzip) starts as a JSON object holding ``"traceEvents"`` in
     its first MiB, or starts as a JSON object and is named ``*.json`` / ``*.json.gz``."""
     try:
-        with _open_raw(path) as f:
-            head = f.read(_SNIFF_BYTES)
-    except (OSError, EOFError, zlib.error):
+        with open(path, "rb") as f:
+            raw = f.read(_SNIFF_BYTES)
+        if raw[:2] == GZIP_MAGIC:  # decompressed as far as it goes: a cut file still shows its start
+            head = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, _SNIFF_BYTES)
+        else:
+            head = raw
+    except (OSError, zlib.error):
         return False
     text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
     if not text.startswith(b"{"):
@@ -162,13 +167,14 @@ class TraceStream:
         self.metadata: dict = {}
         self.metadata_complete = True
         self.events_seen = 0
+        self.guard = StreamGuard(self.path)  # .truncated: strings cut at MAX_STRING_BYTES
 
     def __iter__(self):
         path = self.path
         tap = None
         try:
             with _open_raw(path) as f:
-                tap = _Tap(f, self.on_bytes)
+                tap = _Tap(f, self.on_bytes, self.guard)
                 for event in ijson.items(tap, "traceEvents.item", use_float=False, buf_size=CHUNK_BYTES):
                     self.events_seen += 1
                     yield event
@@ -176,6 +182,9 @@ class TraceStream:
                     pass
         except ijson.IncompleteJSONError as exc:
             raise InputError(f"truncated or invalid JSON ({_short(exc)})", path=path) from None
+        except EOFError:
+            raise InputError("the gzip file is truncated (it ends before its compressed stream "
+                             "does); copy or write it again", path=path) from None
         except ijson.JSONError as exc:
             raise InputError(f"not valid JSON ({_short(exc)})", path=path) from None
         except (OSError, EOFError, zlib.error) as exc:
@@ -200,8 +209,9 @@ class _Tap:
     """File wrapper handed to ijson: keeps the first HEAD_BYTES and the last TAIL_BYTES (or a
     little more) of the decompressed text and reports compressed bytes read to ``on_bytes``."""
 
-    def __init__(self, f, on_bytes):
+    def __init__(self, f, on_bytes, guard=None):
         self.f = f
+        self.guard = guard  # StreamGuard: string-length and depth limits (kineto/guard.py)
         self.raw = getattr(f, "fileobj", None) or f
         self.on_bytes = on_bytes
         self.pos = self.raw.tell()
@@ -210,7 +220,13 @@ class _Tap:
         self.tail_len = 0
 
     def read(self, n=-1):
-        chunk = self.f.read(n)
+        while True:
+            chunk = self.f.read(n)
+            if not chunk or self.guard is None:
+                break
+            chunk = self.guard.feed(chunk)
+            if chunk:  # all of it may be the skipped rest of a cut string: read on
+                break
         if chunk:
             if len(self.head) < HEAD_BYTES:
                 self.head += chunk[: HEAD_BYTES - len(self.head)]

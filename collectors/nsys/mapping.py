@@ -303,6 +303,10 @@ NVTX_RANGES = TableMap(
                  "open at its start (ordered by start, longer first, then rowid; open ranges never end)",
         "parent_range_id": "computed: the latest-starting push/pop range of the same thread at depth - 1 "
                            "before this one (DuckDB ASOF join)",
+        "input_dims": "parsed from PyTorch's NVTX op message ', sizes = [[4, 8], [8, 16]]' "
+                      "(emit_nvtx(record_shapes=True); collectors/nsys/pytorch_nvtx.py)",
+        "op_id": "parsed from PyTorch's NVTX op message ', op_id = N'",
+        "sequence_number": "parsed from PyTorch's NVTX op message ', seq = N'",
     },
 )
 

@@ -106,6 +106,16 @@ DROP TABLE lvl;
 
 
 def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.RecordBatch]:
+    """Add ``depth`` and ``parent_range_id`` to push/pop NVTX ranges (:func:`_nesting`), and the
+    operator arguments of PyTorch's NVTX op ranges (``input_dims``, ``op_id``,
+    ``sequence_number``: :mod:`tracekit.collectors.nsys.pytorch_nvtx`)."""
+    from tracekit.collectors.nsys.pytorch_nvtx import add_columns
+
+    for b in _nesting(batches, work):
+        yield add_columns(b)
+
+
+def _nesting(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.RecordBatch]:
     """Add ``depth`` and ``parent_range_id`` to push/pop NVTX ranges (rows kept in rowid order).
 
     Up to :data:`tracekit.collectors.common.MAX_ROWS` push/pop ranges are nested in memory by

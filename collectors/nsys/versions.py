@@ -184,8 +184,7 @@ def check(export, writer, source: dict) -> dict:
                f"(newest: {result['newest_known']}); read best-effort. "
                f"Unknown columns: {_fmt(result['unknown_columns'])}. "
                f"Missing columns: {_fmt(result['missing_columns'])}")
-        writer.warn(msg)
-        print(f"tracekit: warning: {export.path.name}: {msg}", file=sys.stderr)
+        writer.warn(f"{export.path.name}: {msg}")  # the CLI prints it (tracekit.cli.messages)
     return result
 
 

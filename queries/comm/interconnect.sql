@@ -25,6 +25,8 @@
 -- @column max_value    value  Largest sample value.
 -- @column first_ns     ns     First sample time.
 -- @column last_ns      ns     Last sample time.
+-- @requires gpu_metrics
+-- @empty no NVLink or PCIe metric (a name with NVLink, NVL or PCIe) among the GPU metric samples
 WITH m AS (
     SELECT run_id, timestamp_ns, device_id, metric_name, value,
            CASE WHEN regexp_matches(metric_name, 'NVL(ink)?', 'i') THEN 'NVLink' ELSE 'PCIe' END AS link,

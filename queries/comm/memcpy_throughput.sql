@@ -6,6 +6,10 @@
 -- which link was used (both null for other copies). host_memory is the host side's memory kind:
 -- the source of HtoD/HtoA/HtoH copies, the destination of DtoH/AtoH copies (Pinned = page-locked,
 -- Pageable = staged by the driver through a pinned buffer, so slower); null for device-only copies.
+-- A copy's duration is end_ns - start_ns, except where the profiler recorded the copy's rate from
+-- its own exact timestamps (memcpy.recorded_bytes_per_s: Kineto's 'memory bandwidth (GB/s)'),
+-- whose ts/dur old traces round to whole microseconds: there it is bytes / that rate (a 256-byte
+-- copy written as dur 1 us ran 1793 ns: 0.1428 GB/s, not 0.256).
 --   bytes_per_s      = total_bytes / total_ns (time-weighted: the rate of the group as a whole);
 --   p10/p50/p90 and max of the per-copy rate bytes / duration (each copy weighs the same).
 --
@@ -19,13 +23,14 @@
 -- @column dst_device_id      id       Destination GPU of peer / device-to-device copies; else null.
 -- @column count              count    Copies.
 -- @column total_bytes        bytes    Bytes copied.
--- @column total_ns           ns       Sum of copy durations.
+-- @column total_ns           ns       Sum of copy durations (exact durations where the profiler recorded the rate; rounded to ns).
 -- @column bytes_per_s        bytes/s  total_bytes / total_ns.
 -- @column p10_bytes_per_s    bytes/s  10th percentile of per-copy throughput.
 -- @column p50_bytes_per_s    bytes/s  Median per-copy throughput.
 -- @column p90_bytes_per_s    bytes/s  90th percentile of per-copy throughput.
 -- @column max_bytes_per_s    bytes/s  Highest per-copy throughput.
 -- @column avg_bytes          bytes    Mean copy size.
+-- @requires memcpy
 WITH c AS (
     SELECT run_id, pid, device_id, kind,
            CASE WHEN kind IN ('HtoD', 'HtoA', 'HtoH') THEN src_kind
@@ -34,8 +39,10 @@ WITH c AS (
                 THEN src_device_id END AS src_device_id,
            CASE WHEN kind = 'PtoP' OR (kind = 'DtoD' AND src_device_id IS DISTINCT FROM dst_device_id)
                 THEN dst_device_id END AS dst_device_id,
-           bytes, end_ns - start_ns AS dur_ns
-    FROM memcpy WHERE end_ns > start_ns AND bytes IS NOT NULL
+           bytes,
+           -- the profiler's own exact rate when it recorded one (Kineto: its timestamps are rounded)
+           coalesce(1e9 * bytes / recorded_bytes_per_s, end_ns - start_ns) AS dur_ns
+    FROM memcpy WHERE (end_ns > start_ns OR recorded_bytes_per_s > 0) AND bytes IS NOT NULL
 )
 SELECT c.run_id, c.pid, any_value(rk.rank) AS rank, device_id, kind, host_memory, src_device_id, dst_device_id,
        count(*) AS count, CAST(sum(bytes) AS BIGINT) AS total_bytes, CAST(sum(dur_ns) AS BIGINT) AS total_ns,

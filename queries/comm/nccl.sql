@@ -7,17 +7,24 @@
 -- `collective` names it instead (NCCL >= 2.19 runs most collectives in ncclDevKernel_Generic).
 -- Names are normalized with case and non-letters ignored: allreduce* -> AllReduce, allgather*
 -- (PyTorch's _allgather_base, allgather_into_tensor_coalesced) -> AllGather, reducescatter* ->
--- ReduceScatter, alltoall* (all_to_allv) -> AllToAll, broadcast, reduce, sendrecv, send, recv;
+-- ReduceScatter, alltoall* (all_to_allv) -> AllToAll, broadcast, reduce, sendrecv, send, recv,
+-- barrier (tk_collective_type);
 -- any other name is kept as written.
--- A GPU is (run_id, pid, device_id).
---   nccl_ns     = sum of the NCCL kernels' durations;
---   overlap_ns  = for each NCCL kernel, the length of its intersection with the union of the
---                 GPU's non-NCCL ("compute") kernels over all streams, summed. A stream runs one
---                 kernel at a time, so only compute kernels on OTHER streams can overlap;
---   exposed_ns  = nccl_ns - overlap_ns: communication time not hidden behind computation.
+-- A GPU is (run_id, pid, device_id). Every time column is a UNION, so NCCL kernels running at
+-- the same time on two streams (e.g. data- and tensor-parallel communicators) count once:
+--   nccl_ns     = length of the union of the row's NCCL kernels (this type and n) on the GPU;
+--   overlap_ns  = length of the intersection of that union with the union of the GPU's non-NCCL
+--                 ("compute") kernels over all streams;
+--   exposed_ns  = nccl_ns - overlap_ns: communication time not hidden behind computation;
+--   gpu_nccl_ns / gpu_overlap_ns / gpu_exposed_ns: the same over ALL NCCL kernels of the GPU
+--                 (every type), repeated on each of the GPU's rows: sum these over GPUs, never
+--                 nccl_ns over rows, for a GPU's total communication time (types may overlap).
+-- Unions are computed by sort-and-sweep and the intersections by ASOF lookups of the compute
+-- union's cumulative busy time (tk_busy_islands), linear in kernels.
 -- Message size (when a collectives row gives it) follows nccl-tests: size = max(in_bytes,
 -- out_bytes) of the rank's buffers (allgather: the gathered output; reduce_scatter: the input).
---   algbw_bytes_per_s = sized bytes / sized kernels' time;
+--   algbw_bytes_per_s = sized bytes / sized kernels' summed durations (each kernel moved its
+--                       bytes in its own duration: a per-kernel rate, not a union);
 --   busbw_bytes_per_s = algbw * bus_factor, with n = ranks:
 --     AllReduce 2(n-1)/n; AllGather, ReduceScatter, AllToAll (n-1)/n; Broadcast, Reduce,
 --     SendRecv, Send, Recv 1; other types: null.
@@ -28,15 +35,15 @@
 -- kernels (right for a trace of every rank). Kernels of one collective type on communicators of
 -- different sizes (e.g. tensor- and data-parallel groups) are separate rows, one per n.
 --
--- @param ranks BIGINT 0  Ranks in the communicator for the bus-bandwidth factor (0 = infer, see above).
+-- @param ranks BIGINT 0 [>=0]  Ranks in the communicator for the bus-bandwidth factor (0 = infer, see above).
 -- @column run_id              id       Run folder the row comes from.
 -- @column pid                 id       Process.
 -- @column rank                id       Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
 -- @column device_id           id       CUDA device ordinal in that process.
 -- @column collective          text     Collective type (AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, SendRecv, ...); one row per type and ranks.
 -- @column count               count    NCCL kernels.
--- @column nccl_ns             ns       Sum of their durations.
--- @column overlap_ns          ns       Of which overlapped by compute kernels on other streams of the GPU.
+-- @column nccl_ns             ns       Union of their intervals (concurrent kernels count once).
+-- @column overlap_ns          ns       Of which overlapped by compute kernels on other streams of the GPU (intersection of the unions).
 -- @column exposed_ns          ns       nccl_ns - overlap_ns.
 -- @column overlap_fraction    value    overlap_ns / nccl_ns, a fraction 0-1.
 -- @column sized_count         count    Kernels with a known message size.
@@ -46,6 +53,11 @@
 -- @column bus_factor          value    busbw / algbw for this collective and n (null when unknown).
 -- @column algbw_bytes_per_s   bytes/s  Algorithm bandwidth: message bytes / kernel time of sized kernels.
 -- @column busbw_bytes_per_s   bytes/s  Bus bandwidth: algbw_bytes_per_s * bus_factor.
+-- @column gpu_nccl_ns         ns       Union of ALL the GPU's NCCL kernels (every row of the GPU repeats it).
+-- @column gpu_overlap_ns      ns       Of which overlapped by the GPU's compute kernels.
+-- @column gpu_exposed_ns      ns       gpu_nccl_ns - gpu_overlap_ns.
+-- @requires kernels
+-- @empty no NCCL kernels (names with ncclKernel_ or ncclDevKernel_: the trace holds no NCCL communication)
 WITH nk AS (
     SELECT k.run_id, k.pid, k.device_id, k.stream_id, k.correlation_id, k.name, k.start_ns, k.end_ns
     FROM kernels k WHERE tk_is_nccl(k.name) AND k.end_ns > k.start_ns
@@ -57,39 +69,15 @@ coll AS (
     FROM collectives WHERE correlation_id IS NOT NULL
     GROUP BY run_id, pid, device_id, correlation_id
 ),
-named0 AS (
-    SELECT nk.*, c.msg_bytes, c.group_size, c.collective AS coll_name,
-           lower(regexp_replace(coalesce(c.collective,
-               regexp_extract(nk.name, 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1)), '[^A-Za-z]', '', 'g')) AS cn
+named AS (
+    SELECT nk.*, c.msg_bytes, c.group_size,
+           tk_collective_type(coalesce(c.collective, regexp_extract(nk.name, 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1)))
+               AS collective
     FROM nk LEFT JOIN coll c
       ON c.run_id = nk.run_id AND c.pid IS NOT DISTINCT FROM nk.pid
      AND c.device_id IS NOT DISTINCT FROM nk.device_id AND c.correlation_id = nk.correlation_id
 ),
-named AS (
-    SELECT nk.* EXCLUDE (coll_name, cn),
-           CASE WHEN starts_with(cn, 'allreduce') THEN 'AllReduce'
-                WHEN starts_with(cn, 'allgather') THEN 'AllGather'
-                WHEN starts_with(cn, 'reducescatter') THEN 'ReduceScatter'
-                WHEN starts_with(cn, 'alltoall') THEN 'AllToAll'
-                WHEN cn = 'broadcast' THEN 'Broadcast' WHEN cn = 'reduce' THEN 'Reduce'
-                WHEN cn = 'sendrecv' THEN 'SendRecv' WHEN cn = 'send' THEN 'Send' WHEN cn = 'recv' THEN 'Recv'
-                ELSE coalesce(nk.coll_name, regexp_extract(nk.name, 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1))
-           END AS collective
-    FROM named0 nk
-),
-comp AS (SELECT * FROM tk_busy_islands('compute')),
-o0 AS (
-    SELECT n.*, coalesce(i.cum_before_ns + least(n.start_ns, i.end_ns) - i.start_ns, 0) AS c0
-    FROM named n ASOF LEFT JOIN comp i
-      ON n.run_id = i.run_id AND n.pid IS NOT DISTINCT FROM i.pid
-     AND n.device_id IS NOT DISTINCT FROM i.device_id AND n.start_ns >= i.start_ns
-),
-o1 AS (
-    SELECT o.*, coalesce(i.cum_before_ns + least(o.end_ns, i.end_ns) - i.start_ns, 0) AS c1
-    FROM o0 o ASOF LEFT JOIN comp i
-      ON o.run_id = i.run_id AND o.pid IS NOT DISTINCT FROM i.pid
-     AND o.device_id IS NOT DISTINCT FROM i.device_id AND o.end_ns >= i.start_ns
-),
+comp AS MATERIALIZED (SELECT * FROM tk_busy_islands('compute')),
 run_ranks AS (
     SELECT n.run_id, count(DISTINCT (n.pid, n.device_id)) AS gpus, max(n.group_size) AS group_size,
            any_value(coalesce(TRY_CAST(json_extract_string(r.manifest, '$.workload.world_size') AS INTEGER),
@@ -101,16 +89,65 @@ run_ranks AS (
 with_n AS (
     SELECT o.*, CASE WHEN getvariable('ranks') > 0 THEN getvariable('ranks')
                      ELSE coalesce(o.group_size, r.group_size, r.world_size, r.gpus) END AS ranks
-    FROM o1 o JOIN run_ranks r USING (run_id)
+    FROM named o JOIN run_ranks r USING (run_id)
 ),
-agg AS (
+-- unions by sort-and-sweep, at two levels: each (GPU, type, n)'s kernels (whole = false) and all
+-- the GPU's NCCL kernels (whole = true); a kernel opens an island when it starts after every
+-- earlier kernel of its group ended
+levels AS (
+    SELECT run_id, pid, device_id, false AS whole, collective, ranks, start_ns, end_ns FROM with_n
+    UNION ALL
+    SELECT run_id, pid, device_id, true, NULL, NULL, start_ns, end_ns FROM with_n
+),
+swept AS (
+    SELECT *, max(end_ns) OVER (PARTITION BY run_id, pid, device_id, whole, collective, ranks ORDER BY start_ns, end_ns
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max_end
+    FROM levels
+),
+islands AS (
+    SELECT run_id, pid, device_id, whole, collective, ranks, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+    FROM (SELECT *, sum(CASE WHEN prev_max_end IS NULL OR start_ns > prev_max_end THEN 1 ELSE 0 END)
+                        OVER (PARTITION BY run_id, pid, device_id, whole, collective, ranks ORDER BY start_ns, end_ns
+                              ROWS UNBOUNDED PRECEDING) AS island
+          FROM swept)
+    GROUP BY run_id, pid, device_id, whole, collective, ranks, island
+),
+-- compute busy time before t: C(t) = cum_before_ns + (min(t, end) - start) of the last compute
+-- island starting at or before t; an island's overlap is C(end) - C(start)
+i0 AS (
+    SELECT n.*, coalesce(i.cum_before_ns + least(n.start_ns, i.end_ns) - i.start_ns, 0) AS c0
+    FROM islands n ASOF LEFT JOIN comp i
+      ON n.run_id = i.run_id AND n.pid IS NOT DISTINCT FROM i.pid
+     AND n.device_id IS NOT DISTINCT FROM i.device_id AND n.start_ns >= i.start_ns
+),
+i1 AS (
+    SELECT o.*, coalesce(i.cum_before_ns + least(o.end_ns, i.end_ns) - i.start_ns, 0) AS c1
+    FROM i0 o ASOF LEFT JOIN comp i
+      ON o.run_id = i.run_id AND o.pid IS NOT DISTINCT FROM i.pid
+     AND o.device_id IS NOT DISTINCT FROM i.device_id AND o.end_ns >= i.start_ns
+),
+times AS (
+    SELECT run_id, pid, device_id, whole, collective, ranks, CAST(sum(end_ns - start_ns) AS BIGINT) AS nccl_ns,
+           CAST(sum(c1 - c0) AS BIGINT) AS overlap_ns
+    FROM i1 GROUP BY run_id, pid, device_id, whole, collective, ranks
+),
+gpu AS (
+    SELECT run_id, pid, device_id, nccl_ns AS gpu_nccl_ns, overlap_ns AS gpu_overlap_ns,
+           nccl_ns - overlap_ns AS gpu_exposed_ns
+    FROM times WHERE whole
+),
+agg0 AS (
     SELECT run_id, pid, device_id, collective, ranks, count(*) AS count,
-           CAST(sum(end_ns - start_ns) AS BIGINT) AS nccl_ns,
-           CAST(sum(c1 - c0) AS BIGINT) AS overlap_ns,
            count(msg_bytes) AS sized_count,
            CAST(sum(msg_bytes) AS BIGINT) AS message_bytes,
            CAST(sum(end_ns - start_ns) FILTER (WHERE msg_bytes IS NOT NULL) AS BIGINT) AS sized_ns
     FROM with_n GROUP BY run_id, pid, device_id, collective, ranks
+),
+agg AS (
+    SELECT a.*, t.nccl_ns, t.overlap_ns FROM agg0 a
+    JOIN times t ON NOT t.whole AND t.run_id = a.run_id AND t.pid IS NOT DISTINCT FROM a.pid
+     AND t.device_id IS NOT DISTINCT FROM a.device_id AND t.collective IS NOT DISTINCT FROM a.collective
+     AND t.ranks = a.ranks
 ),
 with_f AS (
     SELECT *, CASE WHEN collective = 'AllReduce' THEN 2.0 * (ranks - 1) / ranks
@@ -119,12 +156,14 @@ with_f AS (
               END AS bus_factor
     FROM agg
 )
-SELECT f.run_id, f.pid, rk.rank, device_id, collective, count, nccl_ns, overlap_ns, nccl_ns - overlap_ns AS exposed_ns,
+SELECT f.run_id, f.pid, rk.rank, f.device_id, collective, count, nccl_ns, overlap_ns, nccl_ns - overlap_ns AS exposed_ns,
        overlap_ns / nullif(nccl_ns, 0) AS overlap_fraction,
        sized_count, message_bytes, message_bytes / nullif(sized_count, 0) AS avg_message_bytes,
        ranks, bus_factor,
        1e9 * message_bytes / nullif(sized_ns, 0) AS algbw_bytes_per_s,
-       1e9 * message_bytes / nullif(sized_ns, 0) * bus_factor AS busbw_bytes_per_s
+       1e9 * message_bytes / nullif(sized_ns, 0) * bus_factor AS busbw_bytes_per_s,
+       g.gpu_nccl_ns, g.gpu_overlap_ns, g.gpu_exposed_ns
 FROM with_f f
 LEFT JOIN tk_ranks() rk ON rk.run_id = f.run_id AND rk.pid = f.pid
-ORDER BY f.run_id, f.pid, device_id, nccl_ns DESC, collective, ranks;
+LEFT JOIN gpu g ON g.run_id = f.run_id AND g.pid IS NOT DISTINCT FROM f.pid AND g.device_id IS NOT DISTINCT FROM f.device_id
+ORDER BY f.run_id, f.pid, f.device_id, nccl_ns DESC, collective, ranks;

@@ -1,7 +1,7 @@
 -- cpu_overhead: Host CUDA API cost per training step (and over the run): API time, launches, host time per launch, GPU idle waiting on the host.
 --
--- Windows, per process (run_id, pid): scope 'step' is each step of the process (NVTX range `step N`
--- in domain tracekit, tk_steps in queries/_macros.sql); scope 'run' spans the process's first to
+-- Windows, per process (run_id, pid): scope 'step' is each step of the process (tk_steps in
+-- queries/_macros.sql: tracekit, profiler, pattern or detected steps); scope 'run' spans the process's first to
 -- last CUDA API call or GPU activity. Time columns are exact clipped unions: on each thread the
 -- CUDA API calls are merged into a union first (a driver call nested in a runtime call counts once),
 -- then cut to the window and summed over the process's threads.
@@ -27,7 +27,8 @@
 -- @column scope                enum   'run' or 'step'.
 -- @column step_id              id     nvtx_ranges.range_id of the step; null for scope 'run'.
 -- @column step                 text   Step range message; null for scope 'run'.
--- @column step_number          count  N of `step N`; null for scope 'run'.
+-- @column step_number          count  Step number (N of `step N` or `ProfilerStep#N`); null for scope 'run'.
+-- @column step_source          enum   Where the step comes from: 'tracekit', 'profiler', 'pattern' or 'detected' (tk_steps); null for scope 'run'.
 -- @column pid                  id     Process.
 -- @column rank                 id     Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
 -- @column window_start_ns      ns     Window start.
@@ -42,6 +43,7 @@
 -- @column gpu_wall_ns          ns     Sum of the GPU windows' lengths.
 -- @column gpu_idle_host_ns     ns     GPU idle time waiting on the host, summed over the GPUs.
 -- @column host_bound_fraction  value  gpu_idle_host_ns / gpu_wall_ns, a fraction 0-1.
+-- @requires cuda_api
 WITH api AS (
     SELECT run_id, pid, tid, start_ns, end_ns, regexp_replace(name, '_v\d+$', '') AS name
     FROM cuda_api WHERE end_ns > start_ns
@@ -87,10 +89,10 @@ proc_span AS (
 ),
 windows AS (
     SELECT run_id, 'run' AS scope, CAST(NULL AS BIGINT) AS step_id, CAST(NULL AS VARCHAR) AS step,
-           CAST(NULL AS BIGINT) AS step_number, pid, w0, w1
+           CAST(NULL AS BIGINT) AS step_number, CAST(NULL AS VARCHAR) AS step_source, pid, w0, w1
     FROM proc_span
     UNION ALL
-    SELECT run_id, 'step', step_id, step, step_number, pid, start_ns, end_ns FROM tk_steps()
+    SELECT run_id, 'step', step_id, step, step_number, step_source, pid, start_ns, end_ns FROM tk_steps()
 ),
 wt AS (
     SELECT w.*, t.tid, t.cls
@@ -133,7 +135,7 @@ gpu AS (
            sum(idle_host_ns) AS gpu_idle_host_ns
     FROM tk_idle_between() GROUP BY run_id, scope, step_id, pid
 )
-SELECT w.run_id, w.scope, w.step_id, w.step, w.step_number, w.pid, rk.rank,
+SELECT w.run_id, w.scope, w.step_id, w.step, w.step_number, w.step_source, w.pid, rk.rank,
        w.w0 AS window_start_ns, w.w1 - w.w0 AS wall_ns,
        coalesce(h.api_ns, 0) AS api_ns, coalesce(h.sync_api_ns, 0) AS sync_api_ns,
        coalesce(h.launch_api_ns, 0) AS launch_api_ns,

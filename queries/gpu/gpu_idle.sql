@@ -1,7 +1,7 @@
 -- gpu_idle: Idle time of each GPU (gaps in the union of all its activity), classified by cause, over the run and per step.
 --
 -- A GPU is (run_id, pid, device_id), as in gpu_utilization, with the same windows (scope 'run':
--- first to last activity of the GPU; scope 'step': each step of the process). Idle time is the
+-- first to last activity of the GPU; scope 'step': each step of the process, tk_steps). Idle time is the
 -- window minus the union of kernels, memcpy and memset over ALL streams of the GPU: one stream
 -- waiting while another computes is not idle, and a copy is not idle. idle_ns = wall_ns - busy_ns
 -- of gpu_utilization, exactly; idle_ns = idle_host_ns + idle_sync_ns + idle_copy_ns + idle_other_ns.
@@ -23,7 +23,8 @@
 -- @column scope           enum   'run' or 'step'.
 -- @column step_id         id     nvtx_ranges.range_id of the step; null for scope 'run'.
 -- @column step            text   Step range message; null for scope 'run'.
--- @column step_number     count  N of `step N`; null for scope 'run'.
+-- @column step_number     count  Step number (N of `step N` or `ProfilerStep#N`); null for scope 'run'.
+-- @column step_source     enum   Where the step comes from: 'tracekit', 'profiler', 'pattern' or 'detected' (tk_steps); null for scope 'run'.
 -- @column pid             id     Process that used the GPU.
 -- @column rank            id     Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
 -- @column device_id       id     CUDA device ordinal in that process.
@@ -37,7 +38,8 @@
 -- @column idle_other_ns   ns     Idle with the next work already launched, or unexplained.
 -- @column idle_fraction   value  idle_ns / wall_ns, a fraction 0-1.
 -- @column host_fraction   value  idle_host_ns / wall_ns: share of the window the GPU waited on the host.
-SELECT i.run_id, scope, step_id, step, step_number, i.pid, rk.rank, device_id,
+-- @requires kernels
+SELECT i.run_id, scope, step_id, step, step_number, step_source, i.pid, rk.rank, device_id,
        w0 AS window_start_ns, w1 - w0 AS wall_ns, gaps, idle_ns,
        idle_host_ns, idle_sync_ns, idle_copy_ns, idle_other_ns,
        idle_ns / nullif(w1 - w0, 0) AS idle_fraction,

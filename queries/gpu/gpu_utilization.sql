@@ -9,14 +9,17 @@
 -- idle. Activities with zero or negative duration are left out.
 --
 -- Windows: scope 'run' spans the GPU's first activity start to its last activity end; scope 'step'
--- is one row per step of the same process (NVTX range `step N` in domain tracekit, tk_steps) and
--- GPU, with activity clipped to the step's host-side start and end. busy_ns + idle_ns = wall_ns.
+-- is one row per step of the same process and GPU (tk_steps in queries/_macros.sql: tracekit's
+-- `step N` ranges, else PyTorch's ProfilerStep#N, else --step-pattern ranges, else iterations
+-- detected in the kernel sequence; step_source says which), with activity clipped to the step's
+-- start and end (host side for ranges, GPU side for detected iterations). busy_ns + idle_ns = wall_ns.
 --
 -- @column run_id            id     Run folder the row comes from.
 -- @column scope             enum   'run' (the GPU's whole active span) or 'step' (one training step).
 -- @column step_id           id     nvtx_ranges.range_id of the step range; null for scope 'run'.
 -- @column step              text   Step range message (`step 3`, `step 0 (warmup)`); null for scope 'run'.
--- @column step_number       count  N of `step N`; null for scope 'run'.
+-- @column step_number       count  Step number (N of `step N` or `ProfilerStep#N`); null for scope 'run'.
+-- @column step_source       enum   Where the step comes from: 'tracekit', 'profiler', 'pattern' or 'detected' (tk_steps); null for scope 'run'.
 -- @column pid               id     Process that used the GPU.
 -- @column rank              id     Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
 -- @column device_id         id     CUDA device ordinal in that process.
@@ -29,10 +32,11 @@
 -- @column idle_ns           ns     wall_ns - busy_ns: nothing ran (gpu_idle classifies it).
 -- @column utilization       value  kernel_busy_ns / wall_ns, a fraction 0-1 (null for an empty window).
 -- @column busy_fraction     value  busy_ns / wall_ns, a fraction 0-1: kernels or copies.
+-- @requires kernels
 WITH k AS (SELECT * FROM tk_busy_between('kernel')),
 c AS (SELECT * FROM tk_busy_between('copy')),
 a AS (SELECT * FROM tk_busy_between('any'))
-SELECT a.run_id, a.scope, a.step_id, a.step, a.step_number, a.pid, rk.rank, a.device_id,
+SELECT a.run_id, a.scope, a.step_id, a.step, a.step_number, a.step_source, a.pid, rk.rank, a.device_id,
        a.w0 AS window_start_ns, a.w1 - a.w0 AS wall_ns,
        k.busy_ns AS kernel_busy_ns, c.busy_ns AS copy_busy_ns,
        k.busy_ns + c.busy_ns - a.busy_ns AS overlap_ns,

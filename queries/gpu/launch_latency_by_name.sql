@@ -25,6 +25,8 @@
 -- @column queue_p50_ns      ns     Median queue delay (kernel start - call end, signed).
 -- @column queue_p90_ns      ns     90th percentile queue delay.
 -- @column queue_p99_ns      ns     99th percentile queue delay.
+-- @requires kernels cuda_api
+-- @empty no kernel launch call (cuda_api) linked to a kernel by its correlation ID
 WITH ll AS (
     SELECT k.run_id, k.pid, k.device_id, k.name, k.start_ns,
            l.start_ns AS api_start_ns, l.end_ns AS api_end_ns,

@@ -11,10 +11,18 @@
 -- of the summed range time of its run; nested ranges add up, so it is not a share of wall time.
 -- Sorted by total time, descending.
 --
--- @param top BIGINT 0  Keep only the N rows with the most total time in each run (0 = all).
+-- PyTorch operator ranges (nsys exports of PyTorch with emit_nvtx / record_function) carry
+-- per-call suffixes after the operator name: `, seq = N` (autograd sequence number), `, op_id = N`,
+-- `, sizes = [...]` and `, input_op_ids = [...]` (with record_shapes), so every call has its own
+-- text (`aten::empty_strided, op_id = 999730`). By default the name is cut at the first of those
+-- suffixes and the ranges are grouped by operator (raw_names counts the distinct texts merged into
+-- the row); with raw=true every text is its own row, as nsys stats prints.
+--
+-- @param top BIGINT 0 [>=0]  Keep only the N rows with the most total time in each run (0 = all).
+-- @param raw BOOLEAN false  Group by the range's full text, PyTorch's `, op_id = N` / `, seq = N` / `, sizes = [...]` suffixes included (as nsys stats does).
 -- @column run_id     id     Run folder the row comes from.
 -- @column domain     text   NVTX domain name; '' for the default domain.
--- @column name       text   Range name (message).
+-- @column name       text   Range name (message), without PyTorch's per-call suffixes unless raw=true.
 -- @column style      enum   'push/pop' or 'start/end'.
 -- @column instances  count  Number of ranges.
 -- @column total_ns   ns     Sum of range durations.
@@ -24,6 +32,7 @@
 -- @column max_ns     ns     Longest range.
 -- @column stddev_ns  ns     Sample standard deviation (n - 1); 0 for a single range, as nsys stats prints.
 -- @column time_pct   %      total_ns as a percentage of all NVTX range time in the run.
+-- @column raw_names  count  Distinct range texts grouped into the row (1 with raw=true).
 WITH last_ts AS (
     SELECT run_id, max(ts) AS last_ns
     FROM (
@@ -34,7 +43,10 @@ WITH last_ts AS (
     GROUP BY run_id
 ),
 ranges AS (
-    SELECT r.run_id, coalesce(r.domain, '') AS domain, r.name, r.style,
+    SELECT r.run_id, coalesce(r.domain, '') AS domain, r.name AS raw_name,
+           CASE WHEN getvariable('raw') THEN r.name
+                ELSE regexp_replace(r.name, '(, (seq|op_id) = \d+|, (sizes|input_op_ids) = \[).*$', '', 's')
+           END AS name, r.style,
            coalesce(r.end_ns, l.last_ns) - r.start_ns AS duration_ns
     FROM nvtx_ranges AS r
     JOIN last_ts AS l USING (run_id)
@@ -51,7 +63,8 @@ per_name AS (
         median(duration_ns) AS med_ns,
         min(duration_ns) AS min_ns,
         max(duration_ns) AS max_ns,
-        stddev_samp(duration_ns) AS stddev_ns
+        stddev_samp(duration_ns) AS stddev_ns,
+        count(DISTINCT raw_name) AS raw_names
     FROM ranges
     GROUP BY run_id, domain, name, style
 ),
@@ -63,7 +76,8 @@ ranked AS (
     FROM per_name
 )
 SELECT run_id, domain, name, style, instances, total_ns::BIGINT AS total_ns, avg_ns,
-       med_ns::DOUBLE AS med_ns, min_ns, max_ns, coalesce(stddev_ns, 0.0) AS stddev_ns, time_pct
+       med_ns::DOUBLE AS med_ns, min_ns, max_ns, coalesce(stddev_ns, 0.0) AS stddev_ns, time_pct,
+       raw_names
 FROM ranked
 WHERE getvariable('top') = 0 OR rank_in_run <= getvariable('top')
 ORDER BY run_id, total_ns DESC, domain, name, style;

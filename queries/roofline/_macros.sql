@@ -18,6 +18,25 @@ CREATE OR REPLACE TEMP MACRO tk_kernel_key(name) AS
             '<unnamed>|\(anonymous namespace\)', 'anon', 'g'),
         '\s+', '', 'g');
 
+-- tk_gpu_table_name(name, cc, sms): the device_name of gpu_peaks for a GPU as a trace names it:
+-- the name itself when the table has it; else the alias of queries/data/gpu_aliases.csv with that
+-- name (and, where the alias row gives them, that compute capability and SM / CU count: one name
+-- can stand for two parts); else the name with the 'NVIDIA ' prefix added or removed (drivers
+-- before 2021 wrote 'GeForce RTX 3090' where newer ones write 'NVIDIA GeForce RTX 3090'); else
+-- the name unchanged (not in the table: callers report it).
+CREATE OR REPLACE TEMP MACRO tk_gpu_table_name(name, cc, sms) AS
+    CASE
+        WHEN name IS NULL THEN NULL
+        WHEN EXISTS (SELECT 1 FROM gpu_peaks p WHERE p.device_name = name) THEN name
+        ELSE coalesce(
+            (SELECT min(a.device_name) FROM gpu_aliases a
+             WHERE a.alias = name AND (a.compute_capability IS NULL OR a.compute_capability = cc)
+               AND (a.sm_count IS NULL OR a.sm_count = sms)),
+            (SELECT min(p.device_name) FROM gpu_peaks p
+             WHERE p.device_name = 'NVIDIA ' || name OR 'NVIDIA ' || p.device_name = name),
+            name)
+    END;
+
 CREATE OR REPLACE TEMP MACRO tk_bound(flop_per_s, intensity, peak_flop, peak_bw, min_roof_pct) AS
     CASE
         WHEN flop_per_s IS NULL OR intensity IS NULL OR peak_flop IS NULL OR peak_bw IS NULL THEN NULL
@@ -124,7 +143,7 @@ tensor_ops AS (
 base AS (
     SELECT l.run_id, l.launch_id, l.kernel_name, l.function_name, l.device_name,
            l.compute_capability, l.pid, l.nvtx_range,
-           coalesce(getvariable('gpu'), l.device_name) AS gpu, ps.passes,
+           coalesce(getvariable('gpu'), tk_gpu_table_name(l.device_name, l.compute_capability, NULL)) AS gpu, ps.passes,
            w.m_cycles AS cycles, w.* EXCLUDE (run_id, launch_id), t.ops AS tensor_ops, t.dtype AS tensor_ops_dtype
     FROM ncu_launches l
     JOIN passes ps ON ps.run_id = l.run_id AND ps.launch_id = l.launch_id AND ps.rep_id = l.launch_id
@@ -216,12 +235,11 @@ chosen AS (
             WHEN ceil_mode = 'none' OR gpu_known THEN NULL
             WHEN ceil_mode = 'auto' AND coalesce(r_fp64, r_fp32, r_fp16, r_dram) IS NOT NULL THEN NULL
             WHEN ceil_mode = 'report' THEN NULL
-            WHEN gpu IS NULL THEN error('roofline: ncu launch ' || launch_id || ' (run ' || run_id || ') does not name its GPU '
-                || '(e.g. a --page details CSV) and carries no peak metrics: pass --param gpu=NAME '
-                || '(a device_name of tracekit/roofline/gpu_peaks.csv) or --param ceilings=none')
-            ELSE error('roofline: GPU ' || chr(39) || gpu || chr(39) || ' (run ' || run_id || ') is not in tracekit''s peak table '
-                || '(tracekit/roofline/gpu_peaks.csv) and its report carries no peak metrics: pass --param gpu=NAME '
-                || 'for a listed GPU or --param ceilings=none')
+            -- no ceilings: the kernel's counters are still reported, ceilings and bound are NULL
+            WHEN gpu IS NULL THEN 'ceilings: the report does not name its GPU (e.g. a --page details CSV) and carries '
+                || 'no peak metrics; pass -p gpu=NAME (a device_name of queries/data/gpu_peaks.csv)'
+            ELSE 'ceilings: GPU ' || chr(39) || gpu || chr(39) || ' is not in the peak table (queries/data/gpu_peaks.csv) '
+                || 'and the report carries no peak metrics; add it there or pass -p gpu=NAME for a listed GPU'
         END AS _unknown_gpu_check
     FROM ceil c
 ),
@@ -265,8 +283,10 @@ SELECT run_id, launch_id, kernel_name, function_name, device_name, compute_capab
         CASE WHEN ceil_mode <> 'none' AND peak_dram_bytes_per_s IS NULL THEN 'peak_dram_bytes_per_s: no dram__bytes.sum.peak_sustained and no table entry' END,
         CASE WHEN ceil_mode <> 'none' AND peak_l2_bytes_per_s IS NULL THEN 'peak_l2_bytes_per_s: no lts__t_bytes.sum.peak_sustained (the table has no L2 bandwidths)' END,
         CASE WHEN ceil_mode <> 'none' AND peak_l1_bytes_per_s IS NULL THEN 'peak_l1_bytes_per_s: no l1tex__t_bytes.sum.peak_sustained (the table has no L1 bandwidths)' END,
-        CASE WHEN ceil_mode = 'none' THEN 'ceilings: not computed (--param ceilings=none)' END
+        CASE WHEN ceil_mode = 'none' THEN 'ceilings: not computed (--param ceilings=none)' END,
+        _unknown_gpu_check
     ), '') AS missing,
+    _unknown_gpu_check AS ceiling_note,
     nullif(concat_ws('; ',
         CASE WHEN passes > 1 THEN 'merged from ' || passes || ' ncu passes' END,
         CASE WHEN time_from_cycles THEN 'time_ns = sm__cycles_elapsed.avg / sm__cycles_elapsed.avg.per_second' END,
@@ -276,7 +296,7 @@ SELECT run_id, launch_id, kernel_name, function_name, device_name, compute_capab
         CASE WHEN dram_from_rate THEN 'dram_bytes = dram__bytes.sum.per_second x time' END,
         CASE WHEN l2_from_rate THEN 'l2_bytes = lts__t_bytes.sum.per_second x time' END,
         CASE WHEN l1_from_rate THEN 'l1_bytes = l1tex__t_bytes.sum.per_second x time' END,
-        CASE WHEN tensor_flop_estimated THEN 'tensor_flop estimated: sm__inst_executed_pipe_tensor.sum x ' || tensor_flop_per_inst::BIGINT || ' FLOP/inst (compute capability ' || compute_capability || ')' END,
-        CASE WHEN _unknown_gpu_check IS NOT NULL THEN _unknown_gpu_check END
+        CASE WHEN tensor_flop_estimated THEN 'tensor_flop estimated: sm__inst_executed_pipe_tensor.sum x ' || tensor_flop_per_inst::BIGINT || ' FLOP/inst (compute capability ' || compute_capability || ')' END
     ), '') AS notes
 FROM src;
+

@@ -8,16 +8,21 @@
 -- by time_ns (ncu's gpu__time_duration.sum, replayed kernel). Per kernel, sums run over its
 -- launches and a sum is NULL when any launch lacks the input. Ceilings come from the report's own
 -- peak metrics (*.peak_sustained x clock) or else from tracekit's per-GPU table
--- (tracekit/roofline/gpu_peaks.csv); a GPU in neither is an error naming it. Anything missing is
--- NULL, with the reason in `missing`, never 0. docs/roofline.md has every definition.
+-- (queries/data/gpu_peaks.csv). A GPU in neither (a GPU the table lacks, or a --page details CSV,
+-- which does not name its GPU) still gets every kernel's FLOP, bytes, intensities, achieved rates
+-- and time; its ceilings, ridge points, pct_of_roof and bound are NULL, `missing` says why, and
+-- one line per run on stderr says how to add them (-p gpu=NAME). Anything missing is NULL, with
+-- the reason in `missing`; a counter the report holds with the value 0 is 0 (an integer-only
+-- kernel has 0 fp32 FLOP). docs/roofline.md has every definition.
 --
--- @param per VARCHAR kernel  'kernel' (one row per kernel name and GPU) or 'launch' (one row per launch).
--- @param ceilings VARCHAR auto  'auto' (report peaks, else the table), 'report', 'table', or 'none' (no ceilings, no GPU lookup).
+-- @param per VARCHAR kernel [kernel|launch]  'kernel' (one row per kernel name and GPU) or 'launch' (one row per launch).
+-- @param ceilings VARCHAR auto [auto|report|table|none]  'auto' (report peaks, else the table), 'report', 'table', or 'none' (no ceilings, no GPU lookup).
 -- @param gpu VARCHAR NULL  Look up the table under this device name instead of the report's (e.g. for --page details CSVs that do not name the GPU).
 -- @param tensor_datatype VARCHAR NULL  Datatype of the tensor ceiling when the counters do not tell it (default fp16).
--- @param sparsity VARCHAR dense  Tensor ceiling from the table: 'dense' or 'sparse'.
+-- @param sparsity VARCHAR dense [dense|sparse]  Tensor ceiling from the table: 'dense' or 'sparse'.
 -- @param merge_passes BOOLEAN false  Pool the metrics of the k-th launch of each kernel name across passes (input files / processes), for counters collected in separate ncu runs.
--- @param min_roof_pct DOUBLE 20  Below this percentage of the roof at its intensity a kernel is labelled 'latency' (neither memory- nor compute-bound).
+-- @param min_roof_pct DOUBLE 20 [0..100]  Below this percentage of the roof at its intensity a kernel is labelled 'latency' (neither memory- nor compute-bound).
+-- @notice SELECT 'roofline: run ' || run_id || ': ' || string_agg(DISTINCT ceiling_note, '; ') || ' (' || count(*) || ' row(s) without ceilings or bound)' FROM result WHERE ceiling_note IS NOT NULL GROUP BY run_id ORDER BY run_id
 -- @column run_id  id  Run folder the row comes from.
 -- @column kernel_name  text  Kernel name as ncu prints it (demangled).
 -- @column device_name  text  GPU (device__attribute_display_name).
@@ -30,7 +35,7 @@
 -- @column tensor_flop  FLOP  Tensor-core FLOPs (sum of sm__ops_path_tensor_src_* ops, or the labelled estimate).
 -- @column tensor_flop_estimated  flag  True when tensor_flop is the instruction-count estimate.
 -- @column flop  FLOP  fp64 + fp32 + fp16 + tensor FLOPs, over the precisions that were measured (see missing).
--- @column precision  enum  Precision with the most FLOPs: fp64, fp32, fp16 or tensor; its ceiling is peak_flop_per_s.
+-- @column precision  enum  Precision with the most FLOPs: fp64, fp32, fp16 or tensor (fp32 when every measured count is 0); its ceiling is peak_flop_per_s.
 -- @column dram_bytes  bytes  dram__bytes.sum (or read + write).
 -- @column l2_bytes  bytes  lts__t_bytes.sum.
 -- @column l1_bytes  bytes  l1tex__t_bytes.sum.
@@ -56,6 +61,9 @@
 -- @column ceiling_source  text  'report', 'table:GPU', 'report+table:GPU' or 'none'.
 -- @column missing  text  What is absent and why (the NULL columns), '; '-separated; NULL when nothing is.
 -- @column notes  text  How derived values were obtained (rates x time, cycles / clock, estimates).
+-- @column ceiling_note  text  Why the row has no ceilings (GPU not in the peak table, or not named by the report) and how to add them; NULL when it has them.
+-- @requires ncu_launches ncu_metrics
+-- @empty no profiled launch matched
 WITH l AS (
     SELECT *, coalesce(fp64_flop, 0) + coalesce(fp32_flop, 0) + coalesce(fp16_flop, 0) + coalesce(tensor_flop, 0) AS flop_any,
            (fp64_flop IS NULL AND fp32_flop IS NULL AND fp16_flop IS NULL AND tensor_flop IS NULL) AS no_flop
@@ -67,7 +75,7 @@ per_launch AS (
            CASE WHEN no_flop THEN NULL ELSE flop_any END AS flop,
            dram_bytes, l2_bytes, l1_bytes,
            peak_fp64_flop_per_s, peak_fp32_flop_per_s, peak_fp16_flop_per_s, peak_tensor_flop_per_s,
-           peak_dram_bytes_per_s, peak_l2_bytes_per_s, peak_l1_bytes_per_s, ceiling_source, missing, notes
+           peak_dram_bytes_per_s, peak_l2_bytes_per_s, peak_l1_bytes_per_s, ceiling_source, missing, notes, ceiling_note
     FROM l WHERE lower(getvariable('per')) = 'launch'
 ),
 per_kernel AS (
@@ -89,7 +97,8 @@ per_kernel AS (
            avg(peak_l1_bytes_per_s) AS peak_l1_bytes_per_s,
            string_agg(DISTINCT ceiling_source, ', ' ORDER BY ceiling_source) AS ceiling_source,
            string_agg(DISTINCT missing, ' | ' ORDER BY missing) AS missing,
-           string_agg(DISTINCT notes, ' | ' ORDER BY notes) AS notes
+           string_agg(DISTINCT notes, ' | ' ORDER BY notes) AS notes,
+           string_agg(DISTINCT ceiling_note, ' | ' ORDER BY ceiling_note) AS ceiling_note
     FROM l WHERE lower(coalesce(getvariable('per'), 'kernel')) = 'kernel'
     GROUP BY run_id, kernel_name, device_name
 ),
@@ -102,6 +111,9 @@ checked AS (
              THEN error('roofline: --param per=' || getvariable('per') || ' is not kernel or launch') END AS _chk,
         CASE greatest(coalesce(fp64_flop, -1), coalesce(fp32_flop, -1), coalesce(fp16_flop, -1), coalesce(tensor_flop, -1))
             WHEN -1 THEN NULL
+            -- no floating-point work at all (an integer-only kernel): rated against fp32
+            WHEN 0 THEN CASE WHEN fp32_flop IS NOT NULL THEN 'fp32' WHEN fp64_flop IS NOT NULL THEN 'fp64'
+                             WHEN fp16_flop IS NOT NULL THEN 'fp16' ELSE 'tensor' END
             WHEN coalesce(tensor_flop, -1) THEN 'tensor'
             WHEN coalesce(fp64_flop, -1) THEN 'fp64'
             WHEN coalesce(fp32_flop, -1) THEN 'fp32'
@@ -138,6 +150,6 @@ SELECT run_id, kernel_name, device_name, launch_id, launches, time_ns::DOUBLE AS
     concat_ws('; ', missing,
         CASE WHEN precision IS NOT NULL AND peak_flop_per_s IS NULL AND ceiling_source <> 'none'
              THEN 'peak_flop_per_s: no ' || precision || ' ceiling in the report or the table' END) AS missing,
-    notes
+    notes, ceiling_note
 FROM rates
 ORDER BY run_id, time_ns DESC NULLS LAST, kernel_name, launch_id;

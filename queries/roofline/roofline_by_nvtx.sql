@@ -17,10 +17,10 @@
 -- names differing between passes, different process or rank; ncu_matched < ncu_launches shows it.
 --
 -- @param range VARCHAR NULL  Name of the NVTX range the ncu pass targeted (e.g. 'step 3'); NULL: match over the whole nsys capture.
--- @param instance BIGINT 1  Which occurrence of that range (by start time) the ncu pass profiled.
+-- @param instance BIGINT 1 [>=1]  Which occurrence of that range (by start time) the ncu pass profiled.
 -- @param name_regex VARCHAR .*  Report NVTX ranges whose name matches this regular expression.
--- @param max_depth INTEGER 0  Report push/pop ranges up to this nesting depth (0 = outermost; start/end ranges always).
--- @param group_by VARCHAR name  'name' (one row per range name) or 'instance' (one row per range instance: per step).
+-- @param max_depth INTEGER 0 [>=0]  Report push/pop ranges up to this nesting depth (0 = outermost; start/end ranges always).
+-- @param group_by VARCHAR name [name|instance]  'name' (one row per range name) or 'instance' (one row per range instance: per step).
 -- @param ceilings VARCHAR none  Ceilings are not used here (see `roofline`).
 -- @column run_id  id  Run folder.
 -- @column range_name  text  NVTX range name.
@@ -49,6 +49,8 @@
 -- @column ncu_launches  count  ncu launches in the run.
 -- @column ncu_matched  count  ncu launches matched to an nsys kernel of the targeted range.
 -- @column missing  text  Why a column is NULL.
+-- @requires ncu_launches kernels nvtx_ranges
+-- @empty no ncu launch matched a kernel of the nsys timeline inside an NVTX range (same name, in launch order; check --param range and name_regex)
 WITH target AS (
     SELECT run_id, pid, start_ns, end_ns FROM (
         SELECT *, row_number() OVER (PARTITION BY run_id ORDER BY start_ns, range_id) AS inst

@@ -1,13 +1,19 @@
 -- step_summary: One row per run, rank and training step: wall time, phase times, GPU busy time, throughput.
 --
--- Steps are the NVTX ranges `step N` / `step N (warmup)` of domain tracekit (tk_steps in
--- queries/_macros.sql; the Kineto collector maps the runners' record_function ranges of the same
--- names to that domain). Phases are the ranges `data`, `forward`, `backward`, `optimizer` and
--- `comm ...` (e.g. `comm allreduce`, one per DDP gradient bucket) of domain tracekit in the same
--- process that START inside the step's [start_ns, end_ns): each phase time is the length of the
--- UNION of its ranges clipped to the step, so overlapping all-reduce buckets count once. Phases may
--- overlap one another (comm_ns runs during backward_ns), so they do not add up to wall_ns.
--- A phase with no range in the step is 0; comm_ns is NULL when the run is multi-rank and has no
+-- Steps come from tk_steps (queries/_macros.sql), the first source a run has: tracekit's NVTX
+-- ranges `step N` / `step N (warmup)` (the Kineto collector maps the runners' record_function
+-- ranges of the same names to domain tracekit), else PyTorch's `ProfilerStep#N` (Kineto user
+-- annotations or nsys NVTX ranges), else the ranges named by --step-pattern, else iterations
+-- detected in the kernel sequence; step_source says which. Phases are the ranges `data`,
+-- `forward`, `backward`, `optimizer` and `comm ...` (e.g. `comm allreduce`, one per DDP gradient
+-- bucket) of domain tracekit, and PyTorch's own annotations `enumerate(DataLoader)#...` (data)
+-- and `Optimizer.step#...` / `Optimizer.zero_grad#...` (optimizer), in the same process, that
+-- START inside the step's [start_ns, end_ns): each phase time is the length of the UNION of its
+-- ranges clipped to the step, so overlapping all-reduce buckets count once. Phases may overlap
+-- one another (comm_ns runs during backward_ns), so they do not add up to wall_ns. A phase with
+-- no range in the step is 0 for tracekit steps; for other sources forward_ns, backward_ns and
+-- comm_ns are NULL (PyTorch does not mark them) and data_ns / optimizer_ns are NULL unless the
+-- run has such annotations. comm_ns is also NULL when a tracekit run is multi-rank and has no
 -- comm range at all (communication not annotated, e.g. the torch profiler path).
 --
 -- rank: processes.rank, else the pid -> rank map `tracekit collect` writes in the manifest
@@ -21,18 +27,21 @@
 -- @param include_warmup BOOLEAN true  Keep warm-up steps (marked by `warmup`).
 -- @column run_id        id         Run folder the row comes from.
 -- @column rank          id         Distributed rank of the process (see above).
--- @column step          count      N of the `step N` range (counts from 0 over warm-up and measured steps).
+-- @column step          count      Step number: N of `step N` (counts from 0 over warm-up and measured steps) or of `ProfilerStep#N`, the pattern's first group, or the detected iteration (from 0).
 -- @column wall_ns       ns         Step range duration (host side: end_ns - start_ns).
--- @column data_ns       ns         Time in `data` ranges (batch creation / loading).
--- @column forward_ns    ns         Time in `forward` ranges.
--- @column backward_ns   ns         Time in `backward` ranges.
--- @column optimizer_ns  ns         Time in `optimizer` ranges.
+-- @column data_ns       ns         Time in `data` (or PyTorch `enumerate(DataLoader)#...`) ranges: batch creation / loading.
+-- @column forward_ns    ns         Time in `forward` ranges; NULL for steps not from tracekit.
+-- @column backward_ns   ns         Time in `backward` ranges; NULL for steps not from tracekit.
+-- @column optimizer_ns  ns         Time in `optimizer` (or PyTorch `Optimizer.step#...`, `Optimizer.zero_grad#...`) ranges.
 -- @column comm_ns       ns         Time at least one `comm ...` range was open (union), clipped to the step.
 -- @column gpu_busy_ns   ns         Time at least one kernel ran on the process's GPUs in the step; NULL when no kernels were captured.
 -- @column samples_per_s value      Global samples per step / (wall_ns / 1e9): training samples (the workload's batch unit) per second.
 -- @column warmup        flag       True for warm-up steps (`step N (warmup)`).
+-- @column step_source   enum       Where the step comes from: 'tracekit', 'profiler', 'pattern' or 'detected' (tk_steps).
 -- @column pid           id         OS process ID of the step's process.
 -- @column start_ns      ns         Step start on the trace's clock.
+-- @requires nvtx_ranges
+-- @empty no NVTX ranges named `step N` or `step N (warmup)` (the training steps tracekit's runners mark; docs/workloads.md)
 WITH steps AS MATERIALIZED (
     SELECT * FROM tk_steps()
     WHERE getvariable('include_warmup') OR NOT is_warmup
@@ -59,10 +68,15 @@ one_process AS (
 -- phase ranges, each attributed to the last step of its process starting at or before it (ASOF)
 phase_ranges AS (
     SELECT run_id, pid, start_ns, end_ns,
-           CASE WHEN name LIKE 'comm%' THEN 'comm' ELSE name END AS phase
+           CASE WHEN domain = 'pytorch.user_annotation' AND starts_with(name, 'enumerate(DataLoader)#') THEN 'data'
+                WHEN domain = 'pytorch.user_annotation' THEN 'optimizer'
+                WHEN name LIKE 'comm%' THEN 'comm' ELSE name END AS phase
     FROM nvtx_ranges
-    WHERE domain IN ('tracekit', '') AND end_ns IS NOT NULL AND end_ns > start_ns
-      AND (name IN ('data', 'forward', 'backward', 'optimizer') OR name LIKE 'comm%')
+    WHERE end_ns IS NOT NULL AND end_ns > start_ns
+      AND ((domain IN ('tracekit', '') AND (name IN ('data', 'forward', 'backward', 'optimizer') OR name LIKE 'comm%'))
+           OR (domain = 'pytorch.user_annotation'
+               AND (starts_with(name, 'enumerate(DataLoader)#') OR starts_with(name, 'Optimizer.step#')
+                    OR starts_with(name, 'Optimizer.zero_grad#'))))
 ),
 in_step AS (
     SELECT s.run_id, s.step_id, p.phase,
@@ -94,6 +108,8 @@ phases AS (
 has_comm AS (
     SELECT DISTINCT run_id FROM phase_ranges WHERE phase = 'comm'
 ),
+has_data AS (SELECT DISTINCT run_id FROM phase_ranges WHERE phase = 'data'),
+has_opt AS (SELECT DISTINCT run_id FROM phase_ranges WHERE phase = 'optimizer'),
 kernels_captured AS (
     SELECT run_id, bool_or(captured) AS captured FROM run_tables WHERE table_name = 'kernels' GROUP BY run_id
 ),
@@ -105,16 +121,18 @@ SELECT s.run_id,
        CAST(coalesce(pr.rank, mr.rank, CASE WHEN op.single THEN 0 END) AS INTEGER) AS rank,
        s.step_number AS step,
        s.end_ns - s.start_ns AS wall_ns,
-       coalesce(ph.data_ns, 0) AS data_ns,
-       coalesce(ph.forward_ns, 0) AS forward_ns,
-       coalesce(ph.backward_ns, 0) AS backward_ns,
-       coalesce(ph.optimizer_ns, 0) AS optimizer_ns,
+       CASE WHEN s.step_source = 'tracekit' OR pd.run_id IS NOT NULL THEN coalesce(ph.data_ns, 0) END::BIGINT AS data_ns,
+       CASE WHEN s.step_source = 'tracekit' THEN coalesce(ph.forward_ns, 0) END::BIGINT AS forward_ns,
+       CASE WHEN s.step_source = 'tracekit' THEN coalesce(ph.backward_ns, 0) END::BIGINT AS backward_ns,
+       CASE WHEN s.step_source = 'tracekit' OR po.run_id IS NOT NULL THEN coalesce(ph.optimizer_ns, 0) END::BIGINT AS optimizer_ns,
        CASE WHEN ph.comm_ns IS NOT NULL THEN ph.comm_ns
+            WHEN s.step_source <> 'tracekit' THEN NULL
             WHEN hc.run_id IS NULL AND coalesce(m.world_size, 1) > 1 THEN NULL
             ELSE 0 END::BIGINT AS comm_ns,
        CASE WHEN coalesce(kc.captured, false) THEN coalesce(b.busy_ns, 0) END::BIGINT AS gpu_busy_ns,
        m.samples_per_step / ((s.end_ns - s.start_ns) / 1e9) AS samples_per_s,
        s.is_warmup AS warmup,
+       s.step_source,
        s.pid,
        s.start_ns
 FROM steps s
@@ -124,6 +142,8 @@ LEFT JOIN manifest_ranks mr ON mr.run_id = s.run_id AND mr.pid = s.pid
 LEFT JOIN one_process op ON op.run_id = s.run_id
 LEFT JOIN phases ph ON ph.run_id = s.run_id AND ph.step_id = s.step_id
 LEFT JOIN has_comm hc ON hc.run_id = s.run_id
+LEFT JOIN has_data pd ON pd.run_id = s.run_id
+LEFT JOIN has_opt po ON po.run_id = s.run_id
 LEFT JOIN kernels_captured kc ON kc.run_id = s.run_id
 LEFT JOIN busy b ON b.run_id = s.run_id AND b.step_id = s.step_id
 ORDER BY s.run_id, rank NULLS LAST, s.pid, s.step_number, s.start_ns;

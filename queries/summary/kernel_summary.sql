@@ -4,7 +4,7 @@
 -- counts, whatever its device or stream; durations are end_ns - start_ns. time_pct is this name's
 -- share of the summed kernel time of its run (not of wall time). Sorted by total time, descending.
 --
--- @param top BIGINT 0  Keep only the N names with the most total time in each run (0 = all).
+-- @param top BIGINT 0 [>=0]  Keep only the N names with the most total time in each run (0 = all).
 -- @column run_id     id     Run folder the row comes from.
 -- @column name       text   Kernel name (demangled).
 -- @column instances  count  Number of executions.

@@ -7,7 +7,7 @@
 -- share of the summed OS runtime time of its run: the calls of all threads add up, so it is not
 -- a share of wall time. Sorted by total time, descending.
 --
--- @param top BIGINT 0  Keep only the N names with the most total time in each run (0 = all).
+-- @param top BIGINT 0 [>=0]  Keep only the N names with the most total time in each run (0 = all).
 -- @column run_id     id     Run folder the row comes from.
 -- @column name       text   Function name.
 -- @column calls      count  Number of calls.

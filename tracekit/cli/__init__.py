@@ -41,8 +41,25 @@ def _fail(message: str, code: int) -> int:
         import traceback
 
         traceback.print_exc()
-    print(f"tracekit: error: {message}", file=sys.stderr)
+    from tracekit.cli.termtable import visible
+
+    print(f"tracekit: error: {visible(message)}", file=sys.stderr)  # trace text is never an escape
     return code
+
+
+def _usage_message(exc) -> str:
+    """Click's usage error in one line; an unknown command or option gets one suggestion list."""
+    from tracekit.suggest import did_you_mean
+
+    ctx = exc.ctx
+    name = getattr(exc, "command_name", None)
+    if name is not None and ctx is not None:
+        return f"unknown command {name!r}{did_you_mean(name, getattr(ctx.command, 'commands', {}))}"
+    name = getattr(exc, "option_name", None)
+    if name is not None and ctx is not None:
+        opts = [o for p in ctx.command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")]
+        return f"unknown option {name!r}{did_you_mean(name, opts)}"
+    return " ".join(exc.format_message().split())
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -69,7 +86,7 @@ def run(argv: list[str] | None = None) -> int:
         return 2
     except _USAGE as exc:  # bad command, option or argument: one line naming it
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
-        return _fail(" ".join(exc.format_message().split()) + hint, 2)
+        return _fail(_usage_message(exc) + hint, 2)
     except _CLICK as exc:
         return _fail(" ".join(exc.format_message().split()), 2)
     except KeyboardInterrupt:

@@ -11,12 +11,23 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    suggest_commands=False,  # tracekit.cli.run words the suggestion once
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-STATE = {"debug": False}
+STATE = {"debug": False, "quiet": False}
+
+QUIET = typer.Option(False, "--quiet", "-q", help="Print no warnings or notes on stderr (errors "
+                     "still print).")
 
 
 @app.callback()
-def _root(debug: bool = typer.Option(False, "--debug", help="Show Python tracebacks on errors.")):
+def _root(debug: bool = typer.Option(False, "--debug", help="Show Python tracebacks on errors."),
+          quiet: bool = QUIET):
     STATE["debug"] = debug
+    STATE["quiet"] = quiet
+
+
+def set_quiet(quiet: bool) -> None:
+    """A command's own --quiet (``tracekit query --quiet ...``) adds to the global one."""
+    STATE["quiet"] = STATE["quiet"] or quiet

@@ -25,6 +25,10 @@ def collect(
                                   "CUDA only) or bf16."),
     nproc: int = typer.Option(1, "--nproc", help="Data-parallel processes (torchrun; NCCL on GPUs, "
                               "Gloo on CPUs)."),
+    threads_per_rank: int = typer.Option(None, "--threads-per-rank", help="Intra-op threads of "
+                                         "each rank (OMP_NUM_THREADS); default $OMP_NUM_THREADS, "
+                                         "else 1 as torchrun sets, for 1-rank runs too; recorded "
+                                         "in the manifest (collect.threads_per_rank)."),
     profiler: str = typer.Option("auto", "--profiler", help="nsys, ncu, torch, or auto (nsys when "
                                  "on PATH, else torch)."),
     extra_profiler_args: str = typer.Option("", "--extra-profiler-args", help="More options for "
@@ -45,23 +49,24 @@ def collect(
 
     Then e.g. `tracekit query step_summary RUN_DIR`.
     """
-    from rich.console import Console
-
+    from tracekit.cli.messages import info, warn
     from tracekit.collect import CollectOptions, Workload
     from tracekit.collect import collect as do_collect
     from tracekit.runfolder import open_run
 
     w = Workload(name=workload, preset=preset, steps=steps, warmup_steps=warmup_steps,
-                 batch_size=batch_size, precision=precision, nproc=nproc)
+                 batch_size=batch_size, precision=precision, nproc=nproc,
+                 threads_per_rank=threads_per_rank)
     opts = CollectOptions(profiler=profiler, extra_profiler_args=extra_profiler_args, force=force,
                           keep_raw=keep_raw, timeout_s=timeout, ncu_steps=_steps(ncu_steps),
                           ncu_launch_count=CollectOptions.ncu_launch_count if ncu_launch_count is None else ncu_launch_count)
     do_collect(w, output, opts)
     m = open_run(output).manifest
     rows = ", ".join(f"{n} {t['rows']}" for n, t in m["tables"].items() if t["rows"])
-    Console(stderr=True, highlight=False).print(
-        f"wrote {output} ({m['collect']['profiler']}, {m['workload']['world_size']} rank(s), "
-        f"{m['collect']['wall_s']:.1f} s; {rows or 'no rows'})")
+    for w in m.get("warnings") or []:
+        warn(w)
+    info(f"wrote {output} ({m['collect']['profiler']}, {m['workload']['world_size']} rank(s), "
+         f"{m['collect']['wall_s']:.1f} s; {rows or 'no rows'})")
 
 
 def _steps(text: str | None) -> tuple[int, ...] | None:

@@ -1,21 +1,20 @@
-"""Writing query results: a rich table on the terminal, or CSV / JSON / Parquet."""
+"""Writing query results: a plain table that fits the terminal, or CSV / JSON / Parquet."""
 
 from __future__ import annotations
 
-import io
-import json
-import math
-import os
 import sys
-import tempfile
 from enum import Enum
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from tracekit.cli.display import columns_of, format_plain
+from tracekit.cli.serialize import csv_bytes, json_text
+from tracekit.cli.termtable import render_lines, terminal_width, visible, wrap
 from tracekit.errors import InputError
+from tracekit.outfile import write_output
+from tracekit.suggest import did_you_mean
 
 
 class Format(str, Enum):
@@ -26,70 +25,75 @@ class Format(str, Enum):
 
 
 def format_cell(v) -> str:
-    """Text of one value in the terminal table: integers exactly, floats with 3 decimals
-    (or 4 significant digits below 1), NULL as empty."""
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        if math.isnan(v) or math.isinf(v):
-            return str(v)
-        if v != 0 and abs(v) < 1:
-            return f"{v:.4g}"
-        return f"{v:.3f}".rstrip("0").rstrip(".")
-    return str(v)
+    """Text of one value in the terminal table without a display unit (see
+    :func:`tracekit.cli.display.format_plain`)."""
+    return format_plain(v)
 
 
-def _json_value(v):
-    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
-        return None
-    if hasattr(v, "isoformat"):
-        return v.isoformat()
-    return v
+def select_columns(result: pa.Table, columns: str | None) -> pa.Table:
+    """``result`` with only the comma-separated ``columns``, in that order (all when None).
+    :class:`InputError` naming an unknown column, with the closest names."""
+    if not columns:
+        return result
+    names = [c.strip() for c in columns.split(",") if c.strip()]
+    for n in names:
+        if n not in result.column_names:
+            raise InputError(f"--columns: no column {n!r}{did_you_mean(n, result.column_names)}; "
+                             f"columns: {', '.join(result.column_names)}")
+    return result.select(names)
 
 
-def render(result: pa.Table, fmt: Format, output: Path | None, title: str | None = None) -> None:
-    """Write ``result`` in ``fmt`` to ``output`` (atomically) or stdout. Parquet needs ``output``."""
+COLUMNS_HINT = "`--columns a,b,c` picks the columns; `-f csv` shows them all."
+
+
+def table_lines(result: pa.Table, title: str | None = None, units: dict | None = None,
+                width: int | None = None, hint: str = COLUMNS_HINT) -> list[str]:
+    """The terminal-table view of ``result``: lines of at most ``width`` cells (the terminal's by
+    default) with display units, then one note naming the columns left out, wrapped to the width.
+    See :mod:`tracekit.cli.termtable` and :mod:`tracekit.cli.display`."""
+    width = width or terminal_width()
+    cols = columns_of(result, units)
+    if result.num_rows and "run_id" in result.column_names:
+        ids = result.column("run_id").unique().to_pylist()
+        if len(ids) == 1 and ids[0] is not None:
+            cols = [c for c in cols if c.name != "run_id"]
+            title = f"{title} (run {ids[0]})" if title else f"run {ids[0]}"
+    lines, lay = render_lines(cols, width, title)
+    notes = []
+    if lay.dropped:
+        notes.append(f"{', '.join(lay.dropped)} (no room in {width} columns)")
+    if lay.empty:
+        notes.append(f"{', '.join(lay.empty)} (empty in every row)")
+    if notes:
+        text = f"not shown: {'; '.join(notes)}. {hint}"
+        lines += wrap(visible(text), width)
+    return lines
+
+
+def render(result: pa.Table, fmt: Format, output: Path | None, title: str | None = None,
+           units: dict | None = None, protect=()) -> None:
+    """Write ``result`` in ``fmt`` to ``output`` or stdout (``-`` is stdout too); the file rules
+    (devices, symlinks, modes, folders in ``protect`` refused) are
+    :func:`tracekit.outfile.write_output`'s. Parquet needs ``output``.
+
+    ``fmt`` table on stdout is the terminal view (:func:`table_lines`; ``units`` = {column:
+    (unit, description)} from a named query); nothing is printed for an empty result (the caller
+    explains it on stderr). ``fmt`` table with ``output`` writes CSV. CSV and JSON: see
+    :mod:`tracekit.cli.serialize`.
+    """
+    if output is not None and str(output) == "-":
+        output = None  # stdout
     if fmt == Format.parquet and output is None:
         raise InputError("--format parquet needs --output FILE")
     if fmt == Format.table and output is None:
-        from rich.console import Console
-        from rich.table import Table
-
-        t = Table(title=title, show_lines=False, header_style="bold")
-        for f in result.schema:
-            numeric = pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_decimal(f.type)
-            if numeric:
-                t.add_column(f.name, justify="right", no_wrap=True)
-            else:
-                t.add_column(f.name, justify="left", overflow="fold", ratio=1, min_width=12)
-        for row in result.to_pylist():
-            t.add_row(*[format_cell(v) for v in row.values()])
-        Console(width=max(100, Console().width)).print(t)
+        if result.num_rows:
+            sys.stdout.write("\n".join(table_lines(result, title, units)) + "\n")
         return
     if fmt == Format.parquet:
-        _atomic_write(output, lambda f: pq.write_table(result, f), binary=True)
+        write_output(output, lambda f: pq.write_table(result, f), protect)
         return
-    if fmt == Format.csv or fmt == Format.table:
-        buf = io.BytesIO()
-        pacsv.write_csv(result, buf)
-        text = buf.getvalue().decode()
-    else:
-        rows = [{k: _json_value(v) for k, v in r.items()} for r in result.to_pylist()]
-        text = json.dumps(rows, indent=1) + "\n"
+    data = csv_bytes(result) if fmt in (Format.csv, Format.table) else json_text(result).encode()
     if output is None:
-        sys.stdout.write(text)
+        sys.stdout.write(data.decode())
     else:
-        _atomic_write(output, lambda f: f.write(text.encode()), binary=True)
-
-
-def _atomic_write(path: Path, write, binary: bool):
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        write_output(output, lambda f: f.write(data), protect)

@@ -3,20 +3,31 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
-from tracekit.cli.app import app
-from tracekit.cli.output import Format, render
+from tracekit.cli.app import QUIET, app, set_quiet
+from tracekit.cli.output import Format, render, select_columns
 from tracekit.errors import QueryError
+from tracekit.outfile import check_output
 
-_RUNS = typer.Argument(..., help="One or more run folders (made by `tracekit convert` or `collect`).")
-_FORMAT = typer.Option(Format.table, "--format", "-f", help="Output format.")
-_OUTPUT = typer.Option(None, "--output", "-o", help="Write to FILE instead of stdout.")
+_RUNS = typer.Argument(..., help="One or more run folders (made by `tracekit convert` or "
+                       "`tracekit collect`).", show_default=False)
+_FORMAT = typer.Option(Format.table, "--format", "-f", help="Output format: table (fits the "
+                       "terminal, values in readable units), csv, json or parquet (exact values).")
+_OUTPUT = typer.Option(None, "--output", "-o", help="Write to FILE instead of stdout (`-`: stdout).")
+_COLUMNS = typer.Option(None, "--columns", "-c", help="Only these columns, comma-separated, in "
+                        "this order (every format).")
 _MEMORY = typer.Option(
     None, "--memory-limit", envvar="TRACEKIT_MEMORY_LIMIT",
     help="DuckDB memory limit, e.g. 1GB (default: DuckDB's, 80% of RAM); past it, joins and sorts "
          "spill to disk instead of growing.")
+STEP_PATTERN = typer.Option(
+    None, "--step-pattern", envvar="TRACEKIT_STEP_PATTERN", metavar="REGEX",
+    help="Regular expression naming the NVTX / annotation ranges that are training steps (first "
+         "capture group = step number), for runs without tracekit `step N` or PyTorch "
+         "ProfilerStep#N ranges; else steps are detected from the kernel sequence.")
 
 
 def parse_params(items: list[str]) -> dict[str, str]:
@@ -29,58 +40,108 @@ def parse_params(items: list[str]) -> dict[str, str]:
     return params
 
 
+def _warn_runs(eng, tables: set[str]) -> None:
+    from tracekit.cli.messages import warn
+    from tracekit.explain import run_warnings
+
+    for w in run_warnings(eng.runs, tables):
+        warn(w)
+
+
 @app.command()
 def query(
-    name: str = typer.Argument(..., help="Named query (see `tracekit queries`)."),
+    name: str = typer.Argument(..., help="Named query, e.g. kernel_summary (`tracekit queries` "
+                               "lists them).", show_default=False),
     run_dirs: list[Path] = _RUNS,
     format: Format = _FORMAT,
     output: Path = _OUTPUT,
-    param: list[str] = typer.Option([], "--param", "-p", help="Query parameter KEY=VALUE (repeatable)."),
+    param: list[str] = typer.Option([], "--param", "-p", help="Query parameter KEY=VALUE "
+                                    "(repeatable; `tracekit queries NAME` lists them)."),
+    columns: Optional[str] = _COLUMNS,
     memory_limit: str = _MEMORY,
+    quiet: bool = QUIET,
+    step_pattern: str = STEP_PATTERN,
 ):
-    """Run a named query over one or more run folders."""
-    from tracekit.engine import Engine
+    """Run a named query over one or more run folders.
 
-    with Engine(run_dirs, memory_limit=memory_limit) as eng:
-        result = eng.query(name, parse_params(param))
-    render(result, format, output, title=name)
+    Warnings recorded in the run folders print on stderr; an empty result says why on stderr
+    (exit status 0).
+    """
+    from tracekit.cli.messages import note
+    from tracekit.engine import Engine
+    from tracekit.explain import tables_read, why_empty
+    from tracekit.named_queries import get_query
+
+    set_quiet(quiet)
+    q = get_query(name)
+    params = parse_params(param)
+    if output is not None:
+        check_output(output, run_dirs)
+    with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as eng:
+        result = eng.query(q, params)
+        notices = eng.notices
+        _warn_runs(eng, tables_read(q.sql))
+        if result.num_rows == 0:
+            note(why_empty(eng.runs, q, params=params))
+    result = select_columns(result, columns)
+    units = {c.name: (c.unit, c.description) for c in q.columns}
+    render(result, format, output, title=name, units=units, protect=run_dirs)
+    for line in notices:  # the query's @notice lines (coverage, why a column is NULL)
+        note(line)
 
 
 @app.command()
 def sql(
-    statement: str = typer.Argument(..., help="SQL over the run-folder tables (kernels, cuda_api, ...)."),
+    statement: str = typer.Argument(..., help="DuckDB SQL over the run-folder tables (kernels, "
+                                    "cuda_api, memcpy, nvtx_ranges, ...; `tracekit schema` "
+                                    "documents them).", show_default=False),
     run_dirs: list[Path] = _RUNS,
     format: Format = _FORMAT,
     output: Path = _OUTPUT,
+    columns: Optional[str] = _COLUMNS,
     memory_limit: str = _MEMORY,
+    quiet: bool = QUIET,
+    allow_external: bool = typer.Option(
+        False, "--allow-external", help="Let the SQL read and write any file DuckDB can (COPY, "
+        "read_csv, ATTACH, ...). Without it the statement reads only the run folders' tables."),
+    step_pattern: str = STEP_PATTERN,
 ):
-    """Run ad-hoc DuckDB SQL over one or more run folders (same table names as named queries)."""
-    from tracekit.engine import Engine
+    """Run ad-hoc DuckDB SQL over one or more run folders.
 
-    with Engine(run_dirs, memory_limit=memory_limit) as eng:
+    The tables and macros are those of the named queries; every table has a leading run_id column.
+    Without --allow-external the statement reads no other file and writes none
+    (docs/robustness.md).
+    """
+    from tracekit.cli.messages import note
+    from tracekit.engine import Engine
+    from tracekit.explain import tables_read, why_empty
+
+    set_quiet(quiet)
+    if output is not None:
+        check_output(output, run_dirs)
+    with Engine(run_dirs, memory_limit=memory_limit, external_access=allow_external) as eng:
         result = eng.sql(statement)
-    render(result, format, output)
+        _warn_runs(eng, tables_read(statement))
+        if result.num_rows == 0 and result.num_columns:
+            note(why_empty(eng.runs, sql=statement))
+    render(select_columns(result, columns), format, output, protect=run_dirs)
 
 
 @app.command()
 def queries(
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show parameters and output columns."),
+    name: Optional[str] = typer.Argument(None, help="Show this query in full: description, "
+                                         "definition, parameters and columns.",
+                                         show_default=False),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="With every query's parameters "
+                                 "and output columns."),
 ):
-    """List the named queries with their descriptions."""
-    from rich.console import Console
-    from rich.table import Table
+    """List the named queries, or describe one (`tracekit queries kernel_summary`)."""
+    import sys
 
-    from tracekit.named_queries import all_queries
+    from tracekit.cli.querydoc import describe, listing
+    from tracekit.named_queries import all_queries, get_query
 
-    t = Table(show_lines=verbose, header_style="bold")
-    t.add_column("query")
-    t.add_column("topic")
-    t.add_column("description")
-    for q in all_queries().values():
-        desc = q.description
-        if verbose:
-            extra = [f"--param {p.name}={p.default} ({p.type}): {p.description}" for p in q.params]
-            extra += [f"{c.name} [{c.unit}]: {c.description}" for c in q.columns]
-            desc = "\n".join([desc] + extra)
-        t.add_row(q.name, q.topic, desc)
-    Console().print(t)
+    if name is not None:
+        sys.stdout.write(describe(get_query(name)))
+        return
+    sys.stdout.write(listing(list(all_queries().values()), verbose))

@@ -7,13 +7,15 @@ from pathlib import Path
 import typer
 
 from tracekit.cli.app import app
-from tracekit.cli.output import Format, render
+from tracekit.cli.output import Format
+from tracekit.cli.query import STEP_PATTERN
 
 
 @app.command()
 def study(
-    run_dirs: list[Path] = typer.Argument(..., help="Run folders (from `tracekit collect`, or "
-                                          "described by --override)."),
+    run_dirs: list[Path] = typer.Argument(..., help="Run folders (from `tracekit collect` or "
+                                          "`tracekit convert`; keys a manifest lacks are inferred "
+                                          "from the trace or given by --override)."),
     output: Path = typer.Option(..., "-o", "--output", help="Study folder to write (report.html, "
                                 "TABLE.csv, TABLE.parquet, study.json)."),
     override: Path = typer.Option(None, "--override", help="TOML or YAML file giving workload, "
@@ -22,18 +24,24 @@ def study(
                                   "docs/study.md."),
     title: str = typer.Option("tracekit study", "--title", help="Report title."),
     force: bool = typer.Option(False, "--force", help="Replace an existing study folder."),
+    pool: bool = typer.Option(False, "--pool", help="Average runs whose keys (workload, precision, "
+                              "world size, interconnect, batch) are equal into one point; by "
+                              "default every run is its own point."),
+    step_pattern: str = STEP_PATTERN,
 ):
-    """Cross-run study: scaling efficiency, mixed precision, host CPU, compute against memory
-    traffic, communication; one self-contained HTML report plus CSV and Parquet tables
-    (see docs/study.md)."""
-    from rich.console import Console
+    """Cross-run study: scaling, precision, host CPU, compute vs memory, communication.
 
+    Scaling efficiency, mixed precision, host CPU, compute against memory traffic and
+    communication across runs; one self-contained HTML report plus CSV and Parquet tables (see
+    docs/study.md).
+    """
+    from tracekit.cli.messages import info
     from tracekit.study import build_study
 
-    st, out = build_study(run_dirs, output, override=override, force=force, title=title)
+    st, out = build_study(run_dirs, output, override=override, force=force, title=title, pool=pool,
+                          step_pattern=step_pattern)
     rows = ", ".join(f"{n} {len(t)}" for n, t in st.tables.items())
-    Console(stderr=True, highlight=False).print(
-        f"wrote {out / 'report.html'} ({len(st.runs)} runs; rows: {rows})")
+    info(f"wrote {out / 'report.html'} ({len(st.runs)} runs; rows: {rows})")
 
 
 @app.command()
@@ -46,31 +54,47 @@ def compare(
     fmt: Format = typer.Option(Format.table, "-f", "--format", help="table, csv, json or parquet."),
     output: Path = typer.Option(None, "-o", "--output", help="Write the kernel table here "
                                 "(and the metrics beside it as STEM.metrics.EXT)."),
+    fail_if_slower: float = typer.Option(None, "--fail-if-slower", metavar="PCT",
+                                         help="Regression gate: exit 3 when B's mean step time "
+                                         "(GPU busy time without steps) is more than PCT percent "
+                                         "above A's; the verdict goes to stderr."),
+    step_pattern: str = STEP_PATTERN,
 ):
-    """Compare two runs: step time, per-kernel time (new, missing, slower, faster kernels, matched
-    by name), GPU idle time and overlap."""
-    import pyarrow as pa
-    from rich.console import Console
+    """Compare two runs: step time, per-kernel time, GPU idle time, overlap and copies per kind.
 
+    Kernels are matched by name and classed new, missing, slower, faster or same. On the terminal
+    values show in readable units; -f csv/json write the metrics and the kernels to stdout as one
+    document, -o FILE the kernels in FILE and the metrics beside it. --fail-if-slower makes it a
+    regression gate (exit 3).
+    """
+    from tracekit.cli.compare_output import write_compare
+    from tracekit.outfile import check_output
     from tracekit.study import compare_runs
 
-    res = compare_runs(run_a, run_b, threshold=threshold)
-    metrics = pa.Table.from_pandas(res["metrics"], preserve_index=False)
-    kernels = pa.Table.from_pandas(res["kernels"], preserve_index=False)
-    c = res["kernel_counts"]
-    summary = (f"{res['a']} -> {res['b']}: kernels {c['new']} new, {c['missing']} missing, "
-               f"{c['slower']} slower, {c['faster']} faster, {c['same']} same "
-               f"(threshold {threshold:g})")
+    if output is not None and str(output) == "-":
+        output = None  # stdout: the kernel table, as without -o
     if output is not None:
+        check_output(output, [run_a, run_b])
         mpath = output.with_name(f"{output.stem}.metrics{output.suffix}")
-        render(kernels, fmt, output)
-        render(metrics, fmt, mpath)
-        Console(stderr=True, highlight=False).print(f"{summary}; wrote {output} and {mpath}")
-        return
-    if fmt == Format.table:
-        render(metrics, fmt, None, title=f"{res['a']} (a) -> {res['b']} (b)")
-        shown = kernels if top == 0 else kernels.slice(0, top)
-        render(shown, fmt, None, title=f"kernels by |delta_ns| ({len(shown)} of {len(kernels)})")
-        Console(stderr=True, highlight=False).print(summary)
-    else:
-        render(kernels, fmt, None)
+        check_output(mpath, [run_a, run_b])
+    res = compare_runs(run_a, run_b, threshold=threshold, step_pattern=step_pattern)
+    verdict = None
+    if fail_if_slower is not None:
+        from tracekit.study.gate import gate
+
+        verdict = gate(res["metrics"], fail_if_slower)
+    write_compare(res, fmt, output, top=top, threshold=threshold, protect=[run_a, run_b])
+    return _gate_exit(verdict)
+
+
+def _gate_exit(verdict):
+    """Print the --fail-if-slower verdict on stderr; exit 3 when B is too slow."""
+    if verdict is None:
+        return None
+    from tracekit.cli.messages import info
+    from tracekit.study.gate import EXIT_SLOWER
+
+    info(f"tracekit compare: {verdict.message()}")
+    if verdict.slower:
+        raise typer.Exit(EXIT_SLOWER)
+    return None

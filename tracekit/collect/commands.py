@@ -44,6 +44,7 @@ class Workload:
     precision: str | None = None
     nproc: int = 1
     device: str | None = None
+    threads_per_rank: int | None = None  # None: $OMP_NUM_THREADS, else 1 (torchrun's rule)
 
 
 def runner_command(w: Workload, result_json: str, *, python: str | None = None,

@@ -29,7 +29,8 @@ from pathlib import Path
 
 from tracekit.collect import commands as C
 from tracekit.collect import tools
-from tracekit.errors import InputError, RunFolderError, TracekitError
+from tracekit.errors import InputError, TracekitError
+from tracekit.runfolder import check_replaceable
 
 PROFILERS = ("nsys", "ncu", "torch", "auto")
 
@@ -127,6 +128,37 @@ def _importing() -> bool:
     return False
 
 
+def threads_per_rank(w: C.Workload) -> tuple[int, str]:
+    """(intra-op threads of every rank, the rule that gave it): ``--threads-per-rank``, else
+    ``$OMP_NUM_THREADS``, else 1 -- torchrun's rule (it gives each of N > 1 ranks one thread
+    unless OMP_NUM_THREADS is set), applied to 1-rank runs too, so a study's 1-rank and N-rank
+    runs are comparable."""
+    if w.threads_per_rank is not None:
+        return w.threads_per_rank, "--threads-per-rank"
+    env = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if env.isdigit() and int(env) >= 1:
+        return int(env), "OMP_NUM_THREADS"
+    return 1, "torchrun's default (1 thread per rank; set --threads-per-rank to change)"
+
+
+def host_cpu_table(results: list[dict]):
+    """cpu_thread_state rows from the runner's host CPU samples (torch profiler runs), or None
+    when no rank sampled (tracekit.workloads.cpusample)."""
+    import pyarrow as pa
+
+    parts = [r["cpu_samples"] for r in results if r.get("cpu_samples") and r["cpu_samples"].get("source")]
+    if not parts:
+        return None
+    cols = {c: [v for p in parts for v in p[c]] for c in ("pid", "tid", "cpu", "start_ns", "end_ns")}
+    n = len(cols["pid"])
+    return pa.table({
+        "start_ns": pa.array(cols["start_ns"], pa.int64()), "end_ns": pa.array(cols["end_ns"], pa.int64()),
+        "duration_ns": pa.array([e - b for b, e in zip(cols["start_ns"], cols["end_ns"])], pa.int64()),
+        "cpu": pa.array(cols["cpu"], pa.int32()), "pid": pa.array(cols["pid"], pa.int64()),
+        "tid": pa.array(cols["tid"], pa.int64()), "out_state": pa.array(["Sampled"] * n, pa.string()),
+        "block_reason": pa.nulls(n, pa.string()), "is_clipped": pa.array([False] * n, pa.bool_())})
+
+
 def _run(cmd: list[str], what: str, log: Path, timeout: float | None, env: dict | None = None,
          stall: list[Path] | None = None) -> str:
     """Run ``cmd`` with stdout+stderr into ``log``; :class:`ProfilerError` quoting its last lines
@@ -212,6 +244,23 @@ def _check_workload(w: C.Workload) -> None:
             raise InputError(f"{flag} must be at least {lo}, got {v}")
     if w.precision is not None and w.precision not in ("fp32", "amp", "bf16"):
         raise InputError(f"unknown precision {w.precision!r}; choose one of: fp32, amp, bf16")
+    if w.threads_per_rank is not None and w.threads_per_rank < 1:
+        raise InputError(f"--threads-per-rank must be at least 1, got {w.threads_per_rank}")
+    if w.device is not None and w.device not in ("cpu", "cuda") and not re.fullmatch(r"cuda:\d+", w.device):
+        raise InputError(f"unknown device {w.device!r}; choose cpu, cuda or cuda:N")
+
+
+def _check_machine(w: C.Workload, cuda: bool) -> None:
+    """What the machine must have for this workload, checked before any profiler starts."""
+    on_gpu = w.device != "cpu" and (cuda or (w.device or "").startswith("cuda"))
+    if (w.device or "").startswith("cuda") and not cuda:
+        raise InputError(f"--device {w.device}: this machine has no NVIDIA GPU and driver")
+    if w.precision == "amp" and not on_gpu:
+        raise InputError("--precision amp (fp16 + GradScaler) needs a CUDA device; use bf16 on CPUs")
+    if on_gpu and w.nproc > 1:
+        gpus = tools.cuda_device_count()
+        if gpus is not None and w.nproc > gpus:
+            raise InputError(f"--nproc {w.nproc}: one GPU per rank, and this machine has {gpus}")
 
 
 def _run_steps(w: C.Workload) -> tuple[int, int]:
@@ -309,11 +358,13 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
     _check_workload(workload)
     _check_ncu_options(o, workload)
     run_dir = Path(run_dir).absolute()
-    if run_dir.exists() and not o.force and (not run_dir.is_dir() or any(run_dir.iterdir())):
-        raise RunFolderError("already exists (use --force to replace it)", path=run_dir)
+    check_replaceable(run_dir, force=o.force)
     profiler = choose_profiler(o.profiler, quiet)
     extra = shlex.split(o.extra_profiler_args or "")
     cuda = tools.cuda_present()
+    _check_machine(workload, cuda)
+    tpr, tpr_rule = threads_per_rank(workload)
+    threads_env = {"OMP_NUM_THREADS": str(tpr)}
     # the tool checks happen before anything runs
     if profiler == "nsys":
         nsys = tools.nsys_info()
@@ -339,19 +390,22 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
             base = str(work / "profile")
             prof_cmd = C.nsys_profile_command(nsys, target, base, cuda=cuda, extra=extra)
             exp_cmd = C.nsys_export_command(nsys, base + ".nsys-rep", base + ".sqlite")
-            _say(f"running {workload.name} ({workload.preset}) under nsys {nsys.version}", quiet)
+            _say(f"running {workload.name} ({workload.preset}, {workload.nproc} rank(s), {tpr} "
+                 f"thread(s) per rank) under nsys {nsys.version}", quiet)
             cmds += [prof_cmd]
             results = _result_paths(work, workload.nproc)
             for attempt in range(1, NSYS_ATTEMPTS + 1):
                 try:
                     _run(prof_cmd, f"nsys profile ({workload.name})", log, o.timeout_s,
-                         stall=results)
+                         env=threads_env, stall=results)
                     break
                 except _Stalled as exc:
                     if attempt == NSYS_ATTEMPTS:
                         raise ProfilerError(f"{exc} ({NSYS_ATTEMPTS} attempts); try "
                                             "--extra-profiler-args '--sample=none'") from None
                     notes.append(f"nsys profile attempt {attempt} killed: {exc}; profiled again")
+                    _say(f"attempt {attempt} of {NSYS_ATTEMPTS} killed: {exc}; profiling again",
+                         quiet)
                 except ProfilerError:
                     # nsys 2022.4 sometimes loses its agent while other nsys sessions run
                     # (SystemException from sem_open before the target starts, or "End of file"
@@ -361,6 +415,8 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
                     if marker is None or Path(base + ".nsys-rep").exists() or attempt == NSYS_ATTEMPTS:
                         raise
                     notes.append(f"nsys profile retried after a transient agent failure ({marker})")
+                    _say(f"attempt {attempt} of {NSYS_ATTEMPTS} failed: nsys lost its agent "
+                         f"({marker}), no report; profiling again", quiet)
                 for stale in [*results, *work.glob("profile.*")]:
                     stale.unlink(missing_ok=True)
             if not Path(base + ".nsys-rep").is_file():
@@ -375,9 +431,11 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
             tdir = work / "torch"
             target = C.runner_command(workload, result_json, torch_profile=str(tdir))
             cmds.append(target)
-            _say(f"running {workload.name} ({workload.preset}) under torch.profiler", quiet)
+            _say(f"running {workload.name} ({workload.preset}, {workload.nproc} rank(s), {tpr} "
+                 f"thread(s) per rank) under torch.profiler", quiet)
             try:
-                _run(target, f"the workload {workload.name} under torch.profiler", log, o.timeout_s)
+                _run(target, f"the workload {workload.name} under torch.profiler", log, o.timeout_s,
+                     env=threads_env)
             except ProfilerError as exc:
                 # a rank that fails at exit, after every rank wrote its trace and then its result
                 # (the last thing the runner does, after its last collective), left complete
@@ -407,7 +465,7 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
             cmds.append(prof_cmd)
             _say(f"running {workload.name} ({workload.preset}) under ncu {ncu_ver} (steps "
                  f"{', '.join(map(str, steps))}, at most {o.ncu_launch_count} launches)", quiet)
-            _run(prof_cmd, f"ncu ({workload.name})", log, o.timeout_s)
+            _run(prof_cmd, f"ncu ({workload.name})", log, o.timeout_s, env=threads_env)
             rep = Path(base + ".ncu-rep")
             if not rep.is_file():
                 raise ProfilerError(f"ncu wrote no report (no kernel matched the NVTX filter?): "
@@ -423,13 +481,26 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
             version = {"ncu": ncu_ver}
         wall = time.monotonic() - t0
         results = _read_results(work, workload.nproc)
+        _say("done: " + ", ".join(f"rank {r['rank']} {len(r.get('step_wall_ns') or [])} steps, "
+                                  f"mean {r['mean_step_ns'] / 1e6:.1f} ms" for r in results), quiet)
+        cpu_rows = host_cpu_table(results) if profiler == "torch" else None
         extra_manifest = _manifest(results, profiler, version, cmds, wall, notes)
+        extra_manifest["collect"]["threads_per_rank"] = tpr
+        extra_manifest["collect"]["threads_per_rank_from"] = tpr_rule
+        extra_manifest["collect"]["threads_seen"] = [r.get("threads") for r in results]
+        if cpu_rows is not None:
+            src = next(r["cpu_samples"] for r in results if r.get("cpu_samples"))
+            extra_manifest["collect"]["host_cpu_samples"] = {
+                "rows": cpu_rows.num_rows, "interval_ms": src.get("interval_ms"),
+                "source": f"/proc/PID/task/TID/{src.get('source')} read by the runner",
+                "table": "cpu_thread_state (out_state 'Sampled')"}
         extra_manifest["collect"]["requested"] = {**asdict(workload), "profiler": o.profiler,
                                                   "extra_profiler_args": o.extra_profiler_args}
         if o.keep_raw:
             extra_manifest["collect"]["raw"] = sorted(
                 str(Path("raw") / p.relative_to(work)) for p in work.rglob("*") if p.is_file())
-        convert(inputs, run_dir, force=o.force, extra_manifest=extra_manifest)
+        convert(inputs, run_dir, force=o.force, extra_manifest=extra_manifest,
+                extra_tables=None if cpu_rows is None else {"cpu_thread_state": cpu_rows})
         failure_log(run_dir).unlink(missing_ok=True)  # an earlier attempt's
         if o.keep_raw:
             os.rename(work, run_dir / "raw")

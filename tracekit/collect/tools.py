@@ -125,3 +125,9 @@ def torch_importable() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("torch") is not None
+
+
+def cuda_device_count() -> int | None:
+    """NVIDIA GPUs on this machine (the ``/dev/nvidiaN`` device files), None when unknown."""
+    n = len([p for p in Path("/dev").glob("nvidia[0-9]*") if p.name[6:].isdigit()])
+    return n or None

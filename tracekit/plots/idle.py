@@ -81,5 +81,5 @@ def plot_idle(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike, 
     ax_h.set_title(f"idle-gap lengths ({len(sizes):,} gaps)", fontsize=9)
     fig.suptitle(title or style.run_title("GPU idle time", runs, gpus), fontsize=10)
     fig.tight_layout()
-    style.save(fig, output)
+    style.save(fig, output, protect=run_dirs)
     return {"gpus": len(idle), "gaps": len(sizes)}

@@ -77,5 +77,5 @@ def plot_kernels(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLik
         ax_n.set_title(f"top {len(names)} by total time (of {total / tdiv:,.1f} {tunit} summed GPU time)", fontsize=8)
     fig.suptitle(title or style.run_title("Where GPU time goes", drawn, gpus), fontsize=10)
     fig.tight_layout()
-    style.save(fig, output)
+    style.save(fig, output, protect=run_dirs)
     return {"runs": drawn, "names": n_names}

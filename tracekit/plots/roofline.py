@@ -23,8 +23,10 @@ from tracekit.plots import style
 LEVELS = (("dram", "DRAM", "o"), ("l2", "L2", "s"), ("l1", "L1", "^"))
 PRECISIONS = (("fp64", "FP64"), ("fp32", "FP32"), ("fp16", "FP16"), ("tensor", "Tensor"))
 
-def _short(name: str, width: int = 40) -> str:
-    return style.short(name, width)
+def _short(name: str, width: int = 40, escape: bool = True) -> str:
+    """A kernel's label; ``escape=False`` for messages (plain text, no mathtext escapes)."""
+    s = style.short(name, width)
+    return s if escape else s.replace(r"\$", "$")
 
 
 def roofline_data(run_dirs: Sequence[str | os.PathLike], params: dict[str, str] | None = None):
@@ -50,6 +52,9 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
     :class:`InputError` when no kernel has both a FLOP count and a byte count at some level
     (the message quotes what is missing), :class:`ToolNotFoundError` without matplotlib.
     """
+    from tracekit.outfile import check_output
+
+    check_output(output, run_dirs, create_parent=True)
     kernels, ceilings, nsys_shares = roofline_data(run_dirs, params)
     nsys_runs = {run for run, _ in nsys_shares}
     if not kernels:
@@ -82,7 +87,7 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
     if not points:
         name, why = next(iter(skipped.items()))
         raise InputError(f"nothing to plot: no kernel has both FLOP and byte counters "
-                         f"(e.g. {_short(name)}: {why}); "
+                         f"(e.g. {_short(name, escape=False)}: {why}); "
                          "`tracekit query roofline` lists what each kernel lacks")
 
     fig, ax = plt.subplots(figsize=(12, 6.5), dpi=110)
@@ -95,7 +100,7 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
     styles = ["-", "--", ":", "-."]
     level_colors = {"dram": "tab:red", "l2": "tab:green", "l1": "tab:blue"}
     for di, c in enumerate(ceilings):
-        prefix = f"{c['device_name']} " if len(ceilings) > 1 else ""
+        prefix = f"{style.text(c['device_name'])} " if len(ceilings) > 1 else ""
         ls = styles[di % len(styles)]
         top_peak = max([c[p] for p, _ in PRECISIONS if c[p]], default=None)
         for p, label in PRECISIONS:
@@ -155,5 +160,5 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
     fig.tight_layout()
     drawn = {"title": ax.get_title(), "legend": [t.get_text() for t in first.get_texts()],
              "labels": [h.get_label() for h in kernel_handles]}
-    style.save(fig, output)
+    style.save(fig, output, protect=run_dirs)
     return {"plotted": [k["kernel_name"] for k, _, _ in points], "skipped": skipped, **drawn}

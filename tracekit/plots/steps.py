@@ -91,5 +91,5 @@ def plot_steps(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike,
         gpus = ["CPU trace (no kernels captured)"]
     fig.suptitle(title or style.run_title("Step time", runs, gpus), fontsize=10)
     fig.tight_layout()
-    style.save(fig, output)
+    style.save(fig, output, protect=run_dirs)
     return {"steps": len(steps), "ranks": len(by_series), "phases": [n for _, n in phases]}

@@ -11,9 +11,9 @@ from tracekit.plots import style
 from tracekit.study.tables import Study
 
 TITLES = {
-    "scaling": "Throughput and scaling efficiency against GPU count",
+    "scaling": "Throughput and scaling efficiency against world size (ranks)",
     "precision": "Mixed-precision speed-up and tensor-core share of GPU time",
-    "cpu": "Host CPU utilization against GPU count",
+    "cpu": "Host CPU utilization against world size (ranks)",
     "characterization": "Compute rate against memory traffic (characterization)",
     "communication": "Communication share of step time and exposed communication",
     "interconnect": "NVLink against PCIe",

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import io
 import os
-import tempfile
 from pathlib import Path
 
 from tracekit.errors import InputError, ToolNotFoundError
@@ -106,30 +105,21 @@ def gpu_label(rank, pid, device_id, *, many_pids: bool) -> str:
     return f"pid {pid} GPU {device_id}" if many_pids else f"GPU {device_id}"
 
 
-def save(fig, output: str | os.PathLike) -> Path:
-    """Write ``fig`` to ``output`` (format from the suffix: png, svg, pdf) through a temporary
-    file renamed over it; closes the figure. :class:`InputError` when it cannot be written."""
+def save(fig, output: str | os.PathLike, protect=()) -> Path:
+    """Write ``fig`` to ``output`` (format from the suffix: png, svg, pdf) by the rules of
+    :func:`tracekit.outfile.write_output` (through a temporary file renamed over it, devices and
+    pipes written through, a missing parent folder made, nothing inside the run folders in
+    ``protect``); closes the figure. :class:`InputError` when it cannot be written."""
+    from tracekit.outfile import write_output
+
     plt = pyplot()
-    out = Path(output).absolute()
+    out = Path(output)
     fmt = out.suffix.lstrip(".").lower() or "png"
-    if fmt not in ("png", "svg", "pdf"):
-        plt.close(fig)
-        raise InputError("a plot file must end in .png, .svg or .pdf", path=out)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=f".{fmt}", dir=out.parent)
-        os.close(fd)
-    except OSError as exc:
-        plt.close(fig)
-        raise InputError(f"cannot write the plot: {exc.strerror}", path=out) from None
-    try:
-        fig.savefig(tmp, format=fmt)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, out)
-    except (OSError, ValueError) as exc:
-        Path(tmp).unlink(missing_ok=True)
+        if fmt not in ("png", "svg", "pdf"):
+            raise InputError("a plot file must end in .png, .svg or .pdf", path=out)
+        write_output(out, lambda f: fig.savefig(f, format=fmt), protect, create_parent=True)
+    except ValueError as exc:
         raise InputError(f"cannot write the plot: {' '.join(str(exc).split())}", path=out) from None
     finally:
         plt.close(fig)

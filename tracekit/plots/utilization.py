@@ -88,5 +88,5 @@ def plot_utilization(run_dirs: Sequence[str | os.PathLike], output: str | os.Pat
     fig.suptitle(head, fontsize=10)
     fig.text(0.5, 0.005, style.text(subtitle), ha="center", va="bottom", fontsize=7, color="0.35")
     fig.tight_layout(rect=(0, 0.03, 1, 0.97))
-    style.save(fig, output)
+    style.save(fig, output, protect=run_dirs)
     return {"gpus": len(series), "bins": max(len(s) for s in series.values()), "bin_ns": width}

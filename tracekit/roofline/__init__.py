@@ -8,6 +8,9 @@ one of these (on demand). It creates
 - ``gpu_peaks``: the documented per-GPU ceilings of ``gpu_peaks.csv`` (device_name as ncu's
   ``device__attribute_display_name`` prints it, resource ``flop``/``tensor``/``dram``, datatype,
   dense/sparse, value in FLOP/s or bytes/s, source);
+- ``gpu_aliases``: other names of the GPUs of the peak table (``gpu_aliases.csv``: names traces use,
+  told apart by compute capability and SM count where one name stands for two parts), resolved by
+  the macro ``tk_gpu_table_name``;
 - ``tensor_factors``: FLOP per tensor-pipe instruction by compute capability, for the labelled
   estimate used when a report has no per-datatype tensor op counters;
 - ``tk_ncu_spec``: :data:`tracekit.collectors.ncu.metrics.INPUTS` as rows (alias, metric_name, prio);
@@ -55,6 +58,11 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
             "CREATE OR REPLACE TEMP TABLE tensor_factors AS SELECT * FROM read_csv(?, header = true, "
             "columns = {'compute_capability': 'VARCHAR', 'flop_per_inst': 'DOUBLE', 'source': 'VARCHAR'})",
             [data_file("tensor_factors.csv")])
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE gpu_aliases AS SELECT * FROM read_csv(?, header = true, "
+            "columns = {'alias': 'VARCHAR', 'compute_capability': 'VARCHAR', 'sm_count': 'INTEGER', "
+            "'device_name': 'VARCHAR', 'source': 'VARCHAR'})",
+            [data_file("gpu_aliases.csv")])
         rows = [(alias, name, prio) for alias, names in INPUTS.items() for prio, name in enumerate(names)]
         con.execute("CREATE OR REPLACE TEMP TABLE tk_ncu_spec (alias VARCHAR, metric_name VARCHAR, prio INTEGER)")
         con.executemany("INSERT INTO tk_ncu_spec VALUES (?, ?, ?)", rows)

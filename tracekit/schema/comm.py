@@ -38,6 +38,9 @@ COLLECTIVES = Table(
         C("out_bytes", i64, "bytes", "out_elements * element_bytes."),
         C("group_size", i32, "count", "Ranks in the communicator (process group size)."),
         C("process_group", s, "text", "Process group name or description, when recorded."),
+        C("seq", i64, "count", "Sequence number of the collective in its process group (PyTorch's 'Seq' "
+          "argument): the same on every member rank, so it matches a collective across ranks; null "
+          "when unrecorded (older PyTorch)."),
     ),
     group="comm",
 )

@@ -60,7 +60,11 @@ DEVICES = Table(
 CPU_THREAD_STATE = Table(
     "cpu_thread_state",
     "Intervals during which a thread ran on a CPU core, from OS scheduler events (nsys "
-    "SCHED_EVENTS, captured with --cpuctxsw). A thread is off-CPU outside these intervals.",
+    "SCHED_EVENTS, captured with --cpuctxsw). A thread is off-CPU outside these intervals. Under "
+    "the torch profiler, `tracekit collect` fills it from the runner's samples of each thread's "
+    "CPU time (/proc/PID/task/TID/schedstat every 20 ms): one row per thread and sample "
+    "interval that starts at the interval's start and lasts the CPU time the thread gained "
+    "(out_state 'Sampled'; the manifest's collect.host_cpu_samples says so).",
     (
         C("start_ns", i64, "ns", "Thread switched in.", required=True),
         C("end_ns", i64, "ns", "Thread switched out; when no switch-out was recorded, the thread's next "
@@ -70,7 +74,8 @@ CPU_THREAD_STATE = Table(
         C("pid", i64, "id", "OS process ID."),
         C("tid", i64, "id", "OS thread ID."),
         C("out_state", s, "enum", "Thread state when switched out (Running = preempted, "
-          "Sleeping, Waiting, ...), decoded from the export."),
+          "Sleeping, Waiting, ...), decoded from the export; 'Sampled' for rows made from CPU-time "
+          "samples."),
         C("block_reason", s, "enum", "Why the thread blocked when switched out (Mutex, CondVar, "
           "Nanosleep, ...), decoded from the export; null when not recorded."),
         C("is_clipped", b, "flag", "True when the interval has no recorded switch-out (end_ns is "

@@ -99,6 +99,10 @@ MEMCPY = Table(
         C("src_device_id", i32, "id", "Source device for DtoD/PtoP copies."),
         C("dst_device_id", i32, "id", "Destination device for DtoD/PtoP copies."),
         C("graph_node_id", i64, "id", "CUDA graph node ID when launched from a graph, else null."),
+        C("recorded_bytes_per_s", f64, "bytes/s", "Throughput of the copy as the profiler computed it "
+          "from its own exact timestamps (Kineto: args['memory bandwidth (GB/s)'] x 1e9), for traces "
+          "whose start_ns/end_ns are rounded (old Kineto traces write whole microseconds); null "
+          "when not recorded (nsys: its timestamps are exact)."),
     ),
 )
 
@@ -151,6 +155,23 @@ NVTX_RANGES = Table(
           "start/end ranges."),
         C("parent_range_id", i64, "id", "range_id of the innermost enclosing push/pop range on the "
           "same thread; null at depth 0 and for start/end ranges."),
+        C("input_dims", pa.list_(pa.list_(i64)), "count", "Operator ranges recorded with shapes: one "
+          "list of dimensions per argument, in the operator's argument order (DuckDB: "
+          "input_dims[1] is the first argument's shape, 1-based); [] for an argument that is not a "
+          "tensor (or a 0-d tensor); a null element for an argument whose shape is not a flat list "
+          "(a TensorList written as nested lists). Null when the range carries no shapes "
+          "(record_shapes off, not an operator)."),
+        C("input_types", pa.list_(s), "text", "Operator ranges: the argument types as PyTorch "
+          "writes them ('float', 'c10::Half', 'c10::BFloat16', 'Scalar', 'ScalarList', "
+          "'TensorList', '' ...), one per argument; null when not recorded (nsys NVTX)."),
+        C("concrete_inputs", pa.list_(s), "text", "Operator ranges: the values of scalar and "
+          "scalar-list arguments as text ('1', '[2, 2]', 'True', '' for a tensor), one per "
+          "argument; null when not recorded (older PyTorch, nsys NVTX)."),
+        C("op_id", i64, "id", "PyTorch's id of the operator call (nsys NVTX 'op_id = N'; Kineto "
+          "args 'Record function id'); null when absent."),
+        C("sequence_number", i64, "id", "Autograd sequence number of a forward operator, shared "
+          "by the backward node it creates (nsys NVTX 'seq = N'; Kineto args 'Sequence "
+          "number'); null when absent."),
     ),
 )
 

@@ -4,7 +4,11 @@
 - kernels matched by name (``kernel_summary``): new (only in B), missing (only in A), slower,
   faster (total time changed by more than ``threshold``, relative to A) or same;
 - GPU idle (``gpu_idle`` scope 'run', summed over GPUs, by cause) and overlap
-  (``gpu_utilization`` kernel/copy overlap, ``nccl`` overlap of communication with compute).
+  (``gpu_utilization`` kernel/copy overlap, ``nccl`` overlap of communication with compute);
+- copies per kind (``memcpy_summary``): ``memcpy_KIND_ns`` and ``memcpy_KIND_bytes`` for HtoD, DtoH,
+  DtoD, PtoP, ... and memset, 0 for a kind only the other run has.
+
+A run compared with itself (the same folder twice) gives zero deltas.
 """
 
 from __future__ import annotations
@@ -50,9 +54,19 @@ def _metric_rows(eng: Engine, a: str, b: str) -> pd.DataFrame:
     for col in ("kernel_busy_ns", "copy_busy_ns", "overlap_ns"):
         g = gu.groupby("run_id")[col].sum()
         add(f"gpu_{col}", "ns", "gpu_utilization", g.get(a), g.get(b))
-    nc = eng.query("nccl").to_pandas()
+    g = gu.groupby("run_id")["busy_ns"].sum()
+    add("gpu_busy_run_ns", "ns", "gpu_utilization", g.get(a), g.get(b))
+    mc = eng.query("memcpy_summary").to_pandas()
+    for kind in sorted(set(mc.kind)):
+        k = mc[mc.kind == kind].groupby("run_id")[["total_ns", "total_bytes"]].sum()
+        for col, unit, suffix in (("total_ns", "ns", "ns"), ("total_bytes", "bytes", "bytes")):
+            va = k[col].get(a, 0) if a in set(mc.run_id) else None
+            vb = k[col].get(b, 0) if b in set(mc.run_id) else None
+            add(f"memcpy_{kind}_{suffix}", unit, "memcpy_summary", va, vb)
+    # per GPU: the unions over every collective type (repeated on each of the GPU's rows)
+    nc = eng.query("nccl").to_pandas().drop_duplicates(["run_id", "pid", "device_id"])
     for col in ("nccl_ns", "overlap_ns", "exposed_ns"):
-        g = nc.groupby("run_id")[col].sum()
+        g = nc.groupby("run_id")[f"gpu_{col}"].sum()
         add(f"nccl_{col}", "ns", "nccl", g.get(a), g.get(b))
     return pd.DataFrame(rows)
 
@@ -76,14 +90,16 @@ def _kernel_rows(eng: Engine, a: str, b: str, threshold: float) -> pd.DataFrame:
 
 
 def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, *,
-                 threshold: float = 0.05) -> dict:
-    """{"a", "b": run ids, "metrics": DataFrame, "kernels": DataFrame, "kernel_counts": dict}."""
+                 threshold: float = 0.05, step_pattern: str | None = None) -> dict:
+    """{"a", "b": run ids, "metrics": DataFrame, "kernels": DataFrame, "kernel_counts": dict}.
+    ``step_pattern``: see :class:`tracekit.engine.Engine`."""
     if threshold < 0:
         raise InputError(f"--threshold must be at least 0, got {threshold}")
     ra, rb = open_run(run_a), open_run(run_b)
-    if ra.run_id == rb.run_id:
+    same = ra.path.resolve() == rb.path.resolve()
+    if ra.run_id == rb.run_id and not same:
         raise InputError(f"both runs have run_id {ra.run_id!r}: compare two different runs")
-    with Engine([ra.path, rb.path]) as eng:
+    with Engine([ra.path] if same else [ra.path, rb.path], step_pattern=step_pattern) as eng:
         metrics = _metric_rows(eng, ra.run_id, rb.run_id)
         kernels = _kernel_rows(eng, ra.run_id, rb.run_id, threshold)
     counts = {k: int((kernels.status == k).sum()) for k in ("new", "missing", "slower", "faster", "same")}

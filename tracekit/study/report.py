@@ -4,10 +4,8 @@ the study folder."""
 
 from __future__ import annotations
 
-import base64
 import datetime as _dt
 import html
-import io
 import json
 import os
 import shutil
@@ -18,7 +16,6 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracekit.errors import InputError
 from tracekit.plots.study import TITLES, figures
 from tracekit.study.tables import COLUMNS, NOT_TENSOR_CORE_NAME_RE, SOURCES, TENSOR_CORE_NAME_RE, Study
 
@@ -32,34 +29,58 @@ PARAMS = {
 
 # -- HTML ---------------------------------------------------------------------------------------
 _CSS = """
-body{font-family:sans-serif;max-width:1150px;margin:1em auto;color:#222;font-size:14px}
+body{font-family:sans-serif;max-width:1360px;margin:1em auto;color:#222;font-size:14px}
 h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ccc;margin-top:2em}
-table{border-collapse:collapse;font-size:12px;margin:.5em 0}
+table{border-collapse:collapse;font-size:12px;margin:.5em 0;max-width:100%}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f3f3f3}
-td.t{text-align:left}figure{margin:.5em 0}img{max-width:100%}
+td.t{text-align:left;max-width:26em;overflow-wrap:anywhere}figure{margin:.5em 0}img{max-width:100%}
 figcaption,.src{font-size:12px;color:#555}.why{color:#a33}
-code{background:#f5f5f5;padding:0 2px}
+code{background:#f5f5f5;padding:0 2px;overflow-wrap:anywhere}
 """
+
+_SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"))
 
 
 def _fmt(v) -> str:
+    """A table cell: integers as written, fractions to 4 significant digits, large values with
+    an SI prefix (2.5e14 -> '250 T'), never scientific notation."""
     if v is None or (isinstance(v, float) and v != v):
         return ""
     if isinstance(v, float):
-        if v == 0 or 1e-3 <= abs(v) < 1e6:
-            return f"{v:.4g}"
-        return f"{v:.4e}"
+        if v == 0:
+            return "0"
+        for scale, prefix in _SI:
+            if abs(v) >= scale:
+                return f"{v / scale:.3g} {prefix}"
+        if abs(v) >= 1:
+            return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
+        return f"{v:.4f}".rstrip("0").rstrip(".") if abs(v) >= 1e-4 else "< 0.0001"
     return str(v)
 
 
+def display_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """The table as the report shows it: every ``*_ns`` column in milliseconds, renamed
+    ``* (ms)`` (step_ns -> step (ms)); the CSV and Parquet files keep nanoseconds."""
+    out = df.copy()
+    for c in df.columns:
+        if c.endswith("_ns"):
+            out[c] = pd.to_numeric(df[c], errors="coerce") / 1e6
+            out = out.rename(columns={c: c[:-3].replace("_", " ") + " (ms)"})
+    return out
+
+
 def _html_table(df: pd.DataFrame) -> str:
+    df = display_frame(df)
     head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
     rows = []
     for rec in df.itertuples(index=False):
         cells = []
-        for v in rec:
+        for c, v in zip(df.columns, rec):
             cls = ' class="t"' if isinstance(v, str) else ""
-            cells.append(f"<td{cls}>{html.escape(_fmt(v))}</td>")
+            text = _fmt(v)
+            if c.endswith("(ms)") and isinstance(v, float) and v == v:
+                text = f"{v:,.3f}"  # durations: fixed milliseconds
+            cells.append(f"<td{cls}>{html.escape(text)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
@@ -69,6 +90,23 @@ def _runs_of(study: Study, name: str) -> list[str]:
     if "runs" in df.columns and len(df):
         return sorted({r for s in df["runs"].dropna() for r in str(s).split(",") if r})
     return []
+
+
+def runs_table(study: Study) -> pd.DataFrame:
+    """The report's Runs table: one row per run, its keys and where each came from."""
+    def unk(v):
+        return "unknown" if v is None or (isinstance(v, float) and v != v) else v
+
+    return pd.DataFrame([{
+        "run_id": r.run_id, "workload": r.workload, "precision": r.precision,
+        "world_size": unk(r.world_size), "batch_size": unk(r.batch_size),
+        "interconnect": r.interconnect or "", "pass": r.kind, "profiler": r.profiler or "",
+        "steps from": r.step_source or "no steps",
+        "threads/rank": unk(r.threads_per_rank),
+        "keys from": "; ".join(f"{k}: {r.origin[k]}" for k in ("workload", "precision", "world_size",
+                                                                "batch_size", "suite", "interconnect")
+                               if k in r.origin),
+    } for r in study.runs])
 
 
 def render_html(study: Study, figs: dict[str, list[tuple[str, str]]], title: str) -> str:
@@ -81,13 +119,12 @@ def render_html(study: Study, figs: dict[str, list[tuple[str, str]]], title: str
                  "queries (<code>tracekit queries -v</code>) on these runs; definitions in "
                  "docs/study.md. Tables are also in this folder as CSV and Parquet.</p>")
     parts.append("<h2 id='runs'>Runs</h2>")
-    rdf = pd.DataFrame([{"run_id": r.run_id, "workload": r.workload, "suite": r.suite,
-                         "precision": r.precision, "world_size": r.world_size,
-                         "batch_size": r.batch_size, "interconnect": r.interconnect,
-                         "pass": r.kind, "profiler": r.profiler,
-                         "keys from": ", ".join(sorted(set(r.origin.values())))}
-                        for r in study.runs])
-    parts.append(_html_table(rdf))
+    parts.append(_html_table(runs_table(study)))
+    parts.append("<p class='src'>" + ("Runs with equal keys are pooled (--pool): their values are "
+                 "averaged into one point." if study.pool else "Each run is its own point (pool runs "
+                 "with equal keys with --pool).") + " Keys a manifest lacks are inferred from the "
+                 "trace (docs/study.md); <i>unknown</i> is shown as such, never replaced by a "
+                 "default.</p>")
     parts.append("<ul>" + "".join(f"<li><a href='#{n}'>{esc(TITLES[n])}</a></li>" for n in TITLES)
                  + "</ul>")
     for name in TITLES:
@@ -112,7 +149,7 @@ def render_html(study: Study, figs: dict[str, list[tuple[str, str]]], title: str
 
 
 # -- writing ------------------------------------------------------------------------------------
-INT_COLUMNS = {"world_size", "batch_size", "steps", "kernels", "cpus"}
+INT_COLUMNS = {"world_size", "batch_size", "steps", "kernels", "cpus", "threads_per_rank"}
 TEXT_COLUMNS = {"workload", "suite", "precision", "interconnect", "source", "tensor_core_source", "runs"}
 def _arrow(df: pd.DataFrame, name: str) -> pa.Table:
     df = df[COLUMNS[name]]
@@ -130,14 +167,17 @@ def _arrow(df: pd.DataFrame, name: str) -> pa.Table:
 
 
 def write_study(study: Study, out_dir: str | os.PathLike, *, force: bool = False,
-                title: str = "tracekit study") -> Path:
+                title: str = "tracekit study", inputs=()) -> Path:
     """Write report.html, NAME.csv and NAME.parquet for every table, and study.json (runs,
     reasons, sources) into ``out_dir`` atomically (temp folder + rename)."""
     import pyarrow.csv as pacsv
 
+    from tracekit.runfolder import check_replaceable
+
     out = Path(out_dir).absolute()
-    if out.exists() and not force and (not out.is_dir() or any(out.iterdir())):
-        raise InputError(f"{out}: already exists (use --force to replace it)")
+    # only a study folder tracekit wrote is replaced, never a run folder read (nor anything else)
+    check_replaceable(out, force=force, inputs=inputs, marker="study.json", key="tables",
+                      what="study folder")
     figs = figures(study)
     tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -151,11 +191,15 @@ def write_study(study: Study, out_dir: str | os.PathLike, *, force: bool = False
         meta = {"runs": [{"run_id": r.run_id, "path": str(r.path), "workload": r.workload,
                           "suite": r.suite, "precision": r.precision, "world_size": r.world_size,
                           "batch_size": r.batch_size, "interconnect": r.interconnect,
-                          "pass": r.kind, "origin": r.origin} for r in study.runs],
+                          "pass": r.kind, "origin": r.origin, "step_source": r.step_source,
+                          "threads_per_rank": r.threads_per_rank} for r in study.runs],
+                "pool": study.pool,
                 "tables": {n: {"rows": len(study.tables[n]), "queries": SOURCES[n],
                                "reason": study.reasons.get(n)} for n in COLUMNS}}
         (tmp / "study.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
-        if out.exists():
+        if os.path.lexists(out):
+            check_replaceable(out, force=force, inputs=inputs, marker="study.json", key="tables",
+                              what="study folder")
             old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
             os.rename(out, old)
             os.rename(tmp, out)

@@ -14,8 +14,11 @@ overridable per run by a small TOML or YAML file for runs collected elsewhere::
     batch_size = 256           # per GPU
     interconnect = "PCIe"      # NVLink or PCIe (or any label)
 
-Values under ``[runs.ID]`` win over the manifest. A run whose workload is known from neither is
-an :class:`~tracekit.errors.InputError` naming it.
+Values under ``[runs.ID]`` win over the manifest. What neither gives is inferred from the trace
+(:func:`infer`, the ``run_inventory`` query): the workload label from the main process's name and
+the input file's name, the world size from the ranks or the GPUs the run used, the precision from
+the number format its GEMM kernels' names state; what cannot be inferred is ``unknown`` (precision)
+or None (world size, batch size), never a default. ``origin`` says where every key came from.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import re
 
 from tracekit.errors import InputError
 from tracekit.runfolder import Run, open_run
@@ -39,14 +44,16 @@ class RunInfo:
     path: Path
     workload: str
     suite: str | None
-    precision: str
-    world_size: int
+    precision: str  # fp32, amp, bf16 (or any label given), or 'unknown'
+    world_size: int | None  # None when unknown
     batch_size: int | None
     interconnect: str | None
     kind: str  # 'timeline' (nsys / torch profiler: steps) or 'ncu' (counters)
     profiler: str | None
     samples_per_step: int | None
     origin: dict = field(default_factory=dict)
+    threads_per_rank: int | None = None  # torch intra-op threads of each rank (tracekit collect)
+    step_source: str | None = None  # tk_steps source of the run's steps (None: no steps)
 
     @property
     def label(self) -> str:
@@ -108,10 +115,62 @@ def _kind(run: Run, profiler: str | None) -> str:
     return "timeline"
 
 
-def run_info(run: Run, override: dict) -> RunInfo:
+_RANK_SUFFIX = re.compile(r"([._-]?rank[._-]?\d+)$", re.IGNORECASE)
+_SUFFIXES = (".json.gz", ".json", ".pt.trace.json", ".sqlite", ".nsys-rep", ".ncu-rep", ".csv", ".gz")
+
+
+def _input_label(run: Run) -> str | None:
+    """The input files' common name: the first input's name without its extension and without a
+    trailing rank number (``trace_rank0.json.gz`` -> ``trace``); None without inputs."""
+    names = [str(i.get("name") or "") for i in run.manifest.get("inputs") or [] if i.get("name")]
+    if not names:
+        return None
+    stem = names[0]
+    for suf in _SUFFIXES:
+        if stem.lower().endswith(suf):
+            stem = stem[: -len(suf)]
+            break
+    stem = _RANK_SUFFIX.sub("", stem) if len(names) > 1 else stem
+    return stem or None
+
+
+def infer(run: Run, inv: dict | None) -> dict[str, tuple[object, str]]:
+    """Keys inferred from the trace: {key: (value, where it came from)}. ``inv`` is the run's
+    ``run_inventory`` row. Only keys with a value are returned."""
+    out: dict[str, tuple[object, str]] = {}
+    inv = inv or {}
+    label, proc = _input_label(run), inv.get("main_process")
+    where = "input file name"
+    if label is None:
+        label, where = run.run_id, "run_id"
+    out["workload"] = (f"{proc}:{label}", f"process name and {where}") if proc else (label, where)
+    kin = (run.manifest.get("sources") or {}).get("kineto") or {}
+    if isinstance(kin.get("world_size"), int) and kin["world_size"] > 0:
+        out["world_size"] = (kin["world_size"], "Kineto distributedInfo.world_size")
+    elif (inv.get("ranks") or 0) > 1:
+        out["world_size"] = (int(inv["ranks"]), "ranks in the run")
+    elif (inv.get("gpus") or 0) > 0:
+        out["world_size"] = (int(inv["gpus"]), f"GPUs used in the trace ({int(inv['gpus'])})")
+    elif (inv.get("ranks") or 0) == 1:
+        out["world_size"] = (1, "ranks in the run (1)")
+    bf, hf, f32 = (int(inv.get(k) or 0) for k in ("gemm_bf16_ns", "gemm_fp16_ns", "gemm_fp32_ns"))
+    total = bf + hf + f32
+    if bf + hf > 0:
+        prec = "bf16" if bf >= hf else "amp"
+        out["precision"] = (prec, f"kernel names ({100.0 * (bf + hf) / total:.0f}% of GEMM time "
+                                  f"{'bf16' if prec == 'bf16' else 'fp16'})")
+    elif f32 > 0:
+        out["precision"] = ("fp32", "kernel names (fp32/tf32 GEMMs only)")
+    return out
+
+
+def run_info(run: Run, override: dict, inv: dict | None = None) -> RunInfo:
+    """The run's keys: override file ``[runs.ID]``, else the manifest, else ``[defaults]``, else
+    inferred from the trace (``inv``: its ``run_inventory`` row), else unknown."""
     m = run.manifest
     w = m.get("workload") or {}
-    profiler = (m.get("collect") or {}).get("profiler")
+    coll = m.get("collect") or {}
+    profiler = coll.get("profiler")
     from_manifest = {
         "workload": w.get("name"), "suite": w.get("suite"), "precision": w.get("precision"),
         "world_size": w.get("world_size"), "batch_size": w.get("batch_size"),
@@ -119,6 +178,7 @@ def run_info(run: Run, override: dict) -> RunInfo:
         "pass": "ncu" if profiler == "ncu" else None,
     }
     ov = override["runs"].get(run.run_id) or override["runs"].get(run.path.name) or {}
+    inferred = infer(run, inv)
     values, origin = {}, {}
     for k in FIELDS:
         if k in ov:
@@ -127,10 +187,8 @@ def run_info(run: Run, override: dict) -> RunInfo:
             values[k], origin[k] = from_manifest[k], "manifest"
         elif k in override["defaults"]:
             values[k], origin[k] = override["defaults"][k], "defaults"
-    if not values.get("workload"):
-        raise InputError(f"{run.path}: the manifest names no workload (not made by `tracekit "
-                         "collect`); give it one in an override file (--override FILE, "
-                         f"[runs.{run.run_id}] workload = \"...\")")
+        elif k in inferred:
+            values[k], origin[k] = inferred[k]
     if values.get("suite") is None:
         try:
             from tracekit.workloads.registry import REGISTRY
@@ -140,21 +198,35 @@ def run_info(run: Run, override: dict) -> RunInfo:
                 values["suite"], origin["suite"] = spec.suite, "registry"
         except Exception:  # noqa: BLE001 - the registry is optional here (torch-free installs)
             pass
+    for k in ("precision", "world_size", "batch_size"):
+        origin.setdefault(k, "unknown")
     spp = w.get("samples_per_step")
-    ws = int(values.get("world_size") or 1)
+    ws = None if values.get("world_size") is None else int(values["world_size"])
     bs = values.get("batch_size")
     if origin.get("batch_size") == "override" or origin.get("world_size") == "override" or spp is None:
-        spp = None if bs is None else int(bs) * ws
+        spp = None if bs is None or ws is None else int(bs) * ws
     kind = "ncu" if values.get("pass") == "ncu" else _kind(run, profiler)
+    tpr = coll.get("threads_per_rank")
     return RunInfo(run_id=run.run_id, path=run.path, workload=str(values["workload"]),
-                   suite=values.get("suite"), precision=str(values.get("precision") or "fp32"),
+                   suite=values.get("suite"), precision=str(values.get("precision") or "unknown"),
                    world_size=ws, batch_size=None if bs is None else int(bs),
                    interconnect=values.get("interconnect"), kind=kind, profiler=profiler,
-                   samples_per_step=spp, origin=origin)
+                   samples_per_step=spp, origin=origin,
+                   threads_per_rank=int(tpr) if isinstance(tpr, int) else None,
+                   step_source=(inv or {}).get("step_source"))
 
 
-def load_runs(run_dirs, override_path=None) -> list[RunInfo]:
-    """Open every run folder and resolve its grouping keys (manifest, then override file)."""
+def _inventory(runs: list[Run], step_pattern: str | None) -> dict[str, dict]:
+    """``run_inventory`` rows by run_id (one engine over every run)."""
+    from tracekit.engine import Engine
+
+    with Engine([r.path for r in runs], step_pattern=step_pattern) as eng:
+        return {row["run_id"]: row for row in eng.query("run_inventory").to_pylist()}
+
+
+def load_runs(run_dirs, override_path=None, *, step_pattern: str | None = None) -> list[RunInfo]:
+    """Open every run folder and resolve its grouping keys (override file, manifest, defaults,
+    then inferred from the trace)."""
     if not run_dirs:
         raise InputError("no run folders given")
     override = load_override(override_path)
@@ -162,11 +234,11 @@ def load_runs(run_dirs, override_path=None) -> list[RunInfo]:
     stray = set(override["runs"]) - {r.run_id for r in opened} - {r.path.name for r in opened}
     if stray:
         raise InputError(f"override file names run(s) not given: {', '.join(sorted(stray))}")
-    infos = [run_info(r, override) for r in opened]
-    seen: dict[str, RunInfo] = {}
-    for i in infos:
-        if i.run_id in seen:
-            raise InputError(f"two run folders have run_id {i.run_id!r}: {seen[i.run_id].path} "
-                             f"and {i.path}")
-        seen[i.run_id] = i
-    return infos
+    seen_ids: dict[str, Run] = {}
+    for r in opened:
+        if r.run_id in seen_ids:
+            raise InputError(f"two run folders have run_id {r.run_id!r}: {seen_ids[r.run_id].path} "
+                             f"and {r.path}")
+        seen_ids[r.run_id] = r
+    inv = _inventory(opened, step_pattern)
+    return [run_info(r, override, inv.get(r.run_id)) for r in opened]

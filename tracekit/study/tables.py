@@ -14,7 +14,8 @@ interconnect); :data:`SOURCES` names the query behind each table. Definitions (d
   all profiled kernel time) on ncu passes of the same workload and precision, else from
   ``kernel_summary`` kernel names (a name-based estimate, ``tensor_core_source`` says which).
 - cpu: ``host_cpu_utilization`` scope 'run', level 'all'.
-- characterization: ``roofline`` per kernel on ncu passes: summed FLOPs / summed time, summed DRAM
+- characterization: ``roofline`` per kernel on ncu passes (else ``op_flops`` on the timeline runs:
+  the operator model; ``source`` says which): summed FLOPs / summed time, summed DRAM
   bytes / summed time; DRAM transactions are 32-byte sectors (``dram__sectors*`` counters when
   ncu recorded them, else DRAM bytes / 32, said in ``source``).
 - communication: with NCCL kernels, ``nccl`` and ``gpu_utilization`` (share of each GPU's active
@@ -53,14 +54,14 @@ SOURCES = {
     "scaling": ["step_summary"],
     "precision": ["step_summary", "roofline", "kernel_summary"],
     "cpu": ["host_cpu_utilization"],
-    "characterization": ["roofline"],
+    "characterization": ["roofline", "op_flops"],
     "communication": ["nccl", "gpu_utilization", "step_summary"],
     "interconnect": ["step_summary", "nccl", "gpu_utilization"],
 }
 
 COLUMNS = {
     "scaling": ["workload", "precision", "world_size", "samples_per_s", "step_ns",
-                "scaling_efficiency", "interconnect", "batch_size", "steps", "runs"],
+                "scaling_efficiency", "interconnect", "batch_size", "threads_per_rank", "steps", "runs"],
     "precision": ["workload", "world_size", "precision", "speedup_vs_fp32",
                   "tensor_core_time_share", "tensor_core_source", "interconnect", "runs"],
     "cpu": ["workload", "world_size", "cores_busy", "cpu_utilization", "precision",
@@ -77,9 +78,11 @@ COLUMNS = {
 @dataclass
 class Study:
     runs: list[RunInfo]
+    pool: bool = False  # runs with equal keys averaged into one point (--pool)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     reasons: dict[str, str] = field(default_factory=dict)  # table -> why empty / partly empty
     per_run: pd.DataFrame | None = None  # one row per run with its measured values
+    scaling_points: pd.DataFrame | None = None  # the scaling table with its grouping keys
 
 
 def _runs_col(s: pd.Series) -> str:
@@ -94,11 +97,14 @@ def _empty(name: str) -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype="object") for c in COLUMNS[name]})
 
 
-def _keys(infos: list[RunInfo]) -> pd.DataFrame:
+def _keys(infos: list[RunInfo], pool: bool) -> pd.DataFrame:
+    """One row per run with its keys; ``point`` is '' when runs with equal keys are pooled, else
+    the run_id (every run its own point)."""
     return pd.DataFrame([{
         "run_id": i.run_id, "workload": i.workload, "suite": i.suite, "precision": i.precision,
         "world_size": i.world_size, "batch_size": i.batch_size, "interconnect": i.interconnect,
         "kind": i.kind, "samples_per_step": i.samples_per_step,
+        "threads_per_rank": i.threads_per_rank, "point": "" if pool else i.run_id,
     } for i in infos])
 
 
@@ -120,12 +126,16 @@ def per_run_steps(eng: Engine, keys: pd.DataFrame) -> pd.DataFrame:
     return out.merge(n_all, on="run_id", how="left")
 
 
-def build_tables(infos: list[RunInfo]) -> Study:
-    study = Study(runs=infos)
-    keys = _keys(infos)
+def build_tables(infos: list[RunInfo], *, pool: bool = False,
+                 step_pattern: str | None = None) -> Study:
+    """The study's tables over ``infos``. ``pool``: average runs whose keys (workload, precision,
+    world size, interconnect, per-GPU batch) are equal into one point; else each run is its own
+    point. ``step_pattern``: see :class:`tracekit.engine.Engine`."""
+    study = Study(runs=infos, pool=pool)
+    keys = _keys(infos, pool)
     timeline = keys[keys.kind == "timeline"]
     ncu = keys[keys.kind == "ncu"]
-    with Engine([i.path for i in infos]) as eng:
+    with Engine([i.path for i in infos], step_pattern=step_pattern) as eng:
         steps = per_run_steps(eng, keys)
         rf = roofline_per_kernel(eng, ncu.run_id) if len(ncu) else None
         pr = timeline.merge(steps, on="run_id", how="left")
@@ -143,7 +153,7 @@ def build_tables(infos: list[RunInfo]) -> Study:
 
 
 # -- scaling ------------------------------------------------------------------------------------
-_GROUP = ["workload", "precision", "world_size", "interconnect"]
+_GROUP = ["workload", "precision", "world_size", "interconnect", "point"]
 
 
 def _group(df: pd.DataFrame, keys: list[str], agg: dict) -> pd.DataFrame:
@@ -153,34 +163,55 @@ def _group(df: pd.DataFrame, keys: list[str], agg: dict) -> pd.DataFrame:
     out = d.groupby(keys, sort=True).agg(**agg).reset_index()
     for k in keys:
         out[k] = out[k].replace("", None)
+        if k in ("world_size", "batch_size", "threads_per_rank"):
+            out[k] = pd.to_numeric(out[k], errors="coerce")
     return out
 
 
 def _scaling(study: Study, pr: pd.DataFrame) -> None:
     ok = pr[pr.step_ns.notna()]
     missing = sorted(set(pr.run_id) - set(ok.run_id))
+    why = []
     if missing:
-        study.reasons["scaling"] = (f"no training steps (NVTX `step N` ranges) in run(s) "
-                                    f"{', '.join(missing)}")
+        why.append(f"no training steps (no step ranges and no GPU kernels to detect iterations "
+                   f"from) in run(s) {', '.join(missing)}")
     if ok.empty:
-        study.reasons["scaling"] = "no run has training steps (NVTX `step N` ranges)"
+        study.reasons["scaling"] = "no run has training steps (step ranges or GPU kernels)"
         return
-    t = _group(ok, _GROUP + ["batch_size"], dict(
+    t = _group(ok, _GROUP + ["batch_size", "threads_per_rank"], dict(
         step_ns=("step_ns", "mean"), samples_per_s=("samples_per_s", "mean"),
         steps=("steps", "sum"), runs=("run_id", _runs_col)))
-    base = t[t.world_size == 1][["workload", "precision", "interconnect", "batch_size",
-                                 "samples_per_s"]]
-    base = base.rename(columns={"samples_per_s": "sps1"})
+    base = t[t.world_size == 1].rename(columns={"samples_per_s": "sps1", "threads_per_rank": "tpr1",
+                                                "runs": "runs1"})
     # the 1-GPU run has no interconnect of its own: match it whatever the N-GPU run's is
-    b_any = base.groupby(["workload", "precision", "batch_size"], dropna=False)["sps1"].mean()
-    t = t.merge(b_any.rename("sps1").reset_index(), on=["workload", "precision", "batch_size"],
-                how="left")
+    on = ["workload", "precision", "batch_size"]
+    b_any = base.groupby(on, dropna=False).agg(
+        sps1=("sps1", "mean"), tpr1=("tpr1", lambda x: sorted(set(x.dropna().astype(int)))),
+        runs1=("runs1", lambda x: ",".join(sorted(x)))).reset_index()
+    t = t.merge(b_any, on=on, how="left")
     t["scaling_efficiency"] = t["samples_per_s"] / (t["world_size"] * t["sps1"])
-    if t["scaling_efficiency"].isna().any():
-        no1 = sorted(set(t.loc[t.scaling_efficiency.isna(), "workload"]))
-        study.reasons["scaling"] = ((study.reasons.get("scaling", "") + "; ").lstrip("; ") +
-                                    "scaling_efficiency is empty where no 1-GPU run of the same "
-                                    f"workload, precision and per-GPU batch exists ({', '.join(no1)})")
+    # runs whose ranks had different intra-op thread counts are not comparable (a 1-rank run
+    # with every core against N ranks of one thread each measures the thread count, not scaling)
+    differ = [isinstance(b, list) and pd.notna(n) and any(x != int(n) for x in b)
+              for b, n in zip(t["tpr1"], t["threads_per_rank"])]
+    t.loc[differ, "scaling_efficiency"] = np.nan
+    for r in t[differ].itertuples():
+        why.append(f"scaling_efficiency of {r.runs} not computed: it ran {int(r.threads_per_rank)} "
+                   f"thread(s) per rank, the 1-rank run(s) {r.runs1} "
+                   f"{'/'.join(str(x) for x in r.tpr1)} (collect both with the same "
+                   "--threads-per-rank)")
+    unknown = t.world_size.isna() | t.samples_per_s.isna()
+    if unknown.any():
+        why.append("scaling_efficiency and samples_per_s are empty where the world size or the "
+                   "per-GPU batch is unknown (" + ", ".join(sorted(set(t.loc[unknown, "runs"]))) +
+                   "; give them in an override file)")
+    no1 = t.scaling_efficiency.isna() & ~unknown & t.sps1.isna()
+    if no1.any():
+        why.append("scaling_efficiency is empty where no 1-GPU run of the same workload, precision "
+                   f"and per-GPU batch exists ({', '.join(sorted(set(t.loc[no1, 'workload'])))})")
+    if why:
+        study.reasons["scaling"] = "; ".join(why)
+    study.scaling_points = t
     study.tables["scaling"] = t[COLUMNS["scaling"]].sort_values(
         ["workload", "precision", "world_size"], kind="stable").reset_index(drop=True)
 
@@ -214,12 +245,13 @@ def _tensor_share_names(eng: Engine) -> pd.DataFrame:
 
 def _precision(study: Study, eng: Engine, pr: pd.DataFrame, ncu: pd.DataFrame,
                rf: pd.DataFrame | None) -> None:
-    sc = study.tables.get("scaling")
+    sc = study.scaling_points
     if sc is None or sc.empty:
         study.reasons["precision"] = "no run has training steps"
         return
-    fp32 = sc[sc.precision == "fp32"][["workload", "world_size", "interconnect", "batch_size",
-                                       "step_ns"]].rename(columns={"step_ns": "fp32_ns"})
+    on = ["workload", "world_size", "interconnect", "batch_size"]
+    fp32 = (sc[sc.precision == "fp32"].groupby(on, dropna=False)["step_ns"].mean()
+            .rename("fp32_ns").reset_index())  # several fp32 points (not pooled): their mean
     t = sc.merge(fp32, on=["workload", "world_size", "interconnect", "batch_size"], how="left")
     t["speedup_vs_fp32"] = t["fp32_ns"] / t["step_ns"]
     # tensor-core share: ncu passes of the same workload and precision first
@@ -292,14 +324,41 @@ GROUP BY run_id
 
 def _characterization(study: Study, eng: Engine, ncu: pd.DataFrame, keys: pd.DataFrame,
                       rf: pd.DataFrame | None) -> None:
-    if ncu.empty:
+    """Compute rate against memory traffic per workload: from the ncu counters of an ncu pass, or,
+    for a workload and precision without one, from the operator model (op_flops) of its timeline
+    runs; ``source`` says which."""
+    parts = []
+    g = _ncu_rates(eng, rf) if len(ncu) and rf is not None and len(rf) else None
+    if g is not None:
+        parts.append(g)
+    covered = set(map(tuple, keys[keys.run_id.isin(set(g.run_id))][["workload", "precision"]].values)) \
+        if g is not None else set()
+    tl = keys[(keys.kind == "timeline")
+              & ~keys[["workload", "precision"]].apply(tuple, axis=1).isin(covered)]
+    m = _model_rates(eng, tl.run_id) if len(tl) else None
+    if m is not None and len(m):
+        parts.append(m)
+    if not parts:
         study.reasons["characterization"] = (
-            "no ncu pass among the runs: FLOP/s and DRAM traffic need Nsight Compute counters "
-            "(`tracekit collect WORKLOAD --profiler ncu` on a GPU)")
+            "no ncu pass among the runs and no operator shapes with GPU time in the timeline runs: "
+            "FLOP/s and memory traffic need Nsight Compute counters (`tracekit collect WORKLOAD "
+            "--profiler ncu` on a GPU) or a GPU trace recorded with shapes (`--profiler torch`)")
         return
-    if rf is None or rf.empty:
-        study.reasons["characterization"] = "the ncu passes hold no profiled kernels"
-        return
+    g = pd.concat(parts, ignore_index=True)
+    d = g.merge(keys[["run_id", "workload", "suite", "precision"]], on="run_id")
+    t = _group(d, ["workload", "suite", "precision", "source"], dict(
+        flop_per_s=("flop_per_s", "mean"), dram_bytes_per_s=("dram_bytes_per_s", "mean"),
+        dram_transactions_per_s=("dram_transactions_per_s", "mean"),
+        kernels=("kernels", "sum"), runs=("run_id", _runs_col)))
+    if t[["flop_per_s", "dram_bytes_per_s"]].isna().any().any():
+        study.reasons["characterization"] = ("empty values: the ncu pass lacks FLOP or DRAM byte "
+                                             "counters (see the roofline query's `missing`)")
+    study.tables["characterization"] = t[COLUMNS["characterization"]].sort_values(
+        ["suite", "workload", "precision"], kind="stable").reset_index(drop=True)
+
+
+def _ncu_rates(eng: Engine, rf: pd.DataFrame) -> pd.DataFrame:
+    """Per ncu run: summed roofline FLOP and DRAM bytes over the profiled kernels' summed time."""
     g = rf.groupby("run_id").agg(
         time_ns=("time_ns", "sum"),
         flop=("flop", lambda s: s.sum(min_count=1)),
@@ -315,16 +374,29 @@ def _characterization(study: Study, eng: Engine, ncu: pd.DataFrame, keys: pd.Dat
     g["source"] = np.where(
         has_sec, "ncu roofline (FLOP, dram_bytes, time_ns); transactions = dram__sectors (32 B)",
         "ncu roofline (FLOP, dram_bytes, time_ns); transactions = dram_bytes / 32 (sector size)")
-    d = g.merge(keys[["run_id", "workload", "suite", "precision"]], on="run_id")
-    t = _group(d, ["workload", "suite", "precision", "source"], dict(
-        flop_per_s=("flop_per_s", "mean"), dram_bytes_per_s=("dram_bytes_per_s", "mean"),
-        dram_transactions_per_s=("dram_transactions_per_s", "mean"),
-        kernels=("kernels", "sum"), runs=("run_id", _runs_col)))
-    if t[["flop_per_s", "dram_bytes_per_s"]].isna().any().any():
-        study.reasons["characterization"] = ("empty values: the ncu pass lacks FLOP or DRAM byte "
-                                             "counters (see the roofline query's `missing`)")
-    study.tables["characterization"] = t[COLUMNS["characterization"]].sort_values(
-        ["suite", "workload", "precision"], kind="stable").reset_index(drop=True)
+    return g
+
+
+MODEL_SOURCE = ("operator model (op_flops: FLOP and bytes from the recorded shapes over the kernel "
+                "time of the modelled calls; bytes are a lower bound of DRAM traffic); "
+                "transactions = bytes / 32")
+
+
+def _model_rates(eng: Engine, run_ids) -> pd.DataFrame:
+    """Per timeline run: op_flops' counted calls that launched kernels: summed flop and bytes over
+    their summed gpu_ns (calls without kernels, e.g. on a CPU, do not count)."""
+    ops = _q(eng, "op_flops")
+    ops = ops[ops.run_id.isin(set(run_ids)) & ops.counted.astype(bool) & (ops.gpu_ns.fillna(0) > 0)
+              & ops.flop.notna() & ops.bytes.notna()]
+    if ops.empty:
+        return ops
+    g = ops.groupby("run_id").agg(time_ns=("gpu_ns", "sum"), flop=("flop", "sum"), bytes=("bytes", "sum"),
+                                  kernels=("kernels", "sum")).reset_index()
+    g["flop_per_s"] = g.flop * 1e9 / g.time_ns
+    g["dram_bytes_per_s"] = g.bytes * 1e9 / g.time_ns
+    g["dram_transactions_per_s"] = g.dram_bytes_per_s / 32.0
+    g["source"] = MODEL_SOURCE
+    return g
 
 
 # -- communication ------------------------------------------------------------------------------
@@ -338,7 +410,10 @@ def _communication(study: Study, eng: Engine, pr: pd.DataFrame) -> None:
     gu = gu[gu.scope == "run"]
     rows = []
     gpu_runs = set(gu.run_id)
-    n_by_run = nccl.groupby("run_id").agg(nccl_ns=("nccl_ns", "sum"), exposed_ns=("exposed_ns", "sum"))
+    # per GPU: the union over every collective type (nccl repeats it on each of the GPU's rows);
+    # summing nccl_ns over the rows would count concurrent collectives twice
+    per_gpu = nccl.drop_duplicates(["run_id", "pid", "device_id"])
+    n_by_run = per_gpu.groupby("run_id").agg(nccl_ns=("gpu_nccl_ns", "sum"), exposed_ns=("gpu_exposed_ns", "sum"))
     w_by_run = gu.groupby("run_id").agg(wall_ns=("wall_ns", "sum"), gpus=("device_id", "size"))
     for r in pr.itertuples():
         row = {"run_id": r.run_id}

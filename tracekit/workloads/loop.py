@@ -271,6 +271,7 @@ def _train(torch, dist, config, spec, device, batch_size, world, rank, local_ran
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     total = config.warmup_steps + config.steps
     prof = _torch_profiler(torch, cuda) if config.torch_profile else None
+    sampler = None  # host CPU time per thread while the torch profiler records (cpusample.py)
     nvtx_range = _annotate.nvtx_range if prof is None else _recorded_range(torch)
     step_ns, losses = [], []
     model.train()
@@ -280,7 +281,10 @@ def _train(torch, dist, config, spec, device, batch_size, world, rank, local_ran
             if cuda:
                 torch.cuda.profiler.start()
         if prof is not None and i == config.warmup_steps:
+            from tracekit.workloads.cpusample import CpuSampler
+
             prof.start()  # measured steps only
+            sampler = CpuSampler().start()
         t0 = time.perf_counter_ns()
         with nvtx_range(step_message(i, i < config.warmup_steps)):
             with nvtx_range("data"):
@@ -305,6 +309,7 @@ def _train(torch, dist, config, spec, device, batch_size, world, rank, local_ran
         torch.cuda.profiler.stop()
     backend().pop()  # MEASURE
     if prof is not None:
+        sampler.stop()
         prof.stop()
         Path(config.torch_profile).mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(Path(config.torch_profile) / f"rank{rank}.json"))
@@ -337,6 +342,8 @@ def _train(torch, dist, config, spec, device, batch_size, world, rank, local_ran
         "ranks": ranks,
         "started_at": started,
         "command": config.command or [sys.executable, *sys.argv],
+        "threads": torch.get_num_threads(),
+        "cpu_samples": None if sampler is None else sampler.rows(),
         **env,
     }
     if config.result_json:

@@ -1,0 +1,63 @@
+-- collective_skew: One row per collective instance across ranks: arrival skew, the last rank to arrive, its transfer time and bandwidth.
+--
+-- A collective instance is the seq-th call of one collective type on one process group, matched
+-- across every participant of the run (tk_comm_calls / tk_comm_arrivals in queries/_macros.sql):
+-- on GPUs each NCCL kernel (participant = GPU, process group and size from the collectives row
+-- when the input records them: Kineto), on CPUs each Gloo execution range `gloo:<op>` of the
+-- PyTorch profiler (else the `c10d::<op>_` operator range). seq is PyTorch's sequence number of
+-- the collective in its process group when the trace records it (collectives.seq, the 'Seq'
+-- argument: the same on every member rank), else the position of the call among its
+-- participant's calls of the same process group and type, in start order (1 = first). A rank's arrival is the start of
+-- its call (an NCCL kernel starts, then waits inside for its peers), on that rank's trace clock
+-- (ranks on other hosts: as aligned by the collector).
+--   skew_ns     = last_start_ns - first_start_ns: how long the first rank waited for the last;
+--   transfer_ns = duration of the last-arriving rank's call: the collective without waiting
+--                 (ties for last: the lowest rank);
+--   bytes       = the last rank's message size, as nccl-tests counts it: max(input, output
+--                 buffer bytes) (AllGather: the gathered output; ReduceScatter: the input);
+--   algo_bw_bytes_per_s = bytes / transfer_ns; bus_bw_bytes_per_s = algo_bw x bus factor with
+--                 n = the communicator's group size (else ranks): AllReduce 2(n-1)/n;
+--                 AllGather, ReduceScatter, AllToAll (n-1)/n; Broadcast, Reduce, SendRecv,
+--                 Send, Recv 1; other types null.
+-- A trace of a single rank gives instances with ranks = 1 and skew 0. Ranks come from
+-- processes.rank or the manifest (tk_ranks); when a run records none (a multi-process nsys export),
+-- each participant's ordinal by (pid, device_id), 0-based.
+--
+-- @column run_id              id       Run folder the row comes from.
+-- @column process_group       text     Process group name as the input records it (Kineto 'Process Group Name'); null when unrecorded (nsys, Gloo ranges).
+-- @column collective          text     Collective type (AllReduce, AllGather, ReduceScatter, Broadcast, ...).
+-- @column seq                 count    Position of the instance among the group's calls of this type on each rank (1 = first).
+-- @column ranks               count    Participants (GPUs, or processes for CPU collectives) that made the call.
+-- @column first_start_ns      ns       Earliest arrival (call start) over the participants.
+-- @column last_start_ns       ns       Latest arrival.
+-- @column skew_ns             ns       last_start_ns - first_start_ns.
+-- @column last_rank           id       Rank that arrived last.
+-- @column transfer_ns         ns       Duration of the last rank's call (the collective without waiting for peers).
+-- @column bytes               bytes    Message size of the last rank's call (max of input and output buffers); null when unrecorded.
+-- @column algo_bw_bytes_per_s bytes/s  Algorithm bandwidth: bytes / transfer_ns.
+-- @column bus_bw_bytes_per_s  bytes/s  Bus bandwidth: algo_bw_bytes_per_s x bus factor.
+WITH a AS (SELECT * FROM tk_comm_arrivals()),
+inst AS (
+    SELECT run_id, process_group, collective, seq,
+           CAST(any_value(ranks) AS BIGINT) AS ranks,
+           any_value(first_start_ns) AS first_start_ns,
+           any_value(last_start_ns) AS last_start_ns,
+           any_value(rank) FILTER (WHERE arrival_from_last = 1) AS last_rank,
+           any_value(end_ns - start_ns) FILTER (WHERE arrival_from_last = 1) AS transfer_ns,
+           any_value(bytes) FILTER (WHERE arrival_from_last = 1) AS bytes,
+           max(group_size) AS group_size
+    FROM a GROUP BY run_id, process_group, collective, seq
+),
+f AS (
+    SELECT *, coalesce(group_size, ranks) AS n FROM inst
+)
+SELECT run_id, process_group, collective, seq, ranks, first_start_ns, last_start_ns,
+       last_start_ns - first_start_ns AS skew_ns, last_rank, transfer_ns, bytes,
+       1e9 * bytes / nullif(transfer_ns, 0) AS algo_bw_bytes_per_s,
+       1e9 * bytes / nullif(transfer_ns, 0) *
+           CASE WHEN collective = 'AllReduce' THEN 2.0 * (n - 1) / n
+                WHEN collective IN ('AllGather', 'ReduceScatter', 'AllToAll') THEN 1.0 * (n - 1) / n
+                WHEN collective IN ('Broadcast', 'Reduce', 'SendRecv', 'Send', 'Recv') THEN 1.0
+           END AS bus_bw_bytes_per_s
+FROM f
+ORDER BY run_id, first_start_ns, process_group NULLS FIRST, collective, seq;

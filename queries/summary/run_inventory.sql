@@ -1,0 +1,88 @@
+-- run_inventory: What each run holds: GPUs, processes, ranks, the main process, steps and their source, GEMM time by number format.
+--
+-- One row per run; the facts `tracekit study` infers a run's world size and precision from when
+-- its manifest does not say (docs/study.md, "Inferring what a run is").
+--   gpus          distinct (pid, device_id) with a kernel, memcpy or memset of positive duration
+--                 (the GPUs the traced processes used; the devices table lists every GPU of the
+--                 machine, used or not);
+--   ranks         distinct processes.rank values, else the ranks the manifest lists
+--                 (workload.ranks[].rank from `tracekit collect`, or the Kineto traces' ranks);
+--   main_process  the name of the process that ran the most kernels, else of the one with the
+--                 most NVTX ranges / PyTorch annotations (ties: lowest pid); null when unnamed;
+--   steps, step_source: tk_steps (tracekit, profiler, pattern or detected), as step_summary;
+--   gemm_*_ns     time of GEMM and convolution kernels -- names containing gemm, conv, fprop, dgrad,
+--                 wgrad, xmma, cutlass, nvjet, cudnn, mma or matmul (case ignored) -- by the number
+--                 format the name states: bf16 (bf16, bfloat16), fp16 (fp16, f16, half, h884,
+--                 h1688, h16816, hgemm; bf16 names excluded), fp32 (sgemm, f32, fp32, tf32, s884,
+--                 s1688, s16816, ffma, float); a name stating none is in none of them.
+--
+-- @column run_id          id     Run folder the row comes from.
+-- @column gpus            count  GPUs (pid, device_id) with GPU activity.
+-- @column gpu_processes   count  Processes with GPU activity.
+-- @column ranks           count  Distinct ranks (processes.rank, else the manifest's ranks); 0 when none is known.
+-- @column main_process    text   Name of the process with the most kernels (else the most ranges).
+-- @column kernels         count  Kernel executions.
+-- @column steps           count  Steps (tk_steps).
+-- @column step_source     enum   'tracekit', 'profiler', 'pattern' or 'detected'; null without steps.
+-- @column gemm_bf16_ns    ns     Time of GEMM/convolution kernels whose name says bf16.
+-- @column gemm_fp16_ns    ns     Time of GEMM/convolution kernels whose name says fp16 / half.
+-- @column gemm_fp32_ns    ns     Time of GEMM/convolution kernels whose name says fp32 / tf32.
+WITH act AS (
+    SELECT run_id, count(DISTINCT (pid, device_id)) AS gpus, count(DISTINCT pid) AS gpu_processes
+    FROM tk_gpu_activity() GROUP BY run_id
+),
+proc_ranks AS (
+    SELECT run_id, count(DISTINCT rank) AS ranks FROM processes WHERE rank IS NOT NULL GROUP BY run_id
+),
+manifest_ranks AS (
+    SELECT run_id, greatest(
+               coalesce(json_array_length(json_extract(manifest, '$.workload.ranks')), 0),
+               coalesce(json_array_length(json_extract(manifest, '$.sources.kineto.ranks')), 0)) AS ranks
+    FROM runs
+),
+per_pid AS (
+    SELECT run_id, pid, sum(k) AS k, sum(r) AS r FROM (
+        SELECT run_id, pid, count(*) AS k, 0 AS r FROM kernels GROUP BY run_id, pid
+        UNION ALL
+        SELECT run_id, pid, 0, count(*) FROM nvtx_ranges GROUP BY run_id, pid
+    ) GROUP BY run_id, pid
+),
+main AS (
+    SELECT p.run_id, arg_max(n.name, (p.k, p.r, -p.pid)) AS main_process
+    FROM per_pid p
+    JOIN (SELECT run_id, pid, any_value(name) AS name FROM processes WHERE coalesce(name, '') <> ''
+          GROUP BY run_id, pid) n ON n.run_id = p.run_id AND n.pid = p.pid
+    GROUP BY p.run_id
+),
+typed AS (
+    SELECT run_id, end_ns - start_ns AS d,
+           CASE WHEN NOT regexp_matches(name, '(?i)(gemm|conv|fprop|dgrad|wgrad|xmma|cutlass|nvjet|cudnn|mma|matmul)') THEN NULL
+                WHEN regexp_matches(name, '(?i)(bf16|bfloat16)') THEN 'bf16'
+                WHEN regexp_matches(name, '(?i)(fp16|f16|half|h884|h1688|h16816|hgemm)') THEN 'fp16'
+                WHEN regexp_matches(name, '(?i)(sgemm|f32|fp32|tf32|s884|s1688|s16816|ffma|float)') THEN 'fp32'
+           END AS fmt
+    FROM kernels WHERE end_ns > start_ns
+),
+gemm AS (
+    SELECT run_id, count(*) AS kernels,
+           CAST(coalesce(sum(d) FILTER (WHERE fmt = 'bf16'), 0) AS BIGINT) AS gemm_bf16_ns,
+           CAST(coalesce(sum(d) FILTER (WHERE fmt = 'fp16'), 0) AS BIGINT) AS gemm_fp16_ns,
+           CAST(coalesce(sum(d) FILTER (WHERE fmt = 'fp32'), 0) AS BIGINT) AS gemm_fp32_ns
+    FROM typed GROUP BY run_id
+),
+st AS (
+    SELECT run_id, count(*) AS steps, any_value(step_source) AS step_source FROM tk_steps() GROUP BY run_id
+)
+SELECT r.run_id, coalesce(a.gpus, 0) AS gpus, coalesce(a.gpu_processes, 0) AS gpu_processes,
+       CAST(coalesce(pr.ranks, nullif(mr.ranks, 0), 0) AS BIGINT) AS ranks, m.main_process,
+       coalesce(g.kernels, 0) AS kernels, coalesce(st.steps, 0) AS steps, st.step_source,
+       coalesce(g.gemm_bf16_ns, 0) AS gemm_bf16_ns, coalesce(g.gemm_fp16_ns, 0) AS gemm_fp16_ns,
+       coalesce(g.gemm_fp32_ns, 0) AS gemm_fp32_ns
+FROM runs r
+LEFT JOIN act a ON a.run_id = r.run_id
+LEFT JOIN proc_ranks pr ON pr.run_id = r.run_id
+LEFT JOIN manifest_ranks mr ON mr.run_id = r.run_id
+LEFT JOIN main m ON m.run_id = r.run_id
+LEFT JOIN gemm g ON g.run_id = r.run_id
+LEFT JOIN st ON st.run_id = r.run_id
+ORDER BY r.run_id

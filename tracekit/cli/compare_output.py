@@ -1,0 +1,107 @@
+"""Output of ``tracekit compare``: the metrics and the kernel table in every format.
+
+- table (terminal): the metrics, each row in its own unit (``12.345 ms``, ``87.3 %``), relative
+  change as a signed percentage; metrics with no value in either run are named in one line; then
+  the ``top`` kernels by |delta_ns|;
+- csv / json to stdout: one document. JSON: ``{"a", "b", "threshold", "kernel_counts",
+  "metrics": [...], "kernels": [...]}``; CSV: one table, a ``section`` column saying ``metric`` or
+  ``kernel`` (kernel rows: ``name`` the kernel, ``a``/``b``/``delta`` its total ns);
+- with ``-o FILE``: the kernel table in FILE and the metrics beside it as STEM.metrics.EXT.
+Values in CSV, JSON and Parquet are the raw ones (ns, fractions).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+
+from tracekit.cli.display import column
+from tracekit.cli.messages import info
+from tracekit.cli.output import Format, render, table_lines
+from tracekit.cli.serialize import csv_bytes, json_rows
+from tracekit.cli.termtable import Col, render_lines, terminal_width, wrap
+
+_KIND = {"ns": "duration", "fraction": "fraction", "bytes": "bytes", "bytes/s": "bytes/s", "%": "%"}
+KERNEL_UNITS = {"status": ("enum", ""), "name": ("text", ""), "instances_a": ("count", ""),
+                "instances_b": ("count", ""), "total_ns_a": ("ns", ""), "total_ns_b": ("ns", ""),
+                "delta_ns": ("ns", ""), "relative": ("value", "a fraction 0-1")}
+
+
+def _signed_pct(v) -> str:
+    return "" if v is None or v != v else f"{v * 100:+.1f}%"
+
+
+def metric_lines(metrics: pa.Table, title: str, width: int) -> list[str]:
+    """The metrics as a terminal table: metric, a, b, delta (each in the row's unit), relative."""
+    names, cells, empty = [], {"a": [], "b": [], "delta": []}, []
+    rel = []
+    for row in metrics.to_pylist():
+        if row["a"] is None and row["b"] is None:
+            empty.append(row["metric"])
+            continue
+        c = column("v", [row["a"], row["b"], row["delta"]], _KIND.get(row["unit"], "value"))
+        label = c.header.split(" ")[-1] if c.header != "v" else ""
+        for key, text in zip(("a", "b", "delta"), c.cells):
+            cells[key].append(f"{text} {label}".strip() if text else "")
+        names.append(row["metric"])
+        rel.append(_signed_pct(row["relative"]))
+    cols = [Col("metric", "metric", names, kind="key")]
+    cols += [Col(k, k, v, "right", "num", 4) for k, v in cells.items()]
+    cols.append(Col("relative", "relative", rel, "right", "num", 4))
+    lines, _ = render_lines(cols, width, title)
+    if empty:
+        lines += wrap(f"no value in either run: {', '.join(empty)}", width)
+    return lines
+
+
+def write_compare(res: dict, fmt: Format, output: Path | None, *, top: int, threshold: float,
+                  protect=()) -> None:
+    """Write the result of :func:`tracekit.study.compare_runs` (see the module docstring);
+    ``protect``: run folders no output may be written into (:func:`tracekit.outfile.write_output`)."""
+    metrics = pa.Table.from_pandas(res["metrics"], preserve_index=False)
+    kernels = pa.Table.from_pandas(res["kernels"], preserve_index=False)
+    c = res["kernel_counts"]
+    summary = (f"{res['a']} -> {res['b']}: kernels {c['new']} new, {c['missing']} missing, "
+               f"{c['slower']} slower, {c['faster']} faster, {c['same']} same "
+               f"(threshold {threshold:g})")
+    if output is not None:
+        mpath = output.with_name(f"{output.stem}.metrics{output.suffix}")
+        render(kernels, fmt, output, protect=protect)
+        render(metrics, fmt, mpath, protect=protect)
+        info(f"{summary}; wrote {output} and {mpath}")
+        return
+    if fmt == Format.table:
+        width = terminal_width()
+        lines = metric_lines(metrics, f"{res['a']} (a) -> {res['b']} (b)", width)
+        shown = kernels if top == 0 else kernels.slice(0, top)
+        lines += [""] + table_lines(shown, f"kernels by |delta_ns| ({len(shown)} of {len(kernels)})",
+                                    KERNEL_UNITS, width, hint="`-f csv` shows them all.")
+        sys.stdout.write("\n".join(lines) + "\n")
+        info(summary)
+    elif fmt == Format.json:
+        doc = {"a": res["a"], "b": res["b"], "threshold": threshold, "kernel_counts": c,
+               "metrics": json_rows(metrics), "kernels": json_rows(kernels)}
+        sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
+    elif fmt == Format.csv:
+        sys.stdout.write(csv_bytes(one_table(metrics, kernels)).decode())
+    else:
+        render(kernels, fmt, None)  # parquet without -o: the usual error
+
+
+def one_table(metrics: pa.Table, kernels: pa.Table) -> pa.Table:
+    """Metrics and kernels as one long table (the CSV document on stdout)."""
+    m, k = metrics.to_pylist(), kernels.to_pylist()
+    rows = [{"section": "metric", "name": r["metric"], "status": None, "unit": r["unit"],
+             "a": r["a"], "b": r["b"], "delta": r["delta"], "relative": r["relative"],
+             "instances_a": None, "instances_b": None, "query": r["query"]} for r in m]
+    rows += [{"section": "kernel", "name": r["name"], "status": r["status"], "unit": "ns",
+              "a": r["total_ns_a"], "b": r["total_ns_b"], "delta": r["delta_ns"],
+              "relative": r["relative"], "instances_a": r["instances_a"],
+              "instances_b": r["instances_b"], "query": "kernel_summary"} for r in k]
+    types = {"section": pa.string(), "name": pa.string(), "status": pa.string(), "unit": pa.string(),
+             "a": pa.float64(), "b": pa.float64(), "delta": pa.float64(), "relative": pa.float64(),
+             "instances_a": pa.int64(), "instances_b": pa.int64(), "query": pa.string()}
+    return pa.table({n: pa.array([r[n] for r in rows], t) for n, t in types.items()})

@@ -1,0 +1,217 @@
+"""Plain-text tables that fit the terminal (the ``table`` format of every command).
+
+Nothing here interprets markup or writes a terminal escape: cells are plain text, and control
+characters from a trace (ESC, BEL, newlines, bidi overrides ...) are shown as ``\\x1b``-style
+escapes (:func:`visible`). Widths are counted in terminal cells (wide CJK characters count 2).
+
+Layout (:func:`layout`) within the width of the terminal (:func:`terminal_width`):
+
+1. every column gets its natural width (the longest cell or header);
+2. columns that are empty in every row are left out, and a ``run_id`` column with a single value
+   moves into the title (``kernel_summary (run r1)``);
+3. if the table is still too wide, long text columns (kernel names, NVTX ranges) are shortened
+   with an ellipsis (two thirds of the width kept from the start, one third from the end), down to
+   :data:`MIN_TEXT` cells each (:data:`MIN_NAME` for the column naming the rows); never folded over several lines;
+4. if that is not enough, whole columns are dropped, lowest :attr:`Col.priority` first and from
+   the right among equals (:func:`tracekit.cli.display.priority`: identifiers and the column
+   naming the rows go last);
+5. the caller prints one note naming what was left out (:func:`render_lines` returns it).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import unicodedata
+from dataclasses import dataclass, field
+
+from rich.cells import cell_len, get_character_cell_size
+
+GAP = 2  # spaces between columns
+MIN_TEXT = 16  # text columns are not shortened below this many cells ...
+MIN_NAME = 28  # ... and the column naming the rows (kernel name, NVTX range) not below this
+ELLIPSIS = "…"
+_SAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})  # escaped by visible()
+
+
+def terminal_width(stream=None, default: int = 80) -> int:
+    """Columns available: ``$COLUMNS`` when set to a positive integer, else the width of the
+    terminal of ``stream`` (stdout), else of stderr, else ``default``."""
+    env = os.environ.get("COLUMNS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    for s in (stream or sys.stdout, sys.stderr):
+        try:
+            return max(os.get_terminal_size(s.fileno()).columns, 1)
+        except (AttributeError, OSError, ValueError):
+            continue
+    return default
+
+
+def visible(text: str) -> str:
+    """``text`` with every control or formatting character shown as an escape: C0/C1 controls and
+    DEL as ``\\xNN`` (``\\n``, ``\\r``, ``\\t`` for those three), format characters such as bidi
+    overrides and zero-width spaces, line/paragraph separators and lone surrogates as
+    ``\\uNNNN``. Printable text (any script) is returned unchanged."""
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        o = ord(ch)
+        if ch in "\n\r\t":
+            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}[ch])
+        elif o < 0x20 or 0x7F <= o < 0xA0:
+            out.append(f"\\x{o:02x}")
+        elif unicodedata.category(ch) in _SAFE_CATEGORIES:
+            out.append(f"\\u{o:04x}" if o <= 0xFFFF else f"\\U{o:08x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _take(text: str, cells: int) -> str:
+    """The longest prefix of ``text`` that fits in ``cells``."""
+    n = 0
+    for i, ch in enumerate(text):
+        n += get_character_cell_size(ch)
+        if n > cells:
+            return text[:i]
+    return text
+
+
+def _take_end(text: str, cells: int) -> str:
+    return _take(text[::-1], cells)[::-1]
+
+
+def shorten(text: str, width: int, where: str = "middle") -> str:
+    """``text`` cut to ``width`` cells with one ``…``: in the middle (two thirds of the room kept
+    from the start) or at the end. Returned unchanged when it fits."""
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:max(width, 0)]
+    room = width - 1
+    if where == "end":
+        return _take(text, room) + ELLIPSIS
+    front = (room * 2 + 2) // 3
+    head = _take(text, front)
+    return head + ELLIPSIS + _take_end(text, room - cell_len(head))
+
+
+@dataclass
+class Col:
+    """One displayed column. ``cells`` are final texts (already :func:`visible`).
+
+    ``kind``: "key" (identifier), "text" or "num".
+    ``priority``: drop order when the table is too wide, lowest first.
+    """
+
+    name: str  # the column's real name (what --columns and the notes use)
+    header: str
+    cells: list[str]
+    align: str = "left"  # or "right"
+    kind: str = "num"
+    priority: int = 3
+    shortenable: bool = False
+    where: str = "middle"
+    min_width: int = MIN_TEXT
+    width: int = field(default=0, init=False)
+
+    def natural(self) -> int:
+        return max([cell_len(self.header)] + [cell_len(c) for c in self.cells])
+
+    def minimum(self) -> int:
+        return min(self.natural(), self.min_width) if self.shortenable else self.natural()
+
+
+@dataclass
+class Layout:
+    cols: list[Col]
+    dropped: list[str]  # names of the columns that did not fit
+    empty: list[str]  # names of the columns left out because every row is empty
+
+
+def _total(cols: list[Col], widths: list[int]) -> int:
+    return sum(widths) + GAP * max(len(cols) - 1, 0)
+
+
+def _fill(cols: list[Col], room: int) -> None:
+    """Set widths: non-shortenable columns at natural width; the shortenable ones start at their
+    minimum and share what is left of ``room``, one cell at a time to the narrowest that still
+    wants more (so a short column gets its whole text before a long one grows)."""
+    for c in cols:
+        c.width = c.minimum()
+    flex = [c for c in cols if c.shortenable and c.width < c.natural()]
+    avail = room - _total(cols, [c.width for c in cols])
+    while avail > 0 and flex:
+        c = min(flex, key=lambda c: c.width)
+        step = min(avail, c.natural() - c.width, max(1, avail // len(flex)))
+        c.width += step
+        avail -= step
+        if c.width >= c.natural():
+            flex.remove(c)
+
+
+def layout(cols: list[Col], width: int) -> Layout:
+    """Choose the columns and widths so that every line fits in ``width`` cells."""
+    empty = [c.name for c in cols if all(v == "" for v in c.cells)] if cols and cols[0].cells else []
+    kept = [c for c in cols if c.name not in empty] or list(cols[:1])
+    dropped: list[str] = []
+    while True:
+        if _total(kept, [c.minimum() for c in kept]) <= width or len(kept) == 1:
+            break
+        order = sorted(range(len(kept)), key=lambda i: (kept[i].priority, -i))
+        dropped.append(kept.pop(order[0]).name)
+    _fill(kept, width)
+    if len(kept) == 1 and kept[0].width > width:
+        kept[0].width = width
+    order = {c.name: i for i, c in enumerate(cols)}
+    dropped.sort(key=order.get)  # in the table's order
+    return Layout(kept, dropped, empty)
+
+
+def _pad(text: str, width: int, align: str) -> str:
+    pad = width - cell_len(text)
+    return (" " * pad + text) if align == "right" else (text + " " * pad)
+
+
+def render_lines(cols: list[Col], width: int, title: str | None = None) -> tuple[list[str], Layout]:
+    """Lines of the table (title, header, rule, rows), each at most ``width`` cells, and the
+    layout (what was dropped, for the caller's note)."""
+    lay = layout(cols, width)
+    lines = []
+    if title:
+        lines.append(shorten(visible(title), width, "end"))
+    if not lay.cols:
+        return lines, lay
+    cells = [[shorten(c.header, c.width, "end")] for c in lay.cols]
+    for col, out in zip(lay.cols, cells):
+        out.extend(shorten(v, col.width, col.where) for v in col.cells)
+    nrows = len(lay.cols[0].cells) + 1
+    for r in range(nrows):
+        line = (" " * GAP).join(_pad(cells[i][r], c.width, c.align) for i, c in enumerate(lay.cols))
+        lines.append(line.rstrip())
+        if r == 0:
+            lines.append((" " * GAP).join("─" * c.width for c in lay.cols))
+    return lines, lay
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """``text`` wrapped at spaces into lines of at most ``width`` cells (long words are cut)."""
+    lines, cur = [], ""
+    for word in text.split(" "):
+        while cell_len(word) > width:
+            if cur:
+                lines.append(cur)
+                cur = ""
+            lines.append(_take(word, width))
+            word = word[len(lines[-1]):]
+        cand = f"{cur} {word}" if cur else word
+        if cell_len(cand) <= width:
+            cur = cand
+        else:
+            lines.append(cur)
+            cur = word
+    if cur:
+        lines.append(cur)
+    return lines

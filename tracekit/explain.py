@@ -1,0 +1,160 @@
+"""What a user is told beside a result: the warnings of the runs a query reads, and why a result
+is empty. Both come from the run folders' manifests (row counts, ``not_captured`` reasons,
+``warnings``), so they cost no query.
+
+- :func:`tables_read`: the run-folder tables a statement reads, through the macros it calls;
+- :func:`run_warnings`: the manifest warnings of the runs that concern those tables;
+- :func:`why_empty`: one sentence saying why a named query or SQL statement returned no rows —
+  a table not captured (with the manifest's reason and the profiler option that captures it),
+  captured with zero rows, or rows present that the query's condition (its ``@empty`` header
+  line, :mod:`tracekit.named_queries`) did not select.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from tracekit import schema
+from tracekit.named_queries import NamedQuery
+from tracekit.runfolder import Run
+
+CAPTURE = {
+    "kernels": "nsys profile --trace=cuda, or the PyTorch profiler with ProfilerActivity.CUDA",
+    "cuda_api": "nsys profile --trace=cuda, or the PyTorch profiler with ProfilerActivity.CUDA",
+    "memcpy": "nsys profile --trace=cuda, or the PyTorch profiler with ProfilerActivity.CUDA",
+    "memset": "nsys profile --trace=cuda, or the PyTorch profiler with ProfilerActivity.CUDA",
+    "cuda_sync": "nsys profile --trace=cuda, or the PyTorch profiler with ProfilerActivity.CUDA",
+    "nvtx_ranges": "nsys profile --trace=nvtx (tracekit's runners mark steps and phases with NVTX), "
+                   "or record_function ranges in the PyTorch profiler",
+    "nvtx_marks": "nsys profile --trace=nvtx",
+    "osrt_api": "nsys profile --trace=osrt",
+    "cpu_thread_state": "nsys profile --cpuctxsw=process-tree",
+    "gpu_metrics": "nsys profile --gpu-metrics-device=all (Turing or newer GPUs)",
+    "ncu_launches": "an Nsight Compute pass (tracekit collect --profiler ncu, or ncu --set full -o "
+                    "report, then tracekit convert report.ncu-rep, with the nsys export for one run "
+                    "folder)",
+    "ncu_metrics": "an Nsight Compute pass (tracekit collect --profiler ncu, or ncu --set full -o "
+                   "report, then tracekit convert report.ncu-rep, with the nsys export for one run "
+                   "folder)",
+    "collectives": "a PyTorch profiler (Kineto) trace of a distributed run; nsys exports do not "
+                   "fill it yet",
+    "processes": "nsys export --type sqlite of the whole report",
+    "threads": "nsys export --type sqlite of the whole report",
+    "devices": "nsys export --type sqlite of the whole report",
+}
+"""Per table: the profiler option that records it (named in empty-result explanations)."""
+
+_WORD = re.compile(r"[a-z_]+")
+_MISSING = re.compile(r"(Table|Scalar Function|Table Function|Macro Function) with name (\w+) does not "
+                      r"exist!(?: Did you mean \"[^\"]*\"\?)?", re.IGNORECASE)
+
+
+def sql_error(message: str) -> str:
+    """DuckDB's error ``message`` with its suggestion for an unknown table or function replaced by
+    the closest run-folder tables and tracekit macros (DuckDB only knows the views created so
+    far, so it suggests its own catalog, e.g. ``pg_enum``)."""
+    from tracekit import engine
+    from tracekit.suggest import did_you_mean
+
+    m = _MISSING.search(message)
+    if not m:
+        return message
+    kind, name = m.group(1), m.group(2)
+    names = (list(schema.TABLES) + ["runs", "run_tables"] + list(engine._macro_statements())
+             + sorted(engine._roofline_names()))
+    hint = did_you_mean(name, names) or (
+        f" (tables: {', '.join(schema.TABLES)}, runs, run_tables)" if kind.lower() == "table" else "")
+    return message[:m.start()] + f"{kind} {name} does not exist{hint}" + message[m.end():]
+
+
+def tables_read(text: str) -> set[str]:
+    """The run-folder tables ``text`` (SQL) reads, directly or through the macros of
+    ``queries/_macros.sql`` and the roofline macros it calls."""
+    from tracekit import engine
+
+    macros = engine._macro_statements()
+    todo, seen, out = set(engine._identifiers(text)), set(), set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in macros:
+            todo |= engine._identifiers(macros[name])
+        elif name in engine._roofline_names():
+            todo |= set(engine._roofline_identifiers())
+        elif name in schema.TABLES:
+            out.add(name)
+    return out
+
+
+def run_warnings(runs: Sequence[Run], tables: set[str] | None = None) -> list[str]:
+    """``run RUN_ID: WARNING`` for every manifest warning of ``runs``; with ``tables``, only the
+    warnings that name one of them or name no table at all (e.g. a newer export schema)."""
+    out = []
+    for r in runs:
+        for w in r.manifest.get("warnings") or []:
+            named = set(_WORD.findall(str(w).lower())) & set(schema.TABLES)
+            if tables is None or not named or named & tables:
+                out.append(f"run {r.run_id}: {w}")
+    return out
+
+
+def _rows(run: Run, table: str) -> int | None:
+    """Rows of ``table`` in ``run``; None when it was not captured."""
+    info = run.manifest.get("tables", {}).get(table)
+    return None if info is None else int(info.get("rows") or 0)
+
+
+def _runs_phrase(runs: list[Run], limit: int = 3) -> str:
+    ids = [r.run_id for r in runs]
+    more = f" and {len(ids) - limit} more" if len(ids) > limit else ""
+    return ("run " if len(ids) == 1 else "runs ") + ", ".join(ids[:limit]) + more
+
+
+def _lacking(run: Run, tables: list[str]) -> str:
+    """What ``run`` lacks of ``tables``: "no t1, t2 (not captured: REASON)" / "0 rows of t"."""
+    by_reason: dict[str, list[str]] = {}
+    for t in tables:
+        if _rows(run, t) is None:
+            reason = run.manifest.get("not_captured", {}).get(t) or "no reason recorded"
+            by_reason.setdefault(f"not captured: {reason}", []).append(t)
+        else:
+            by_reason.setdefault("captured with 0 rows", []).append(t)
+    return "; ".join(f"no {', '.join(ts)} ({why})" for why, ts in by_reason.items())
+
+
+def why_empty(runs: Sequence[Run], query: NamedQuery | None = None, sql: str | None = None,
+              params: dict | None = None) -> str:
+    """One sentence saying why ``query`` (or ad-hoc ``sql``) returned no rows over ``runs``."""
+    name = query.name if query is not None else "the statement"
+    text = query.sql if query is not None else (sql or "")
+    read = tables_read(text)
+    need = [t for t in (query.requires if query is not None and query.requires else sorted(read))
+            if t in schema.TABLES]
+    declared = bool(query is not None and query.requires)
+    if not need:
+        return f"{name} returned no rows (it reads no run-folder table)"
+    complete, parts, hints = [], [], []
+    for r in runs:
+        lacking = [t for t in need if not _rows(r, t)]
+        if declared and lacking or not declared and len(lacking) == len(need):
+            parts.append(f"run {r.run_id} has {_lacking(r, lacking)}")
+            hints += [t for t in lacking if t not in hints]
+        else:
+            complete.append(r)
+    if not complete:
+        how: dict[str, list[str]] = {}
+        for t in hints:
+            if t in CAPTURE:
+                how.setdefault(CAPTURE[t], []).append(t)
+        hint = "; ".join(f"{', '.join(ts)} {'come' if len(ts) > 1 else 'comes'} from {h}"
+                         for h, ts in how.items())
+        return f"{name} returned no rows: {'; '.join(parts)}" + (f". {hint}" if hint else "")
+    counts = ", ".join(f"{n} row{'s' if n != 1 else ''} of {t}" for t in need
+                       if (n := sum(_rows(r, t) or 0 for r in complete)))
+    cond = query.empty if query is not None and query.empty else "no row matched the query's conditions"
+    given = ", ".join(f"{k}={v}" for k, v in (params or {}).items())
+    return (f"{name} returned no rows: {cond}, among the {counts} in {_runs_phrase(complete)}"
+            + (f" (with --param {given})" if given else ""))

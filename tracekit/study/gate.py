@@ -1,0 +1,57 @@
+"""``tracekit compare --fail-if-slower PCT``: the regression gate.
+
+The gated metric is the mean step time (``step_ns``: ``step_summary.wall_ns`` over measured steps)
+when both runs have steps, else the whole-run GPU busy time (``gpu_busy_run_ns``:
+``gpu_utilization`` scope 'run' busy_ns summed over GPUs). Run B fails the gate when that metric
+is more than PCT percent above run A's: change = (B - A) / A x 100 > PCT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from tracekit.errors import InputError
+
+EXIT_SLOWER = 3
+"""Exit status of ``tracekit compare`` when B is slower than the gate allows."""
+
+
+@dataclass(frozen=True)
+class GateResult:
+    metric: str
+    a: float
+    b: float
+    change_pct: float
+    limit_pct: float
+
+    @property
+    def slower(self) -> bool:
+        return self.change_pct > self.limit_pct
+
+    def message(self) -> str:
+        what = {"step_ns": "mean step time", "gpu_busy_run_ns": "GPU busy time (no steps)"}[self.metric]
+        verdict = (f"slower by more than {self.limit_pct:g}%" if self.slower
+                   else f"within {self.limit_pct:g}%")
+        return (f"{self.metric} ({what}): a {_ms(self.a)}, b {_ms(self.b)}, change "
+                f"{self.change_pct:+.2f}%: {verdict}")
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.3f} ms"
+
+
+def gate(metrics: pd.DataFrame, limit_pct: float) -> GateResult:
+    """The gate over ``compare_runs(...)["metrics"]``. :class:`InputError` for a negative limit
+    or when neither metric is known for both runs (nothing to compare)."""
+    if limit_pct < 0:
+        raise InputError(f"--fail-if-slower must be at least 0 (a percentage), got {limit_pct:g}")
+    rows = metrics.set_index("metric")
+    for name in ("step_ns", "gpu_busy_run_ns"):
+        if name in rows.index:
+            a, b = rows.at[name, "a"], rows.at[name, "b"]
+            if pd.notna(a) and pd.notna(b) and a > 0:
+                return GateResult(name, float(a), float(b), 100.0 * (b - a) / a, limit_pct)
+    raise InputError("--fail-if-slower: neither run pair has steps or GPU busy time to compare "
+                     "(CPU-only traces without steps)")
