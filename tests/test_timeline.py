@@ -233,8 +233,8 @@ def test_cli_errors(nsys_run, tmp_path, capsys):
     assert "open it at https://ui.perfetto.dev" in capsys.readouterr().err
     assert main(["timeline", str(run), "-o", str(tmp_path / "a.json")]) == 2  # exists
     assert "already exists" in capsys.readouterr().err
-    assert main(["timeline", str(run), "-o", str(tmp_path / "b.json"), "--step", "3"]) == 2
-    assert "no step 3" in capsys.readouterr().err
+    assert main(["timeline", str(run), "-o", str(tmp_path / "b.json"), "--step", "9999"]) == 2
+    assert "no step 9999 in the run" in capsys.readouterr().err
     assert main(["timeline", str(run), "-o", str(tmp_path / "b.txt")]) == 2
     assert main(["timeline", str(tmp_path / "nope"), "-o", str(tmp_path / "b.json")]) == 2
     assert "not a run folder" in capsys.readouterr().err
@@ -243,6 +243,10 @@ def test_cli_errors(nsys_run, tmp_path, capsys):
     assert not (tmp_path / "b.json").exists() and not list(tmp_path.glob(".*.tmp"))
     with pytest.raises(InputError):
         write_timeline(run, tmp_path / "d.json", ranks="x")
+    # never written inside the run folder it reads; a missing parent folder is made
+    with pytest.raises(InputError, match="inside the run folder"):
+        write_timeline(run, run / "t.json")
+    assert write_timeline(run, tmp_path / "new" / "t.json.gz")["kernels"] == 3442
 
 
 def test_step_and_relative_windows(run_factory, tmp_path):

@@ -28,13 +28,13 @@ only. A temporary file is renamed over the output when complete.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 from tracekit.errors import InputError
+from tracekit.outfile import STDOUT, check_output, write_output
 
 DEFAULT_MAX_EVENTS = 2_000_000  # ~550 MB of JSON; with ~10 args an event, inside Perfetto UI's ~2 GB tab
 _INF = float("inf")
@@ -155,6 +155,19 @@ def _params(**kw) -> dict[str, str]:
     return {k: str(v) for k, v in kw.items() if v is not None}
 
 
+def _ranges(numbers: str) -> str:
+    """'0,1,2,3,7,9,10' -> '0-3, 7, 9-10'."""
+    ns = [int(x) for x in numbers.split(",") if x.strip().lstrip("-").isdigit()]
+    out, i = [], 0
+    while i < len(ns):
+        j = i
+        while j + 1 < len(ns) and ns[j + 1] == ns[j] + 1:
+            j += 1
+        out.append(str(ns[i]) if i == j else f"{ns[i]}-{ns[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
 def resolve_window(eng, *, start_ns=None, end_ns=None, step=None, ranks=None,
                    max_events=DEFAULT_MAX_EVENTS) -> dict:
     """The ``timeline_window`` row for these options: window, event count, cut. ``start_ns`` /
@@ -170,7 +183,7 @@ def resolve_window(eng, *, start_ns=None, end_ns=None, step=None, ranks=None,
     w = eng.query("timeline_window", _params(start_ns=start_ns, end_ns=end_ns, step=step, ranks=ranks,
                                               max_events=max_events or 0)).to_pylist()[0]
     if step is not None and w["start_ns"] is None:
-        have = f"steps {w['steps']}" if w["steps"] else "no `step N` NVTX ranges"
+        have = f"steps {_ranges(w['steps'])}" if w["steps"] else "no training steps (docs/metrics.md, Steps)"
         raise InputError(f"no step {step} in the run (it has {have})", path=eng.runs[0].path)
     if not w["events"]:
         where = "" if start_ns is None and end_ns is None and step is None else " in the window"
@@ -201,11 +214,12 @@ def write_timeline(run_dir: str | os.PathLike, output: str | os.PathLike, *, sta
     from tracekit.runfolder import open_run
 
     open_run(run_dir)  # a bad run folder is the first thing to report
-    out = Path(output).absolute()
-    if not (out.name.endswith(".json") or out.name.endswith(".json.gz")):
-        raise InputError("the timeline file must end in .json or .json.gz", path=out)
-    if out.exists() and not force:
-        raise InputError("already exists (use --force to replace it)", path=out)
+    text = os.fspath(output)
+    if text != STDOUT and not (text.endswith(".json") or text.endswith(".json.gz")):
+        raise InputError("the timeline file must end in .json or .json.gz (or - for standard output)", path=text)
+    check_output(text, [run_dir], create_parent=True)  # never inside the run folder it reads
+    if text != STDOUT and os.path.isfile(text) and not force:
+        raise InputError("already exists (use --force to replace it)", path=text)
     if ranks is not None:
         try:
             ranks = ",".join(str(int(r)) for r in str(ranks).split(",") if r.strip())
@@ -217,26 +231,26 @@ def write_timeline(run_dir: str | os.PathLike, output: str | os.PathLike, *, sta
         w0, w1 = w["start_ns"], (w["cut_ns"] if w["cut_ns"] is not None else w["end_ns"])
         origin = w["first_ns"]
         names = _names(eng)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-        os.close(fd)
-        try:
-            opener = gzip.open if out.name.endswith(".gz") else open
-            with opener(tmp, "wt", encoding="utf-8") as f:
-                summary = _write(eng, f, names, origin, _params(start_ns=w0, end_ns=w1, ranks=ranks))
-                meta = {"run_id": eng.runs[0].run_id, "time_origin_ns": origin,
-                        "window_start_ns": w0, "window_end_ns": w1, "tracekit": "tracekit timeline"}
-                if w["cut_ns"] is not None:
-                    meta["cut"] = (f"cut at {w['kept_events']} of {w['events']} events (--max-events "
-                                   f"{max_events}): events starting at or after {w['cut_ns']} ns are not written")
-                f.write('],\n"otherData": ' + json.dumps(meta) + "}\n")
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it private
-            os.replace(tmp, out)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        meta = {"run_id": eng.runs[0].run_id, "time_origin_ns": origin,
+                "window_start_ns": w0, "window_end_ns": w1, "tracekit": "tracekit timeline"}
+        if w["cut_ns"] is not None:
+            meta["cut"] = (f"cut at {w['kept_events']} of {w['events']} events (--max-events "
+                           f"{max_events}): events starting at or after {w['cut_ns']} ns are not written")
+        done: dict = {}
+
+        def write(fb) -> None:
+            raw = gzip.GzipFile(fileobj=fb, mode="wb", mtime=0) if text.endswith(".gz") else fb
+            f = io.TextIOWrapper(raw, encoding="utf-8", newline="\n", write_through=False)
+            done.update(_write(eng, f, names, origin, _params(start_ns=w0, end_ns=w1, ranks=ranks)))
+            f.write('],\n"otherData": ' + json.dumps(meta) + "}\n")
+            f.flush()
+            f.detach()
+            if raw is not fb:
+                raw.close()  # the gzip trailer; fb stays open for write_output
+
+        # atomically (temporary file + rename), through devices and pipes, parent folder made
+        write_output(text, write, [run_dir], create_parent=True)
+        summary = done
     summary.update(window=(w0, w1), time_origin_ns=origin,
                    cut=None if w["cut_ns"] is None else {"at_ns": w["cut_ns"], "events_total": w["events"],
                                                          "events_kept": w["kept_events"]})

@@ -30,7 +30,7 @@ def timeline(
     start: str = typer.Option(None, "--start", help="Window start, ns on the trace clock (the tables' "
                               "start_ns), or +N: N ns after the run's first event."),
     end: str = typer.Option(None, "--end", help="Window end, ns on the trace clock, or +N."),
-    step: int = typer.Option(None, "--step", help="Window = training step N (its `step N` NVTX ranges)."),
+    step: int = typer.Option(None, "--step", help="Window = training step N (the steps step_summary finds)."),
     ranks: str = typer.Option(None, "--ranks", help="Keep only these ranks' processes, e.g. 0,3."),
     max_events: int = typer.Option(DEFAULT_MAX_EVENTS, "--max-events",
                                    help="End the window early so at most N events are written "
