@@ -23,7 +23,7 @@ def _time(value: str | None, option: str) -> str | int | None:
     return f"+{n}" if text.startswith("+") else n
 
 
-@app.command()
+@app.command(short_help="Write a run's timeline as Chrome trace-event JSON for Perfetto (ui.perfetto.dev).")
 def timeline(
     run_dir: Path = typer.Argument(..., help="Run folder."),
     output: Path = typer.Option(..., "-o", "--output", help="Trace file to write: .json, or .json.gz (gzip)."),
