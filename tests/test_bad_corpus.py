@@ -56,7 +56,35 @@ def _kineto_truncated(dst: Path) -> None:
         dst.write_bytes(f.read()[:3000])
 
 
+def _kineto_doc(name: str = "kineto_a100_alexnet.json.gz") -> dict:
+    return json.loads(gzip.open(FIXTURES / "kineto" / name).read())
+
+
+def _kineto_deep(dst: Path) -> None:  # issue 17: 20,000 nested arrays in one event's args
+    text = json.dumps(_kineto_doc())
+    dst.write_text(text.replace('"args": {', '"args": {"x": ' + "[" * 20000 + "]" * 20000 + ", ", 1))
+
+
+def _kineto_gz_truncated(dst: Path) -> None:
+    dst.write_bytes((FIXTURES / "kineto" / "kineto_a100_nccl_2ranks_rank0.json.gz").read_bytes()[:5000])
+
+
+def _kineto_base_time(dst: Path) -> None:
+    doc = _kineto_doc()
+    doc["baseTimeNanoseconds"] = 2 ** 70
+    dst.write_text(json.dumps(doc))
+
+
+def _ncu_no_units(dst: Path) -> None:
+    lines = (FIXTURES / "ncu" / "ncu2022.3_rtx2080ti_two_kernels.raw.csv").read_text().splitlines(keepends=True)
+    dst.write_text(lines[0] + "".join(lines[2:]))
+
+
 RECIPES = {
+    "kineto_deep": _kineto_deep,
+    "kineto_gz_truncated": _kineto_gz_truncated,
+    "kineto_base_time": _kineto_base_time,
+    "ncu_no_units": _ncu_no_units,
     "nsys_truncated": _nsys_truncated,
     "foreign_sqlite": _foreign_sqlite,
     "nsys_kernel_without_start": lambda d: copy_export(

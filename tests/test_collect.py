@@ -255,7 +255,10 @@ def test_existing_run_folder_needs_force(tmp_path, capsys):
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "x").write_text("keep me")
     rc = cli(["collect", "resnet_cifar", "-o", str(tmp_path / "r"), "--profiler", "torch"])
-    assert rc == 2 and "already exists (use --force" in _one_error_line(capsys)
+    # a folder tracekit did not write is never replaced, not even with --force (issue 17)
+    assert rc == 2 and "already exists and is not a run folder written by tracekit" in _one_error_line(capsys)
+    rc = cli(["collect", "resnet_cifar", "-o", str(tmp_path / "r"), "--profiler", "torch", "--force"])
+    assert rc == 2 and "not replaced, even with --force" in _one_error_line(capsys)
     assert (tmp_path / "r" / "x").read_text() == "keep me"
 
 

@@ -330,12 +330,15 @@ def test_seq_argument_matches_ranks_with_different_windows(raw, tmp_path):
 
 def test_rank_summary_32_ranks(job):
     # every rank is the same trace on a shifted clock: each step's numbers are equal on all ranks,
-    # so every ratio to the median rank is exactly 1 (steps: whatever tk_steps recognizes in the
-    # trace; none before ProfilerStep#N ranges count as steps)
+    # so every ratio to the median rank is exactly 1. Steps: the trace's ProfilerStep#4-6
     with Engine([job]) as eng:
         steps = one(eng, "SELECT count(*) FROM tk_steps() WHERE NOT is_warmup")
         got = eng.query("rank_summary").to_pylist()
-    assert len(got) == steps
+        util = {(r["pid"], r["step_number"]): r["busy_ns"] for r in eng.query("gpu_utilization").to_pylist()
+                if r["scope"] == "step"}
+    assert steps == len(got) == 3 * RANKS
+    assert {(r["step"], r["step_source"]) for r in got} == {(4, "profiler"), (5, "profiler"), (6, "profiler")}
+    assert all(r["gpu_busy_ns"] == util[(r["pid"], r["step"])] for r in got)  # one GPU per rank
     ratios = [k for k in (got[0] if got else {}) if k.endswith("_vs_median")]
     for r in got:
         assert r["gpu_busy_ns"] > 0 and r["comm_ns"] > 0

@@ -150,6 +150,8 @@ def test_output_inside_the_run_folder_read_is_refused(small_run, capsys):
 
 
 def test_output_writes_through_devices_and_reports_write_errors(small_run, capsys):
+    if not (stat.S_ISCHR(os.stat("/dev/null").st_mode) and stat.S_ISCHR(os.stat("/dev/full").st_mode)):
+        pytest.skip("this machine's /dev/null or /dev/full is not a device (replaced by some other program)")
     assert run(["query", "kernel_summary", str(small_run), "-f", "csv", "-o", "/dev/null"]) == 0
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
     capsys.readouterr()

@@ -374,6 +374,6 @@ def test_roofline_answers_on_every_fixture(ncu_run, name, capsys):
     kernels = {x["kernel_name"] for x in table(run, "SELECT DISTINCT kernel_name FROM ncu_launches")}
     assert len(out.strip().splitlines()) == 1 + len(kernels) > 1
     if name.endswith(".details.csv"):
-        assert err.startswith("roofline: run ") and "-p gpu=NAME" in err and err.count("\n") == 1
+        assert err.startswith("tracekit: roofline: run ") and "-p gpu=NAME" in err and err.count("\n") == 1
     else:
         assert err == ""

@@ -397,3 +397,24 @@ def test_present_zero_counters_are_zero_not_null(run_factory):
     assert (r["dram_intensity"], r["flop_per_s"], r["precision"]) == (0, 0, "fp32")
     assert r["dram_bytes_per_s"] == pytest.approx(4.096e9)
     assert "fp16_flop: no sm__sass" in r["missing"] and "fp32_flop" not in r["missing"]
+
+
+@pytest.mark.parametrize("name", ["$\\frac{$", "[/]", "a $x$ b"])
+def test_plot_kernel_names_are_text_not_mathtext(golden, tmp_path, name):
+    """A kernel name from the trace is drawn as text: `$\\frac{$` made matplotlib's mathtext
+    parser fail the whole plot (issue 17)."""
+    pytest.importorskip("matplotlib")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tracekit.plots.style import text as plain
+
+    p = golden / "ncu_launches.parquet"
+    t = pq.read_table(p)
+    names = [name if v == GEMM else v for v in t.column("kernel_name").to_pylist()]
+    pq.write_table(t.set_column(t.column_names.index("kernel_name"), "kernel_name",
+                                pa.array(names, pa.string())), p)
+    out = tmp_path / "r.svg"
+    assert cli_run(["plot", "roofline", str(golden), "-o", str(out)]) == 0
+    assert out.read_text().lstrip().startswith("<?xml")
+    assert plain(name).replace("\\$", "$") == name

@@ -213,3 +213,20 @@ def test_step_pattern_on_the_cli(kineto_run, tmp_path, capsys):
     assert cli(["sql", "SELECT 1", str(run), "--step-pattern", "(x"]) == 2
     err = capsys.readouterr().err
     assert "not a valid regular expression" in err and len(err.strip().splitlines()) == 1
+
+
+def test_nccl_per_step_uses_the_same_steps(kineto_run):
+    # the NCCL rank's 15 all-reduce kernels fall 5 per ProfilerStep#4..#6; per-step rows add up
+    # to the whole-run row
+    with Engine([kineto_run("kineto_a100_nccl_2ranks_rank0")]) as eng:
+        whole = {r["collective"]: r for r in eng.query("nccl").to_pylist()}
+        per = eng.query("nccl", {"per_step": "true"}).to_pylist()
+    ar = [r for r in per if r["collective"] == "AllReduce"]
+    assert [(r["step_number"], r["step_source"], r["count"]) for r in ar] == [
+        (4, "profiler", 5), (5, "profiler", 5), (6, "profiler", 5)]
+    for c, w in whole.items():
+        rows = [r for r in per if r["collective"] == c]
+        assert sum(r["count"] for r in rows) == w["count"]
+        assert sum(r["nccl_ns"] for r in rows) == w["nccl_ns"]
+        assert sum(r["exposed_ns"] for r in rows) == w["exposed_ns"]
+    assert {r["step_number"] for r in whole.values()} == {None}

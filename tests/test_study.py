@@ -485,3 +485,27 @@ def test_characterization_from_the_operator_model(tmp_path):
     assert row.dram_bytes_per_s == pytest.approx(ops.bytes.sum() * 1e9 / ops.gpu_ns.sum(), rel=1e-12)
     assert row.source.startswith("operator model (op_flops") and row.suite == "micro"
     assert "characterization" not in st.reasons
+
+
+def test_run_inventory_on_fixtures(nsys_run, kineto_run):
+    from tracekit.named_queries import get_query
+
+    runs = [nsys_run("nsys2026_h100_2gpu_pytorch_slice"), nsys_run("nsys2023.1_rtx3090_conv_fp16"),
+            kineto_run("kineto_a100_nccl_2ranks_rank0"), kineto_run("kineto_cpu_only_rank")]
+    with Engine(runs) as eng:
+        t = eng.query("run_inventory")
+        rows = {r["run_id"]: r for r in t.to_pylist()}
+        k = eng.sql("SELECT run_id, count(*) AS n FROM kernels GROUP BY ALL").to_pylist()
+    assert t.column_names == [c.name for c in get_query("run_inventory").columns]
+    h = rows["nsys2026_h100_2gpu_pytorch_slice"]
+    # pid 111 -> device 0 and pid 112 -> device 1, 1721 kernels each
+    assert (h["gpus"], h["gpu_processes"], h["ranks"], h["main_process"]) == (2, 2, 0, "python3")
+    assert (h["steps"], h["step_source"]) == (48, "detected")  # 24 iterations per GPU
+    assert h["gemm_bf16_ns"] == h["gemm_fp16_ns"] == 0 and h["gemm_fp32_ns"] > 0
+    assert {r["run_id"]: r["n"] for r in k} == {r: rows[r]["kernels"] for r in rows if rows[r]["kernels"]}
+    # TensorRT fp16 implicit-GEMM convolutions (sm80_xmma_fprop_implicit_gemm_f16f16_...)
+    assert rows["nsys2023.1_rtx3090_conv_fp16"]["gemm_fp16_ns"] > 0
+    n = rows["kineto_a100_nccl_2ranks_rank0"]
+    assert (n["ranks"], n["steps"], n["step_source"]) == (1, 3, "profiler")
+    c = rows["kineto_cpu_only_rank"]
+    assert (c["gpus"], c["kernels"], c["steps"], c["step_source"]) == (0, 0, 1, "profiler")

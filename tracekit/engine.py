@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 
 from tracekit import schema
 from tracekit.errors import QueryError
-from tracekit.named_queries import NamedQuery, get_query, macros_sql
+from tracekit.named_queries import NamedQuery, get_query, macro_topics, macros_sql
 from tracekit.runfolder import Run, open_run
 
 _DUCK_TYPES = {
@@ -168,11 +168,25 @@ class Engine:
                 self._con.execute("\n".join(macros[m] for m in todo))
             except duckdb.Error as exc:
                 raise QueryError(f"queries/_macros.sql failed: {_one_line(exc)}") from None
+        if "tk_steps" in want:
+            self._cache_steps()
         if _ROOFLINE in want:
             from tracekit.roofline import register as _register_roofline
 
             _register_roofline(self._con)  # gpu_peaks table + roofline macros (docs/roofline.md)
         self._created |= want
+
+    def _cache_steps(self) -> None:
+        """Compute ``tk_steps()`` once per engine into the temp table ``tk_steps_cache`` and make
+        the macro read it: a step-based query calls it several times (every window of
+        ``tk_busy_between``, ``tk_idle_between``, ...), and detecting iterations reads every
+        kernel. The runs and the step pattern are fixed for the engine's lifetime."""
+        try:
+            self._con.execute("CREATE TEMP TABLE tk_steps_cache AS SELECT * FROM tk_steps()")
+            self._con.execute("CREATE OR REPLACE TEMP MACRO tk_steps() AS TABLE "
+                              "SELECT * FROM tk_steps_cache")
+        except duckdb.Error as exc:
+            raise QueryError(f"queries/_macros.sql: tk_steps() failed: {_one_line(exc)}") from None
 
     def _create_view(self, name: str):
         """One ``read_parquet`` over the literal list of every run's files of table ``name``,
@@ -331,8 +345,10 @@ def _identifiers(text: str) -> set[str]:
 
 @functools.cache
 def _macro_statements() -> dict[str, str]:
-    """``queries/_macros.sql`` as {macro name (lower case): its CREATE statement}, in file order."""
-    text = macros_sql()
+    """Every ``_macros.sql`` of :func:`tracekit.named_queries.macro_topics` (``queries/_macros.sql``,
+    then ``queries/ops/``, ``queries/ranks/``, ...) as {macro name (lower case): its CREATE
+    statement}, in load order (a macro after those it calls)."""
+    text = "\n".join(macros_sql(t) for t in macro_topics())
     starts = list(_MACRO.finditer(text))
     ends = [m.start() for m in starts[1:]] + [len(text)]
     return {m.group(1).lower(): text[m.start():end] for m, end in zip(starts, ends)}

@@ -27,6 +27,7 @@ def count_duplicates(writer) -> dict[str, int]:
     import duckdb
 
     from tracekit import schema
+    from tracekit.collectors.common import sql_file
 
     found: dict[str, int] = {}
     con = duckdb.connect()
@@ -39,16 +40,16 @@ def count_duplicates(writer) -> dict[str, int]:
             if not info or info["rows"] < 2:
                 continue
             cols = ", ".join(f'"{c}"' for c in schema.table(name).column_names if c not in skip)
-            path = str(writer.path / info["file"]).replace("'", "''")
+            path = sql_file(writer.path / info["file"])
             # Identical rows have equal hashes, so when every row's hash is distinct there is no
             # duplicate (a third of the time and memory of the exact DISTINCT, which runs only
             # when some hashes are shared).
             n = con.execute(f"SELECT count(*) - count(DISTINCT hash({cols})) "
-                            f"FROM read_parquet('{path}')").fetchall()[0][0]
+                            f"FROM read_parquet({path})").fetchall()[0][0]
             if n:
                 n = con.execute(
                     f"SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {cols} "
-                    f"FROM read_parquet('{path}'))) FROM read_parquet('{path}')").fetchall()[0][0]
+                    f"FROM read_parquet({path}))) FROM read_parquet({path})").fetchall()[0][0]
             if n:
                 found[name] = int(n)
                 writer.warn(f"{n} duplicate row(s) in {name} (identical to another row in every "
@@ -67,6 +68,7 @@ def count_nonpositive(writer) -> dict[str, int]:
     import duckdb
 
     from tracekit import schema
+    from tracekit.collectors.common import sql_file
 
     found: dict[str, int] = {}
     con = duckdb.connect()
@@ -75,8 +77,8 @@ def count_nonpositive(writer) -> dict[str, int]:
             info = writer.manifest["tables"].get(name)
             if not info or not info["rows"] or "duration_ns" not in schema.table(name).column_names:
                 continue  # nvtx_marks: instants, no duration
-            path = str(writer.path / info["file"]).replace("'", "''")
-            n = con.execute(f"SELECT count(*) FROM read_parquet('{path}') "
+            path = sql_file(writer.path / info["file"])
+            n = con.execute(f"SELECT count(*) FROM read_parquet({path}) "
                             "WHERE duration_ns <= 0").fetchall()[0][0]
             if n:
                 found[name] = int(n)

@@ -207,6 +207,17 @@ def macros_sql(topic: str = "") -> str:
     return f.read_text(encoding="utf-8") if f.is_file() else ""
 
 
+def macro_topics() -> list[str]:
+    """The topics whose folder holds a ``_macros.sql`` that every connection may need, in load
+    order: '' (``queries/_macros.sql``) first, then the topic folders by name. ``roofline`` is
+    not among them: its macros need its data tables and are loaded with them
+    (:mod:`tracekit.roofline`)."""
+    root = resources.files("tracekit.queries")
+    topics = sorted(d.name for d in root.iterdir()
+                    if d.is_dir() and d.name != "roofline" and (d / "_macros.sql").is_file())
+    return [""] + topics
+
+
 def data_file(name: str) -> str:
     """Path of a data table shipped in ``queries/data/`` (``gpu_peaks.csv``, ``tensor_factors.csv``;
     documented in ``queries/data/README.md``)."""

@@ -15,6 +15,7 @@ import contextlib
 import datetime as _dt
 import json
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Iterable
@@ -124,7 +125,10 @@ class RunWriter:
         parent = self.run_dir.parent
         try:
             parent.mkdir(parents=True, exist_ok=True)
-            self._tmp = parent / f".{self.run_dir.name}.tmp-{uuid.uuid4().hex[:12]}"
+            # the temporary name keeps only plain characters: DuckDB reads `?` in a database
+            # path as URL parameters and `[*?` in a Parquet path as a glob
+            safe = re.sub(r"[^A-Za-z0-9._-]", "_", self.run_dir.name)[:100]
+            self._tmp = parent / f".{safe}.tmp-{uuid.uuid4().hex[:12]}"
             self._tmp.mkdir()
         except OSError as exc:
             raise RunFolderError(f"cannot create the run folder: {exc.strerror}", path=self.run_dir) from None
@@ -302,6 +306,9 @@ class Run:
         return p
 
 
+_PROFILER_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".ncu-rep", ".csv", ".json", ".json.gz")
+
+
 def open_run(path: str | os.PathLike) -> Run:
     """Open a run folder. Raises :class:`RunFolderError` when it is not one, or of an unknown
     layout version."""
@@ -311,6 +318,10 @@ def open_run(path: str | os.PathLike) -> Run:
         raise RunFolderError("is a file, not a run folder: convert a profiler output first, "
                              f"e.g. `tracekit convert {p} -o runs/NAME`, then use runs/NAME", path=p)
     if not p.is_dir():
+        if p.name.lower().endswith(_PROFILER_SUFFIXES):
+            raise RunFolderError("no such file or directory; a run folder is expected here (a "
+                                 "profiler output becomes one with `tracekit convert FILE -o "
+                                 "runs/NAME`)", path=p)
         raise RunFolderError("not a run folder (no such directory)", path=p)
     if not m.is_file():
         raise RunFolderError(f"not a run folder (no {MANIFEST}; create one with `tracekit convert`)", path=p)

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from tracekit.collectors.common import sql_file
 from tracekit.collectors.kineto.mapping import (
     THREAD_NAME,
     CHUNK_ROWS,
@@ -59,7 +60,7 @@ def _flow_sql(parts: Parts, st: FileState) -> str | None:
     files = [str(p) for fi, p in parts.files["_flows"] if fi == st.index]
     if not files:
         return None
-    return "read_parquet([" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "])"
+    return "read_parquet([" + ", ".join(sql_file(f) for f in files) + "])"
 
 
 def flow_counts(parts: Parts, st: FileState) -> dict:
@@ -266,7 +267,7 @@ def _nvtx_duckdb(files: list, parts: Parts, st: FileState, offset: int):
     import duckdb
 
     files = [str(p) for p in files]
-    src = "read_parquet([" + ", ".join("'" + f.replace("'", "''") + "'" for f in files) + "])"
+    src = "read_parquet([" + ", ".join(sql_file(f) for f in files) + "])"
     sql = _NVTX_SQL.format(
         offset=offset, base=st.base_ns,
         host_pid="NULL" if st.host_pid is None else st.host_pid,
@@ -340,7 +341,7 @@ def collectives_table(parts: Parts, states: list[FileState]) -> pa.Table:
         files = [str(p) for fi, p in parts.files["_comms"] if fi == st.index]
         if not files:
             continue
-        src = "read_parquet([" + ", ".join(_sql_str(f) for f in files) + "])"
+        src = "read_parquet([" + ", ".join(sql_file(f) for f in files) + "])"
         con = duckdb.connect()
         try:
             con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")

@@ -217,6 +217,28 @@ class FileState:
         self.metadata_complete = True
 
 
+def _misfit(cols: Columns, types: dict, exc: BaseException) -> str:
+    """The message for a batch Arrow refused: the column and the first value that does not fit
+    its type (a timestamp or ID beyond int64)."""
+    for c, v in cols.cols.items():
+        try:
+            pa.array(v, type=types[c])
+        except (pa.ArrowInvalid, OverflowError):
+            bad = next((x for x in v if x is not None and _fails(x, types[c])), None)
+            shown = str(bad)[:40] if bad is not None else "?"
+            return (f"a value of {cols.table}.{c} does not fit its type {types[c]} ({shown}); "
+                    "the trace holds a number out of range")
+    return f"a value does not fit table {cols.table} ({exc})"
+
+
+def _fails(x, t) -> bool:
+    try:
+        pa.array([x], type=t)
+    except (pa.ArrowInvalid, OverflowError):
+        return True
+    return False
+
+
 class Parts:
     """Temporary Parquet parts under the run folder being written, per table and file."""
 
@@ -235,7 +257,7 @@ class Parts:
             batch = pa.RecordBatch.from_arrays(
                 [pa.array(v, type=types[c]) for c, v in cols.cols.items()], names=list(types))
         except (pa.ArrowInvalid, OverflowError) as exc:
-            raise InputError(f"a value does not fit table {cols.table} ({exc})", path=self.current) from None
+            raise InputError(_misfit(cols, types, exc), path=self.current) from None
         self.n += 1
         p = self.root / f"{cols.table}-{file_index}-{self.n}.parquet"
         pq.write_table(pa.Table.from_batches([batch]), p, compression="lz4")

@@ -114,7 +114,11 @@ def _from_raw(header, table):
     if not table.num_rows:  # a header and nothing else
         units = None
     elif C.col(units, header, "ID")[0].as_py() != "":
-        units, rows = None, table  # an export without the units row (--print-units none?)
+        # without the units row the values' scale is unknown (gpu__time_duration.sum is in
+        # usecond or msecond, dram__bytes in Kbyte or Mbyte): reading them as base units is wrong
+        raise InputError("the raw page has no units row after its header, so the scale of every "
+                         "metric is unknown; export it again with units (ncu --import REPORT --csv "
+                         "--page raw, without --print-units none)", path=None)
     launches = _launch_columns(rows, header)
     n = rows.num_rows
     for i, h in enumerate(header):
@@ -154,7 +158,22 @@ def _from_details(header, table):
         "unit": C.col(table, header, "Metric Unit"),
         "raw_value": C.col(table, header, "Metric Value"),
     })
-    return launches, len(uniq), metrics
+    return launches, len(uniq), _drop_repeated(metrics)
+
+
+def _drop_repeated(metrics: pa.Table) -> pa.Table:
+    """A details export that repeats a (launch, section, metric) row (files concatenated, a
+    section printed twice) keeps the first; the count is in ``metrics.schema.metadata``."""
+    keys = ["index", "section", "metric_name"]
+    first = metrics.append_column("_row", pa.array(range(metrics.num_rows), pa.int64())) \
+        .group_by(keys, use_threads=False).aggregate([("_row", "min"), ("raw_value", "count_distinct")])
+    repeated = metrics.num_rows - first.num_rows
+    if not repeated:
+        return metrics
+    differing = int(pc.sum(pc.greater(first.column("raw_value_count_distinct"), 1)).as_py() or 0)
+    rows = first.column("_row_min")
+    kept = metrics.take(pc.take(rows, pc.sort_indices(rows)))
+    return kept.replace_schema_metadata({"repeated": str(repeated), "differing": str(differing)})
 
 
 def _device_info(launches: pa.Table, metrics: pa.Table) -> pa.Table:
@@ -222,7 +241,10 @@ def read_one(path: Path, offset: int) -> tuple[pa.Table, pa.Table, dict]:
         return launches, metrics, {"format": "ncu-rep", "launches": len(rows)}
     page, header, table, logs = C.read_csv(path)
     if page == "raw":
-        cols, n, m = _from_raw(header, table)
+        try:
+            cols, n, m = _from_raw(header, table)
+        except InputError as exc:
+            raise InputError(str(exc), path=path) from None
     else:
         cols, n, m = _from_details(header, table)
     if n == 0:
@@ -239,7 +261,21 @@ def read_one(path: Path, offset: int) -> tuple[pa.Table, pa.Table, dict]:
                                            "unit": pa.array([], pa.string()), "raw_value": pa.array([], pa.string())}), offset)
     launches = _device_info(launches, metrics)
     warnings = [ln for ln in logs if ln.startswith(("==WARNING==", "==ERROR=="))]
-    return launches, metrics, {"format": f"ncu-csv-{page}", "launches": n, "log_warnings": warnings[:20]}
+    info = {"format": f"ncu-csv-{page}", "launches": n, "log_warnings": warnings[:20]}
+    meta = (m.schema.metadata or {}) if m is not None else {}
+    if b"repeated" in meta:
+        info["repeated_metric_rows"] = int(meta[b"repeated"])
+        info["warnings"] = [f"{path.name}: {int(meta[b'repeated'])} repeated metric row(s) (same "
+                            "launch, section and metric) dropped, the first kept"
+                            + (f"; {int(meta[b'differing'])} of them with another value"
+                               if int(meta[b"differing"]) else "")]
+    bad = U.comma_decimals(metrics.column("raw_value").combine_chunks())
+    if bad:
+        info["comma_decimal_values"] = bad
+        info.setdefault("warnings", []).append(
+            f"{path.name}: {bad} metric value(s) like '1,5' have a comma that is not a thousands "
+            "separator (a localized decimal comma?): stored as NULL, raw_value keeps the text")
+    return launches, metrics, info
 
 
 def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROGRESS) -> None:
@@ -254,6 +290,8 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
     for p in paths:
         launches, metrics, meta = read_one(Path(p), offset)
         writer.manifest["inputs"].append(describe_input(p, meta["format"]))
+        for w in meta.pop("warnings", []):
+            writer.warn(w)
         info.append({"file": Path(p).name, **meta})
         offset += launches.num_rows
         all_l.append(launches)

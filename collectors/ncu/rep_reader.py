@@ -8,6 +8,10 @@ stores it (``ns``, ``byte``, ``hz``, ``byte/s`` ...).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+import tempfile
 from pathlib import Path
 
 from tracekit.errors import InputError, ToolNotFoundError
@@ -56,12 +60,48 @@ def read_report(path: Path) -> tuple[list[dict], dict[str, list]]:
     (``index``: position in the launch list, ``metric_name``, ``unit``, ``number``, ``raw_value``)
     of one report. Raises :class:`InputError` when ncu_report cannot load the file."""
     nr = _module()
-    try:
-        report = nr.load_report(str(path))
-    except Exception as exc:  # ncu_report raises plain exceptions for bad files
-        raise InputError(f"ncu_report cannot read this report: {' '.join(str(exc).split())}", path=path) from None
+    with _native_stderr() as said:  # the native library's log lines are not ours to print
+        try:
+            report = nr.load_report(str(path))
+        except Exception as exc:  # ncu_report raises plain exceptions for bad files
+            report, error = None, " ".join(str(exc).split())
+        else:
+            error = ""
+    logged = said()
+    note = (error or (logged[0] if logged else ""))[:200]
     if report is None:
-        raise InputError("ncu_report cannot read this report", path=path)
+        raise InputError("ncu_report cannot read this report (is it truncated or damaged?)"
+                         + (f": {note}" if note else ""), path=path)
+    launches, m = _read_loaded(nr, report, path)
+    if not launches and path.stat().st_size > 4096:
+        raise InputError(f"the report holds no complete kernel launch in its {path.stat().st_size:,} "
+                         "bytes: is it truncated?" + (f" ({note})" if note else ""), path=path)
+    bad = [row["ncu_id"] for row in launches if not row["kernel_name"]]
+    if bad:
+        raise InputError(f"{len(bad)} launch(es) of the report have no kernel name (the first: "
+                         f"launch {bad[0]}): the report is truncated or damaged", path=path)
+    return launches, m
+
+
+@contextlib.contextmanager
+def _native_stderr():
+    """Collect what native code writes to file descriptor 2 meanwhile; yields a function that
+    returns its non-empty lines."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        lines: list[str] = []
+        try:
+            yield lambda: lines
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        tmp.seek(0)
+        lines += [ln.strip() for ln in tmp.read(1 << 16).decode("utf-8", "replace").splitlines() if ln.strip()]
+
+
+def _read_loaded(nr, report, path: Path) -> tuple[list[dict], dict[str, list]]:
     string_kind = nr.IMetric.ValueKind_STRING
     int_kinds = {nr.IMetric.ValueKind_UINT32, nr.IMetric.ValueKind_UINT64}
     launches: list[dict] = []

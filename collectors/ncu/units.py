@@ -52,6 +52,9 @@ def _build() -> dict[str, tuple[str, float]]:
 UNIT_TABLE: dict[str, tuple[str, float]] = _build()
 
 _NUMBER = r"^[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?$"
+# commas only as thousands separators: 1,168,078 or 1,234.5 (never 1,5 nor 12,34)
+_GROUPED = r"^[-+]?\d{1,3}(,\d{3})+(\.\d*)?([eE][-+]?\d+)?$"
+_COMMA_NUMBER = r"^[-+]?\d+(,\d+)+(\.\d*)?$"
 _MISSING = ("", "n/a", "N/A", "nan", "NaN", "no data", "-")
 
 
@@ -59,12 +62,25 @@ def parse_values(raw: pa.Array) -> pa.Array:
     """Numbers of a string array: thousands separators (',') removed; empty, 'n/a', 'no data' and
     anything that is not a plain number give null (never 0)."""
     raw = raw.cast(pa.string())
-    s = pc.replace_substring(pc.utf8_trim_whitespace(raw), ",", "")
+    t = pc.utf8_trim_whitespace(raw)
+    s = pc.replace_substring(t, ",", "")
     ok = pc.and_(pc.match_substring_regex(s, _NUMBER), pc.invert(pc.is_in(s, pa.array(_MISSING))))
+    # a comma that is not a thousands separator (a localized '1,5') is no number: null, counted
+    # by comma_decimals
+    ok = pc.and_(ok, pc.or_(pc.invert(pc.match_substring(t, ",")), pc.match_substring_regex(t, _GROUPED)))
     ok = pc.fill_null(ok, False)
     clean = pc.if_else(ok, s, pa.scalar(None, pa.string())).cast(pa.float64())
     # '1e309' matches the pattern but is no measurement: infinities become null too
     return pc.if_else(pc.is_finite(clean), clean, pa.scalar(None, pa.float64()))
+
+
+def comma_decimals(raw: pa.Array) -> int:
+    """How many values of ``raw`` are digits with commas that are not thousands separators
+    (``1,5``, ``12,34``): read as NULL by :func:`parse_values`, and worth a warning."""
+    t = pc.utf8_trim_whitespace(raw.cast(pa.string()))
+    bad = pc.and_(pc.match_substring_regex(t, _COMMA_NUMBER),
+                  pc.invert(pc.match_substring_regex(t, _GROUPED)))
+    return int(pc.sum(pc.fill_null(bad, False).cast(pa.int64())).as_py() or 0)
 
 
 def convert(values: pa.Array, units: pa.Array) -> tuple[pa.Array, pa.Array]:

@@ -44,6 +44,18 @@ _READ_AS = {
     "blob": ("BLOB", "X''"),
 }
 _ARROW = {"int": pa.int64(), "float": pa.float64(), "blob": pa.binary()}
+# a text value longer than this (a 900 MB NVTX message aborted the reader with std::bad_alloc) is
+# cut here by SQLite's substr before Arrow sees it, ends in "…", and is counted in strings_cut
+MAX_TEXT_BYTES = 1 << 20
+_ELLIPSIS = "…".encode()
+_SQL_IN_MESSAGE = re.compile(r"\b(?:SELECT|WITH|query:)\b.*", re.IGNORECASE | re.DOTALL)
+
+
+def _reason(exc: BaseException) -> str:
+    """A driver's error message on one line, without the SQL it quotes (tracekit's own SELECT
+    is no help to the user), at most 200 characters."""
+    text = _SQL_IN_MESSAGE.sub("", " ".join(str(exc).split())).strip(" :;,") or type(exc).__name__
+    return text[:200]
 
 
 class TypeMismatch(Exception):
@@ -105,14 +117,16 @@ class Export:
                 raise InputError(
                     f"truncated SQLite file: {size} bytes, its header says {pages * page_size}",
                     path=self.path)
-        except sqlite3.DatabaseError as exc:
-            raise InputError(f"SQLite cannot read this file ({exc}); is it truncated or corrupt?",
-                             path=self.path) from None
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            raise InputError(f"SQLite cannot read this file ({_reason(exc)}); is it truncated or "
+                             "corrupt?", path=self.path) from None
         self._adbc_local = threading.local()  # one ADBC connection per thread that scans
         self._adbc_all: list = []
         self._adbc_lock = threading.Lock()
         self._strings: pa.Table | None = None
         self._enums: dict[str, dict[int, str]] = {}
+        self._strings_lock = threading.Lock()
+        self.strings_cut = 0  # text values cut at MAX_TEXT_BYTES (the collector warns)
 
     # -- structure ------------------------------------------------------------------------
     def has(self, table: str, *cols: str) -> bool:
@@ -128,30 +142,31 @@ class Export:
         try:
             with self._meta_lock:
                 return self.meta.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
-        except sqlite3.DatabaseError as exc:
-            raise InputError(f"cannot read table {table}: {exc}", path=self.path) from None
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot read table {table}: {_reason(exc)}", path=self.path) from None
 
     def rows(self, sql: str, params=()) -> list[tuple]:
         """Small metadata queries (Python rows)."""
         try:
             with self._meta_lock:
                 return self.meta.execute(sql, params).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise InputError(f"cannot read the export: {exc}", path=self.path) from None
+        except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot read the export: {_reason(exc)}", path=self.path) from None
 
     # -- string IDs and enums -------------------------------------------------------------
     def strings(self) -> pa.Table:
         """StringIds as an Arrow table (id int64, value string), read in Arrow batches (no Python
         object per string). Values are read as BLOB and decoded as UTF-8 (invalid bytes -> U+FFFD),
         so text, BLOB and number values all come out as text."""
-        if self._strings is None:
-            self.require("StringIds")
-            ids, values = [], []
-            for b in self.scan([("id", "id", "int"), ("value", "value", "blob")], '"StringIds"'):
-                ids.append(b.column("id"))
-                values.append(decode_utf8(b.column("value")))
-            self._strings = pa.table({"id": pa.chunked_array(ids, pa.int64()).combine_chunks(),
-                                      "value": pa.chunked_array(values, pa.string()).combine_chunks()})
+        with self._strings_lock:  # scanning threads ask at once: read it once
+            if self._strings is None:
+                self.require("StringIds")
+                ids, values = [], []
+                for b in self.scan([("id", "id", "int"), ("value", "value", "blob")], '"StringIds"'):
+                    ids.append(b.column("id"))
+                    values.append(decode_utf8(b.column("value")))
+                self._strings = pa.table({"id": pa.chunked_array(ids, pa.int64()).combine_chunks(),
+                                          "value": pa.chunked_array(values, pa.string()).combine_chunks()})
         return self._strings
 
     def resolve_strings(self, ids: pa.Array) -> pa.Array:
@@ -205,6 +220,8 @@ class Export:
         def expr_sql(expr: str, kind: str) -> str:
             if strict and kind != "blob":
                 return f"({expr})"
+            if kind == "blob":  # one byte more than kept: tells a value that was cut
+                return f"substr(CAST(({expr}) AS BLOB), 1, {MAX_TEXT_BYTES + 1})"
             return f"CAST(({expr}) AS {_READ_AS[kind][0]})"
 
         inner = ", ".join(f'{expr_sql(expr, kind)} AS "{alias}"' for alias, expr, kind in select)
@@ -230,7 +247,7 @@ class Export:
                     batch = batch.slice(1)
                     first = False
                 if batch.num_rows:
-                    yield batch
+                    yield self._cut_long(batch)
         except Exception as exc:  # adbc raises its own DatabaseError/OSError types
             if isinstance(exc, (InputError, GeneratorExit, TypeMismatch)):
                 raise
@@ -238,10 +255,26 @@ class Export:
                 raise TypeMismatch(from_sql) from None
             table = re.search(r'"([^"]+)"', from_sql)
             raise InputError(f"cannot read {table.group(1) if table else from_sql.split()[0]}: "
-                             f"{' '.join(str(exc).split())}",
+                             f"{_reason(exc)}",
                              path=self.path) from None
         finally:
             cur.close()
+
+    def _cut_long(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Binary columns of ``batch`` with values longer than :data:`MAX_TEXT_BYTES` cut there."""
+        for i, f in enumerate(batch.schema):
+            if f.type != pa.binary():
+                continue
+            col = batch.column(i)
+            long = pc.greater(pc.binary_length(col), MAX_TEXT_BYTES)
+            n = pc.sum(long.cast(pa.int64())).as_py() or 0
+            if n:
+                with self._adbc_lock:
+                    self.strings_cut += n
+                cut = pc.binary_join_element_wise(pc.binary_slice(col, 0, MAX_TEXT_BYTES),
+                                                  pa.scalar(_ELLIPSIS, pa.binary()), pa.scalar(b"", pa.binary()))
+                batch = batch.set_column(i, f, pc.if_else(long, cut, col))
+        return batch
 
     def rowid_ranges(self, table: str, rows: int | None = None) -> list[tuple[int, int]] | None:
         """Split ``table``'s rowids into ranges ``(lo, hi]`` of ``rows`` rowids each (default

@@ -297,7 +297,7 @@ NVTX_RANGES = TableMap(
         "color": (col("color"),),
     },
     where=_in(NVTX_RANGE_TYPES),
-    post="nvtx_nesting",
+    post="nvtx_ranges_post",
     computed={
         "depth": "computed: for push/pop ranges, the number of push/pop ranges of the same thread "
                  "open at its start (ordered by start, longer first, then rowid; open ranges never end)",

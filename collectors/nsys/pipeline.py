@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from tracekit.collectors.nsys import mapping as M
 from tracekit.collectors.nsys import versions as nsys_versions
 from tracekit.collectors.nsys.decode import _Context, _TablePlan
-from tracekit.collectors.nsys.export import Export, TypeMismatch
+from tracekit.collectors.nsys.export import MAX_TEXT_BYTES, Export, TypeMismatch
 from tracekit.collectors.nsys.post_steps import POST_STEPS, _Work
 from tracekit.errors import InputError, MissingTableError
 from tracekit.progress import Progress
@@ -159,6 +159,10 @@ def _convert_table(export: Export, plan: _TablePlan, writer: RunWriter, progress
     return read
 
 
+# columns whose absence changes what results mean (a device, stream or process per row)
+KEY_COLUMNS = ("device_id", "stream_id", "context_id", "correlation_id", "pid", "tid")
+
+
 def _convert(path: Path, sqlite_path: Path, writer: RunWriter, progress: Progress) -> None:
     with Export(sqlite_path) as export:
         _check_export(export, path)
@@ -218,6 +222,15 @@ def _convert(path: Path, sqlite_path: Path, writer: RunWriter, progress: Progres
             source["source_rows"][t] = read[t]
             if plan.missing:
                 source["missing_columns"][t] = plan.missing
+            keys = [c for c in plan.missing if c in KEY_COLUMNS]
+            if keys and read[t]:
+                writer.warn(f"{t}: the export has no column for {', '.join(keys)} ({plan.source}); "
+                            f"all {read[t]} row(s) have it NULL, so results per "
+                            f"{' / '.join(k.removesuffix('_id') for k in keys)} group them as NULL")
+        if export.strings_cut:
+            writer.warn(f"{export.strings_cut} text value(s) longer than "
+                        f"{MAX_TEXT_BYTES >> 20} MiB were cut there (they end in …)")
+        source["strings_cut"] = export.strings_cut
         shutil.rmtree(work_root, ignore_errors=True)
         source["stats"] = {"nvtx_open_ranges": stats.open_nvtx,
                            "nonpositive_duration_rows": stats.nonpositive}

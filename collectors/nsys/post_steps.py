@@ -105,17 +105,17 @@ DROP TABLE lvl;
 """
 
 
-def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.RecordBatch]:
-    """Add ``depth`` and ``parent_range_id`` to push/pop NVTX ranges (:func:`_nesting`), and the
+def nvtx_ranges_post(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.RecordBatch]:
+    """nvtx_ranges' structural step: the push/pop nesting (:func:`nvtx_nesting`), then the
     operator arguments of PyTorch's NVTX op ranges (``input_dims``, ``op_id``,
     ``sequence_number``: :mod:`tracekit.collectors.nsys.pytorch_nvtx`)."""
     from tracekit.collectors.nsys.pytorch_nvtx import add_columns
 
-    for b in _nesting(batches, work):
+    for b in nvtx_nesting(batches, work):
         yield add_columns(b)
 
 
-def _nesting(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.RecordBatch]:
+def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.RecordBatch]:
     """Add ``depth`` and ``parent_range_id`` to push/pop NVTX ranges (rows kept in rowid order).
 
     Up to :data:`tracekit.collectors.common.MAX_ROWS` push/pop ranges are nested in memory by
@@ -282,5 +282,5 @@ def one_row_per_device(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterat
                            "ORDER BY device_id")
 
 
-POST_STEPS = {"nvtx_nesting": nvtx_nesting, "sched_intervals": sched_intervals,
+POST_STEPS = {"nvtx_ranges_post": nvtx_ranges_post, "sched_intervals": sched_intervals,
               "one_row_per_device": one_row_per_device}

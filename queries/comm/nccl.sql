@@ -35,11 +35,18 @@
 -- kernels (right for a trace of every rank). Kernels of one collective type on communicators of
 -- different sizes (e.g. tensor- and data-parallel groups) are separate rows, one per n.
 --
+-- With per_step=true the rows are also split by training step (tk_steps, as step_summary: the
+-- step of the kernel's process whose window holds the kernel's start; unions and overlaps are
+-- then per step too); kernels outside every step are the rows with a null step_number.
+--
 -- @param ranks BIGINT 0 [>=0]  Ranks in the communicator for the bus-bandwidth factor (0 = infer, see above).
+-- @param per_step BOOLEAN false  Also split rows by training step (step_number, step_source).
 -- @column run_id              id       Run folder the row comes from.
 -- @column pid                 id       Process.
 -- @column rank                id       Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
 -- @column device_id           id       CUDA device ordinal in that process.
+-- @column step_number         count    Step number (tk_steps) of the kernels with per_step=true; null otherwise or outside every step.
+-- @column step_source         enum     'tracekit', 'profiler', 'pattern' or 'detected' with per_step=true; else null.
 -- @column collective          text     Collective type (AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, SendRecv, ...); one row per type and ranks.
 -- @column count               count    NCCL kernels.
 -- @column nccl_ns             ns       Union of their intervals (concurrent kernels count once).
@@ -94,23 +101,29 @@ with_n AS (
 -- unions by sort-and-sweep, at two levels: each (GPU, type, n)'s kernels (whole = false) and all
 -- the GPU's NCCL kernels (whole = true); a kernel opens an island when it starts after every
 -- earlier kernel of its group ended
+stepped AS (
+    SELECT n.*, CASE WHEN getvariable('per_step') AND n.start_ns < s.end_ns THEN s.step_number END AS step_number,
+           CASE WHEN getvariable('per_step') AND n.start_ns < s.end_ns THEN s.step_source END AS step_source
+    FROM with_n n ASOF LEFT JOIN tk_steps() s
+      ON s.run_id = n.run_id AND s.pid = n.pid AND n.start_ns >= s.start_ns
+),
 levels AS (
-    SELECT run_id, pid, device_id, false AS whole, collective, ranks, start_ns, end_ns FROM with_n
+    SELECT run_id, pid, device_id, step_number, step_source, false AS whole, collective, ranks, start_ns, end_ns FROM stepped
     UNION ALL
-    SELECT run_id, pid, device_id, true, NULL, NULL, start_ns, end_ns FROM with_n
+    SELECT run_id, pid, device_id, step_number, step_source, true, NULL, NULL, start_ns, end_ns FROM stepped
 ),
 swept AS (
-    SELECT *, max(end_ns) OVER (PARTITION BY run_id, pid, device_id, whole, collective, ranks ORDER BY start_ns, end_ns
+    SELECT *, max(end_ns) OVER (PARTITION BY run_id, pid, device_id, step_number, step_source, whole, collective, ranks ORDER BY start_ns, end_ns
                                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max_end
     FROM levels
 ),
 islands AS (
-    SELECT run_id, pid, device_id, whole, collective, ranks, min(start_ns) AS start_ns, max(end_ns) AS end_ns
+    SELECT run_id, pid, device_id, step_number, step_source, whole, collective, ranks, min(start_ns) AS start_ns, max(end_ns) AS end_ns
     FROM (SELECT *, sum(CASE WHEN prev_max_end IS NULL OR start_ns > prev_max_end THEN 1 ELSE 0 END)
-                        OVER (PARTITION BY run_id, pid, device_id, whole, collective, ranks ORDER BY start_ns, end_ns
+                        OVER (PARTITION BY run_id, pid, device_id, step_number, step_source, whole, collective, ranks ORDER BY start_ns, end_ns
                               ROWS UNBOUNDED PRECEDING) AS island
           FROM swept)
-    GROUP BY run_id, pid, device_id, whole, collective, ranks, island
+    GROUP BY run_id, pid, device_id, step_number, step_source, whole, collective, ranks, island
 ),
 -- compute busy time before t: C(t) = cum_before_ns + (min(t, end) - start) of the last compute
 -- island starting at or before t; an island's overlap is C(end) - C(start)
@@ -127,27 +140,27 @@ i1 AS (
      AND o.device_id IS NOT DISTINCT FROM i.device_id AND o.end_ns >= i.start_ns
 ),
 times AS (
-    SELECT run_id, pid, device_id, whole, collective, ranks, CAST(sum(end_ns - start_ns) AS BIGINT) AS nccl_ns,
+    SELECT run_id, pid, device_id, step_number, step_source, whole, collective, ranks, CAST(sum(end_ns - start_ns) AS BIGINT) AS nccl_ns,
            CAST(sum(c1 - c0) AS BIGINT) AS overlap_ns
-    FROM i1 GROUP BY run_id, pid, device_id, whole, collective, ranks
+    FROM i1 GROUP BY run_id, pid, device_id, step_number, step_source, whole, collective, ranks
 ),
 gpu AS (
-    SELECT run_id, pid, device_id, nccl_ns AS gpu_nccl_ns, overlap_ns AS gpu_overlap_ns,
+    SELECT run_id, pid, device_id, step_number, nccl_ns AS gpu_nccl_ns, overlap_ns AS gpu_overlap_ns,
            nccl_ns - overlap_ns AS gpu_exposed_ns
     FROM times WHERE whole
 ),
 agg0 AS (
-    SELECT run_id, pid, device_id, collective, ranks, count(*) AS count,
+    SELECT run_id, pid, device_id, step_number, step_source, collective, ranks, count(*) AS count,
            count(msg_bytes) AS sized_count,
            CAST(sum(msg_bytes) AS BIGINT) AS message_bytes,
            CAST(sum(end_ns - start_ns) FILTER (WHERE msg_bytes IS NOT NULL) AS BIGINT) AS sized_ns
-    FROM with_n GROUP BY run_id, pid, device_id, collective, ranks
+    FROM stepped GROUP BY run_id, pid, device_id, step_number, step_source, collective, ranks
 ),
 agg AS (
     SELECT a.*, t.nccl_ns, t.overlap_ns FROM agg0 a
     JOIN times t ON NOT t.whole AND t.run_id = a.run_id AND t.pid IS NOT DISTINCT FROM a.pid
      AND t.device_id IS NOT DISTINCT FROM a.device_id AND t.collective IS NOT DISTINCT FROM a.collective
-     AND t.ranks = a.ranks
+     AND t.ranks = a.ranks AND t.step_number IS NOT DISTINCT FROM a.step_number
 ),
 with_f AS (
     SELECT *, CASE WHEN collective = 'AllReduce' THEN 2.0 * (ranks - 1) / ranks
@@ -156,7 +169,7 @@ with_f AS (
               END AS bus_factor
     FROM agg
 )
-SELECT f.run_id, f.pid, rk.rank, f.device_id, collective, count, nccl_ns, overlap_ns, nccl_ns - overlap_ns AS exposed_ns,
+SELECT f.run_id, f.pid, rk.rank, f.device_id, f.step_number, f.step_source, collective, count, nccl_ns, overlap_ns, nccl_ns - overlap_ns AS exposed_ns,
        overlap_ns / nullif(nccl_ns, 0) AS overlap_fraction,
        sized_count, message_bytes, message_bytes / nullif(sized_count, 0) AS avg_message_bytes,
        ranks, bus_factor,
@@ -166,4 +179,5 @@ SELECT f.run_id, f.pid, rk.rank, f.device_id, collective, count, nccl_ns, overla
 FROM with_f f
 LEFT JOIN tk_ranks() rk ON rk.run_id = f.run_id AND rk.pid = f.pid
 LEFT JOIN gpu g ON g.run_id = f.run_id AND g.pid IS NOT DISTINCT FROM f.pid AND g.device_id IS NOT DISTINCT FROM f.device_id
-ORDER BY f.run_id, f.pid, f.device_id, nccl_ns DESC, collective, ranks;
+ AND g.step_number IS NOT DISTINCT FROM f.step_number
+ORDER BY f.run_id, f.pid, f.device_id, f.step_number NULLS FIRST, nccl_ns DESC, collective, ranks;

@@ -24,29 +24,33 @@
 -- @column pid                 id      Process.
 -- @column rank                id      Distributed rank of the process (processes.rank, else the manifest); NULL when unknown.
 -- @column scope               enum    'step' (one row per step) or 'run' (the process's whole trace).
--- @column step_id             id      The step range (nvtx_ranges.range_id); NULL for scope 'run'.
 -- @column step                text    Step range name; NULL for scope 'run'.
--- @column step_number         count   N of `step N`; NULL for scope 'run'.
+-- @column mfu                 value   flop / (time x peak_flop_per_s), a fraction (0-1).
 -- @column time_ns             ns      Step wall time, or the process's GPU activity span for scope 'run'.
--- @column ops                 count   Counted operator calls in the row.
 -- @column flop                FLOP    Their modelled FLOP.
 -- @column dtype               enum    Element type with the most FLOP (fp32, fp16, bf16, fp8, fp64, ...).
 -- @column achieved_flop_per_s value   flop / time (FLOP per second).
--- @column device_id           id      GPU the process ran the most kernel time on.
--- @column gpu                 text    Its name as looked up (the -p gpu value when given).
 -- @column peak_flop_per_s     value   Dense peak of that GPU for dtype (FLOP per second); NULL when unknown.
--- @column peak                text    Which peak: 'tensor fp16', 'flop fp32', ... (gpu_peaks resource and datatype).
--- @column mfu                 value   flop / (time x peak_flop_per_s), a fraction (0-1).
+-- @column gpu                 text    Its name as looked up (the -p gpu value when given).
 -- @column coverage_pct        %       Kernel time launched in the window inside counted calls, as a percentage of all kernel time launched in it.
+-- @column step_id             id      The step range (nvtx_ranges.range_id); NULL for scope 'run'.
+-- @column step_number         count   N of `step N`; NULL for scope 'run'.
+-- @column ops                 count   Counted operator calls in the row.
+-- @column device_id           id      GPU the process ran the most kernel time on.
+-- @column peak                text    Which peak: 'tensor fp16', 'flop fp32', ... (gpu_peaks resource and datatype).
 -- @column missing             text    Why mfu is NULL, when it is.
 WITH f0 AS MATERIALIZED (SELECT run_id, range_id, pid, start_ns, depth, dtype, flop, counted FROM tk_op_flops()),
 f AS (SELECT * FROM f0 WHERE counted),
--- launching calls inside operator calls; covered when some enclosing operator is counted
+-- launches inside a counted operator call (counted calls never nest: the last one starting before
+-- the launch is the only candidate)
+keys AS MATERIALIZED (SELECT * FROM tk_op_keys()),
 cov AS MATERIALIZED (
-    SELECT c.run_id, any_value(f0.pid) AS pid, any_value(c.call_start_ns) AS call_start_ns,
-           any_value(c.kernel_ns) AS kernel_ns, bool_or(f0.counted) AS covered
-    FROM tk_op_calls() AS c JOIN f0 USING (run_id, range_id)
-    GROUP BY c.run_id, c.call_key
+    SELECT l.run_id, l.pid, l.start_ns AS call_start_ns, l.kernel_ns, coalesce(o.o_end >= l.k_end, false) AS covered
+    FROM (SELECT * FROM keys WHERE NOT is_op) AS l
+    ASOF LEFT JOIN (
+        SELECT k.k_start AS o_start, k.k_end AS o_end
+        FROM keys AS k JOIN f ON f.run_id = k.run_id AND f.range_id = k.range_id WHERE k.is_op
+    ) AS o ON l.k_start >= o.o_start
 ),
 launched AS MATERIALIZED (
     -- every kernel launch, by the host time of its launching call
@@ -136,10 +140,12 @@ checked AS (
                    THEN error('mfu: -p fp32_math=' || getvariable('fp32_math') || ' is not simt or tf32') END AS _chk
     FROM rows
 )
-SELECT r.run_id, r.pid, rk.rank, r.scope, r.step_id, r.step, r.step_number, r.time_ns, r.ops, r.flop, r.dtype,
-       r.flop / (r.time_ns / 1e9) AS achieved_flop_per_s, r.device_id, r.gpu, p.peak_flop_per_s, p.peak,
+SELECT r.run_id, r.pid, rk.rank, r.scope, r.step,
        r.flop / (r.time_ns / 1e9 * p.peak_flop_per_s) AS mfu,
+       r.time_ns, r.flop, r.dtype, r.flop / (r.time_ns / 1e9) AS achieved_flop_per_s,
+       p.peak_flop_per_s, r.gpu,
        100.0 * r.covered_ns / nullif(r.kernel_ns, 0) AS coverage_pct,
+       r.step_id, r.step_number, r.ops, r.device_id, p.peak,
        CASE WHEN r.ops = 0 THEN 'no operator call with a FLOP model (a trace without shapes? record_shapes=True)'
             WHEN r.time_ns IS NULL THEN 'no GPU activity to time the run by'
             WHEN r.gpu IS NULL AND r.device_id IS NULL THEN 'no kernels: the GPU is unknown (pass -p gpu=NAME)'

@@ -12,7 +12,7 @@
 -- embedding 0; bytes = tensor arguments read + output written (once each: a lower bound on
 -- DRAM traffic). gpu_ns adds up the kernels launched inside the call (its child operators
 -- included), matched as nvtx_gpu_projection does (launch on the operator's thread, inside its
--- time; kernels through pid and correlation ID). Operators nest (aten::linear -> aten::addmm):
+-- time; kernels through pid and correlation ID), by running sums: linear in calls + launches. Operators nest (aten::linear -> aten::addmm):
 -- `counted` marks the calls whose FLOP a sum should take (a model, and no modelled operator
 -- inside), so sum(flop) FILTER (WHERE counted) counts each FLOP once. A coverage line on stderr
 -- says, per run, how much of the GPU time ran inside counted operators.
@@ -43,18 +43,32 @@
 -- @column kernel_ms      value  Per run: all kernel time, in milliseconds.
 -- @column uncovered_top  text   Per run: the operators (innermost) with the most kernel time outside counted calls, with their share of the run's kernel time.
 WITH f0 AS MATERIALIZED (SELECT * FROM tk_op_flops()),
-calls AS MATERIALIZED (SELECT * FROM tk_op_calls()),
-g AS (
-    SELECT run_id, range_id, sum(kernels)::BIGINT AS kernels, sum(kernel_ns)::BIGINT AS gpu_ns
-    FROM calls GROUP BY run_id, range_id
-),
+g AS (SELECT * FROM tk_op_gpu()),
 f AS (SELECT f0.*, g.kernels, g.gpu_ns FROM f0 LEFT JOIN g USING (run_id, range_id)),
--- per launching call: covered when some enclosing operator is counted; the innermost one's name
+-- per launching call: covered when a counted operator encloses it (counted calls never nest, so
+-- the last one starting before the launch is the only candidate), and the name of the innermost
+-- operator enclosing it (the last one starting before it, when that one still runs)
+keys AS MATERIALIZED (SELECT * FROM tk_op_keys()),
+launch AS (SELECT run_id, k_start, k_end, kernel_ns FROM keys WHERE NOT is_op),
+opk AS (
+    SELECT k.run_id, k.range_id, k.k_start AS o_start, k.k_end AS o_end, f0.op, f0.counted, r.parent_range_id
+    FROM keys AS k JOIN f0 ON f0.run_id = k.run_id AND f0.range_id = k.range_id
+    JOIN nvtx_ranges AS r ON r.run_id = k.run_id AND r.range_id = k.range_id
+    WHERE k.is_op
+),
+cov0 AS (
+    SELECT l.*, o.o_end >= l.k_end AS covered
+    FROM launch AS l ASOF LEFT JOIN (SELECT * FROM opk WHERE counted) AS o ON l.k_start >= o.o_start
+),
+-- the innermost enclosing operator: the last one starting before the launch if it still runs,
+-- else its parent or grandparent (the last one may be a finished sibling)
 cov AS (
-    SELECT c.run_id, c.call_key, any_value(c.kernel_ns) AS kernel_ns, bool_or(f0.counted) AS covered,
-           arg_max(f0.op, f0.depth) AS innermost_op
-    FROM calls AS c JOIN f0 USING (run_id, range_id)
-    GROUP BY c.run_id, c.call_key
+    SELECT c.run_id, c.kernel_ns, coalesce(c.covered, false) AS covered,
+           CASE WHEN o.o_end >= c.k_end THEN o.op WHEN p1.o_end >= c.k_end THEN p1.op
+                WHEN p2.o_end >= c.k_end THEN p2.op ELSE '(no enclosing operator with shapes)' END AS innermost_op
+    FROM cov0 AS c ASOF LEFT JOIN opk AS o ON c.run_id = o.run_id AND c.k_start >= o.o_start
+    LEFT JOIN opk AS p1 ON p1.run_id = o.run_id AND p1.range_id = o.parent_range_id
+    LEFT JOIN opk AS p2 ON p2.run_id = p1.run_id AND p2.range_id = p1.parent_range_id
 ),
 tot AS (
     SELECT run_id, sum(end_ns - start_ns) AS kernel_ns FROM kernels GROUP BY run_id

@@ -1,7 +1,7 @@
 -- collective_skew: One row per collective instance across ranks: arrival skew, the last rank to arrive, its transfer time and bandwidth.
 --
 -- A collective instance is the seq-th call of one collective type on one process group, matched
--- across every participant of the run (tk_comm_calls / tk_comm_arrivals in queries/_macros.sql):
+-- across every participant of the run (tk_comm_calls / tk_comm_arrivals in queries/ranks/_macros.sql):
 -- on GPUs each NCCL kernel (participant = GPU, process group and size from the collectives row
 -- when the input records them: Kineto), on CPUs each Gloo execution range `gloo:<op>` of the
 -- PyTorch profiler (else the `c10d::<op>_` operator range). seq is PyTorch's sequence number of

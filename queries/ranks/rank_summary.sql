@@ -1,6 +1,7 @@
 -- rank_summary: One row per rank and training step: step time, GPU busy, compute, communication, exposed communication, idle and host overhead, each against the median rank.
 --
--- Steps are tk_steps() (queries/_macros.sql; as in step_summary), one per process and step. GPU
+-- Steps are tk_steps() (queries/_macros.sql; as in step_summary: tracekit's step ranges, else
+-- ProfilerStep#N, else --step-pattern, else detected iterations), one per process and step. GPU
 -- columns are unions over all streams of each GPU the step's process used, cut to the step's
 -- host-side window [start_ns, end_ns) and summed over those GPUs (tk_busy_between, as
 -- gpu_utilization scope 'step'); null when the process ran no GPU activity at all (a CPU run):
@@ -24,6 +25,7 @@
 -- @column rank                        id     Distributed rank of the step's process (see above).
 -- @column step                        count  Step number N.
 -- @column warmup                      flag   True for a warm-up step.
+-- @column step_source                 enum   Where the step comes from: 'tracekit', 'profiler', 'pattern' or 'detected' (tk_steps).
 -- @column pid                         id     OS process ID of the step's process.
 -- @column step_ns                     ns     Step range duration (host side).
 -- @column gpu_busy_ns                 ns     Time any GPU activity ran in the step (union per GPU, summed over the process's GPUs).
@@ -97,7 +99,7 @@ cpu_procs AS (
 rows AS (
     SELECT s.run_id,
            CAST(CASE WHEN rk.known_in_run > 0 THEN rk.known_rank ELSE rk.ordinal END AS INTEGER) AS rank,
-           s.step_number AS step, s.is_warmup AS warmup, s.pid,
+           s.step_number AS step, s.is_warmup AS warmup, s.step_source, s.pid,
            s.end_ns - s.start_ns AS step_ns,
            CAST(g.gpu_busy_ns AS BIGINT) AS gpu_busy_ns,
            CAST(g.compute_ns AS BIGINT) AS compute_ns,
@@ -114,7 +116,7 @@ rows AS (
     LEFT JOIN cpu_comm cc ON cc.run_id = s.run_id AND cc.step_id = s.step_id
     LEFT JOIN cpu_procs cp ON cp.run_id = s.run_id AND cp.pid = s.pid
 )
-SELECT run_id, rank, step, warmup, pid, step_ns, gpu_busy_ns, compute_ns, comm_ns, exposed_comm_ns,
+SELECT run_id, rank, step, warmup, step_source, pid, step_ns, gpu_busy_ns, compute_ns, comm_ns, exposed_comm_ns,
        idle_ns, host_overhead_ns,
        step_ns / nullif(median(step_ns) OVER w, 0) AS step_ns_vs_median,
        gpu_busy_ns / nullif(median(gpu_busy_ns) OVER w, 0) AS gpu_busy_ns_vs_median,

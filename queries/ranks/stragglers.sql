@@ -1,6 +1,6 @@
 -- stragglers: One row per rank: how often it arrived last at a collective, the delay it caused the others, its own mean wait, its step time against the median rank.
 --
--- Built on the collective instances of `collective_skew` (tk_comm_arrivals in queries/_macros.sql:
+-- Built on the collective instances of `collective_skew` (tk_comm_arrivals in queries/ranks/_macros.sql:
 -- NCCL kernels on GPUs, Gloo ranges on CPUs, matched across ranks by process group, type and
 -- order). Only instances with two or more participants count.
 --   collectives       = instances the rank took part in;

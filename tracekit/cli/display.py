@@ -124,6 +124,11 @@ def format_plain(v) -> str:
 
 
 def _num(v) -> float | None:
+    t = type(v)
+    if t is int:
+        return float(v)
+    if t is float:
+        return None if v != v or v in (math.inf, -math.inf) else v
     if v is None or isinstance(v, bool):
         return None
     if isinstance(v, (int, float, decimal.Decimal)):
@@ -175,7 +180,12 @@ def column(name: str, values: list, kind: str) -> Col:
         k = 100.0 if kind == "fraction" else 1.0
         cells = ["" if (x := _num(v)) is None else f"{x * k:.1f}" for v in values]
         return Col(name, _header(name, kind, "%"), cells, "right", "num", priority(name, kind))
-    cells = [format_plain(v) for v in values]
+    if all(type(v) is int or v is None for v in values):  # the common id/count case, fast
+        cells = ["" if v is None else str(v) for v in values]
+    elif all(type(v) is str or v is None for v in values):
+        cells = ["" if v is None else visible(v) for v in values]
+    else:
+        cells = [format_plain(v) for v in values]
     if kind in ("text", "enum") or (kind == "value" and values and all(isinstance(v, str) or v is None for v in values)):
         key = kind == "enum" or name in _KEY_TEXT
         return Col(name, name, cells, "left", "key" if key else "text", priority(name, kind),

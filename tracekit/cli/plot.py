@@ -30,7 +30,9 @@ def _command(name: str):
 
 
 def _done(output: Path, what: str) -> None:
-    typer.echo(f"wrote {output} ({what})", err=True)
+    from tracekit.cli.messages import info
+
+    info(f"wrote {output} ({what})")
 
 
 @_command("utilization")

@@ -119,7 +119,8 @@ def sql(
     set_quiet(quiet)
     if output is not None:
         check_output(output, run_dirs)
-    with Engine(run_dirs, memory_limit=memory_limit, external_access=allow_external) as eng:
+    with Engine(run_dirs, memory_limit=memory_limit, external_access=allow_external,
+                step_pattern=step_pattern) as eng:
         result = eng.sql(statement)
         _warn_runs(eng, tables_read(statement))
         if result.num_rows == 0 and result.num_columns:

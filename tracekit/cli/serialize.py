@@ -60,21 +60,33 @@ def jsonable(v):
 _PLAIN = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string, pa.types.is_boolean)
 
 
+def _finite(col: pa.ChunkedArray) -> bool:
+    """True when a floating-point column holds no NaN or infinity (its values pass as they are)."""
+    import pyarrow.compute as pc
+
+    return bool(pc.all(pc.is_finite(col)).as_py() in (True, None))
+
+
 def json_rows(table: pa.Table) -> list[dict]:
     """The rows of ``table`` as JSON-ready dicts (see the module docstring)."""
     names = table.column_names
     cols = []
     for f, col in zip(table.schema, table.columns):
         values = col.to_pylist()
-        if not any(test(f.type) for test in _PLAIN):
+        plain = any(test(f.type) for test in _PLAIN) or (pa.types.is_floating(f.type) and _finite(col))
+        if not plain:
             values = [jsonable(v) for v in values]
         cols.append(values)
     return [dict(zip(names, row)) for row in zip(*cols)] if cols else []
 
 
 def json_text(table: pa.Table) -> str:
-    """A JSON array of row objects; never NaN or Infinity (invalid JSON)."""
-    return json.dumps(json_rows(table), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    """A JSON array of row objects, one row per line; never NaN or Infinity (invalid JSON)."""
+    enc = json.JSONEncoder(ensure_ascii=False, allow_nan=False)  # compact: the C encoder
+    rows = json_rows(table)
+    if not rows:
+        return "[]\n"
+    return "[\n" + ",\n".join(enc.encode(r) for r in rows) + "\n]\n"
 
 
 def _csv_ready(table: pa.Table) -> pa.Table:

@@ -69,6 +69,11 @@ def visible(text: str) -> str:
     return "".join(out)
 
 
+def width_of(text: str) -> int:
+    """Terminal cells of ``text`` (ASCII: its length, the common case, fast)."""
+    return len(text) if text.isascii() else cell_len(text)
+
+
 def _take(text: str, cells: int) -> str:
     """The longest prefix of ``text`` that fits in ``cells``."""
     n = 0
@@ -86,7 +91,7 @@ def _take_end(text: str, cells: int) -> str:
 def shorten(text: str, width: int, where: str = "middle") -> str:
     """``text`` cut to ``width`` cells with one ``…``: in the middle (two thirds of the room kept
     from the start) or at the end. Returned unchanged when it fits."""
-    if cell_len(text) <= width:
+    if width_of(text) <= width:
         return text
     if width <= 1:
         return ELLIPSIS[:max(width, 0)]
@@ -116,9 +121,12 @@ class Col:
     where: str = "middle"
     min_width: int = MIN_TEXT
     width: int = field(default=0, init=False)
+    _natural: int | None = field(default=None, init=False, repr=False)
 
     def natural(self) -> int:
-        return max([cell_len(self.header)] + [cell_len(c) for c in self.cells])
+        if self._natural is None:
+            self._natural = max([width_of(self.header)] + [width_of(c) for c in self.cells])
+        return self._natural
 
     def minimum(self) -> int:
         return min(self.natural(), self.min_width) if self.shortenable else self.natural()
@@ -171,7 +179,7 @@ def layout(cols: list[Col], width: int) -> Layout:
 
 
 def _pad(text: str, width: int, align: str) -> str:
-    pad = width - cell_len(text)
+    pad = width - width_of(text)
     return (" " * pad + text) if align == "right" else (text + " " * pad)
 
 
@@ -184,15 +192,21 @@ def render_lines(cols: list[Col], width: int, title: str | None = None) -> tuple
         lines.append(shorten(visible(title), width, "end"))
     if not lay.cols:
         return lines, lay
-    cells = [[shorten(c.header, c.width, "end")] for c in lay.cols]
-    for col, out in zip(lay.cols, cells):
-        out.extend(shorten(v, col.width, col.where) for v in col.cells)
-    nrows = len(lay.cols[0].cells) + 1
-    for r in range(nrows):
-        line = (" " * GAP).join(_pad(cells[i][r], c.width, c.align) for i, c in enumerate(lay.cols))
-        lines.append(line.rstrip())
-        if r == 0:
-            lines.append((" " * GAP).join("─" * c.width for c in lay.cols))
+    columns = []
+    for c in lay.cols:  # one padded list per column; ASCII columns take str's C paths
+        texts = [shorten(c.header, c.width, "end")] + c.cells
+        if c.natural() > c.width:
+            texts = [shorten(v, c.width, c.where) for v in texts]
+        if all(v.isascii() for v in texts):
+            just = str.rjust if c.align == "right" else str.ljust
+            columns.append([just(v, c.width) for v in texts])
+        else:
+            columns.append([_pad(v, c.width, c.align) for v in texts])
+    sep = " " * GAP
+    rows = [sep.join(parts).rstrip() for parts in zip(*columns)]
+    lines.append(rows[0])
+    lines.append(sep.join("─" * c.width for c in lay.cols))
+    lines.extend(rows[1:])
     return lines, lay
 
 

@@ -1,0 +1,117 @@
+-- Cross-rank macros (loaded by tracekit.engine.Engine like queries/_macros.sql, after it: they
+-- call tk_is_nccl and tk_ranks from there). They match the communication calls of every rank into
+-- collective instances for collective_skew, stragglers and rank_summary (docs/metrics.md,
+-- "Cross-rank analysis"); nccl uses tk_collective_type.
+
+-- tk_collective_type(raw): one spelling per collective type, from a collectives row's name or the
+-- word after an NCCL kernel's prefix; case and non-letters ignored: allreduce* -> AllReduce,
+-- allgather* (PyTorch's _allgather_base, allgather_into_tensor_coalesced, Gloo's all_gather) ->
+-- AllGather, reducescatter* -> ReduceScatter, alltoall* (all_to_allv) -> AllToAll, broadcast,
+-- reduce, sendrecv, send, recv, barrier; any other name is kept as written.
+CREATE OR REPLACE TEMP MACRO tk_collective_type(raw) AS
+    CASE WHEN starts_with(lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')), 'allreduce') THEN 'AllReduce'
+         WHEN starts_with(lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')), 'allgather') THEN 'AllGather'
+         WHEN starts_with(lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')), 'reducescatter') THEN 'ReduceScatter'
+         WHEN starts_with(lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')), 'alltoall') THEN 'AllToAll'
+         WHEN lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')) = 'broadcast' THEN 'Broadcast'
+         WHEN lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')) = 'reduce' THEN 'Reduce'
+         WHEN lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')) = 'sendrecv' THEN 'SendRecv'
+         WHEN lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')) = 'send' THEN 'Send'
+         WHEN lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')) = 'recv' THEN 'Recv'
+         WHEN lower(regexp_replace(raw, '[^A-Za-z]', '', 'g')) = 'barrier' THEN 'Barrier'
+         ELSE raw END;
+
+-- tk_comm_calls(): every communication call of every participant, one row per call:
+--   GPU (backend 'nccl'): each NCCL kernel (tk_is_nccl) with a positive duration; participant =
+--     the GPU (pid, device_id); process_group, bytes (nccl-tests size: max(in_bytes, out_bytes))
+--     and group_size from its linked collectives row (same pid, device_id, correlation_id), when
+--     there is one; collective = that row's name, else the word after the kernel's prefix;
+--   CPU (backend 'gloo'): each PyTorch-profiler range `gloo:<op>` (the Gloo backend's execution
+--     of a collective; PyTorch >= 2.1), and, for a process with neither NCCL kernels nor gloo
+--     ranges, each `c10d::<op>_` operator range (the call into the process group, e.g.
+--     c10d::allreduce_); participant = the process (device_id null); no process group or size.
+-- rank: tk_ranks(); in a run where no participant has a known rank, the participant's ordinal
+-- (0-based) by (pid, device_id) instead, so a multi-process nsys export without rank
+-- information still pairs its processes.
+-- seq: the collective's sequence number in its process group when the input records it
+-- (collectives.seq: PyTorch's 'Seq' argument, the same on every member rank, so ranks whose traces
+-- start at different collectives still match); else the call's position (1 = first) among its
+-- participant's calls of the same process group and collective type, by start: the i-th AllReduce of a process group on one rank is matched
+-- with the i-th on every other rank (NCCL and Gloo require every member to issue a group's
+-- collectives in the same order). A rank whose trace starts one collective late is therefore
+-- misaligned; trace the same window on every rank (tracekit collect does).
+CREATE OR REPLACE TEMP MACRO tk_comm_calls() AS TABLE
+WITH coll AS (
+    SELECT run_id, pid, device_id, correlation_id, any_value(collective) AS collective,
+           any_value(greatest(in_bytes, out_bytes)) AS bytes, any_value(group_size) AS group_size,
+           any_value(process_group) AS process_group, any_value(seq) AS pg_seq
+    FROM collectives WHERE correlation_id IS NOT NULL
+    GROUP BY run_id, pid, device_id, correlation_id
+),
+gpu AS (
+    SELECT k.run_id, k.pid, k.device_id, 'nccl' AS backend, c.process_group,
+           tk_collective_type(coalesce(c.collective, regexp_extract(k.name, 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1)))
+               AS collective,
+           k.start_ns, k.end_ns, c.bytes, c.group_size, c.pg_seq
+    FROM kernels k LEFT JOIN coll c
+      ON c.run_id = k.run_id AND c.pid IS NOT DISTINCT FROM k.pid
+     AND c.device_id IS NOT DISTINCT FROM k.device_id AND c.correlation_id = k.correlation_id
+    WHERE tk_is_nccl(k.name) AND k.end_ns > k.start_ns
+),
+cpu_ranges AS (
+    SELECT run_id, pid, start_ns, end_ns,
+           CASE WHEN starts_with(name, 'gloo:') THEN 'gloo' ELSE 'c10d' END AS kind,
+           CASE WHEN starts_with(name, 'gloo:') THEN substr(name, 6)
+                ELSE regexp_extract(name, '^c10d::_?([A-Za-z_]+?)_?$', 1) END AS op
+    FROM nvtx_ranges
+    WHERE starts_with(domain, 'pytorch.') AND end_ns > start_ns
+      AND (starts_with(name, 'gloo:') OR (starts_with(name, 'c10d::') AND regexp_matches(name, '^c10d::_?[A-Za-z_]+$')))
+),
+has AS (
+    SELECT run_id, pid, bool_or(kind = 'gloo') AS gloo, false AS nccl FROM cpu_ranges GROUP BY run_id, pid
+    UNION ALL
+    SELECT DISTINCT run_id, pid, false, true FROM gpu
+),
+has_any AS (
+    SELECT run_id, pid, bool_or(gloo) AS gloo, bool_or(nccl) AS nccl FROM has GROUP BY run_id, pid
+),
+cpu AS (
+    SELECT r.run_id, r.pid, CAST(NULL AS INTEGER) AS device_id, 'gloo' AS backend,
+           CAST(NULL AS VARCHAR) AS process_group, tk_collective_type(r.op) AS collective,
+           r.start_ns, r.end_ns, CAST(NULL AS BIGINT) AS bytes, CAST(NULL AS INTEGER) AS group_size,
+           CAST(NULL AS BIGINT) AS pg_seq
+    FROM cpu_ranges r JOIN has_any h ON h.run_id = r.run_id AND h.pid IS NOT DISTINCT FROM r.pid
+    WHERE NOT h.nccl AND (r.kind = 'gloo' OR NOT h.gloo) AND r.op <> ''
+),
+calls AS (
+    SELECT * FROM gpu UNION ALL SELECT * FROM cpu
+),
+parts AS (
+    SELECT p.run_id, p.pid, p.device_id, r.rank AS known_rank,
+           count(r.rank) OVER (PARTITION BY p.run_id) AS known_in_run,
+           row_number() OVER (PARTITION BY p.run_id ORDER BY p.pid, p.device_id) - 1 AS ordinal
+    FROM (SELECT DISTINCT run_id, pid, device_id FROM calls) p
+    LEFT JOIN tk_ranks() r ON r.run_id = p.run_id AND r.pid = p.pid
+)
+SELECT c.*, CAST(CASE WHEN p.known_in_run > 0 THEN p.known_rank ELSE p.ordinal END AS INTEGER) AS rank,
+       coalesce(c.pg_seq, row_number() OVER (PARTITION BY c.run_id, c.pid, c.device_id, c.process_group,
+                                                          c.collective ORDER BY c.start_ns, c.end_ns)) AS seq
+FROM calls c JOIN parts p
+  ON p.run_id = c.run_id AND p.pid IS NOT DISTINCT FROM c.pid AND p.device_id IS NOT DISTINCT FROM c.device_id;
+
+-- tk_comm_arrivals(): tk_comm_calls() with what its collective instance says about it. An instance
+-- is (run_id, process_group, collective, seq): the seq-th call of that group and type on every
+-- participant. ranks = participants in the instance; first/last_start_ns = earliest and latest
+-- start (arrival) over them; arrival_from_last = 1 for the participant that arrived last (ties:
+-- the lowest rank, then pid, device), 2 for the next-latest, ...; next_latest_start_ns = the start of
+-- the participant with arrival_from_last = 2 (null when the instance has one participant).
+CREATE OR REPLACE TEMP MACRO tk_comm_arrivals() AS TABLE
+SELECT *,
+       count(*) OVER inst AS ranks,
+       min(start_ns) OVER inst AS first_start_ns,
+       max(start_ns) OVER inst AS last_start_ns,
+       row_number() OVER (inst ORDER BY start_ns DESC, rank, pid, device_id) AS arrival_from_last,
+       nth_value(start_ns, 2) OVER (inst ORDER BY start_ns DESC, rank, pid, device_id
+                                    ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS next_latest_start_ns
+FROM tk_comm_calls()
+WINDOW inst AS (PARTITION BY run_id, process_group, collective, seq);
