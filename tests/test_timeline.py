@@ -233,8 +233,8 @@ def test_cli_errors(nsys_run, tmp_path, capsys):
     assert "open it at https://ui.perfetto.dev" in capsys.readouterr().err
     assert main(["timeline", str(run), "-o", str(tmp_path / "a.json")]) == 2  # exists
     assert "already exists" in capsys.readouterr().err
-    assert main(["timeline", str(run), "-o", str(tmp_path / "b.json"), "--step", "3"]) == 2
-    assert "no step 3" in capsys.readouterr().err
+    assert main(["timeline", str(run), "-o", str(tmp_path / "b.json"), "--step", "9999"]) == 2
+    assert "no step 9999 in the run" in capsys.readouterr().err
     assert main(["timeline", str(run), "-o", str(tmp_path / "b.txt")]) == 2
     assert main(["timeline", str(tmp_path / "nope"), "-o", str(tmp_path / "b.json")]) == 2
     assert "not a run folder" in capsys.readouterr().err
@@ -243,3 +243,42 @@ def test_cli_errors(nsys_run, tmp_path, capsys):
     assert not (tmp_path / "b.json").exists() and not list(tmp_path.glob(".*.tmp"))
     with pytest.raises(InputError):
         write_timeline(run, tmp_path / "d.json", ranks="x")
+    # never written inside the run folder it reads; a missing parent folder is made
+    with pytest.raises(InputError, match="inside the run folder"):
+        write_timeline(run, run / "t.json")
+    assert write_timeline(run, tmp_path / "new" / "t.json.gz")["kernels"] == 3442
+
+
+def test_step_and_relative_windows(run_factory, tmp_path):
+    from test_plots import steps_run
+
+    run = steps_run(run_factory)  # 2 ranks, steps 0-3 of 1 ms, one kernel [200, 600) us into each step
+    s = write_timeline(run, tmp_path / "s2.json", step=2)
+    assert s["window"] == (2_000_000, 3_000_000) and s["kernels"] == 2  # one per rank
+    doc = load(tmp_path / "s2.json")
+    ks = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    assert {doc["otherData"]["time_origin_ns"] + ns(e["ts"]) for e in ks} == {2_200_000}
+    # the same window relative to the first event (t = 0 here), and one rank only
+    s = write_timeline(run, tmp_path / "rel.json", start_ns="+2000000", end_ns="+3000000", ranks="1")
+    assert s["window"] == (2_000_000, 3_000_000) and s["kernels"] == 1 and s["processes"] == 1
+    with pytest.raises(InputError, match="no step 9 in the run"):
+        write_timeline(run, tmp_path / "s9.json", step=9)
+
+
+def test_gpu_metrics_become_counter_tracks(run_factory, tmp_path):
+    # two samples of one metric on GPU 0 and one on GPU 1, beside one kernel; the window cuts the third
+    run = run_factory({
+        "kernels": {"start_ns": [1000], "end_ns": [3000], "duration_ns": [2000], "pid": [7], "device_id": [0],
+                    "stream_id": [1], "correlation_id": [1], "name": ["k"]},
+        "gpu_metrics": {"timestamp_ns": [1000, 2000, 2500, 9000], "gpu_id": [0, 0, 1, 0], "device_id": [0, 0, 1, 0],
+                        "metric_name": ["SM Active [Throughput %]"] * 4, "value": [10.0, 55.5, 3.0, 1.0]},
+    })
+    s = write_timeline(run, tmp_path / "c.json", end_ns=5000)
+    doc = load(tmp_path / "c.json")
+    check_named(doc)
+    c = [(e["pid"], ns(e["ts"]), e["args"]["value"]) for e in doc["traceEvents"] if e["ph"] == "C"]
+    procs = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"}
+    assert sorted((procs[p], t, v) for p, t, v in c) == [
+        ("GPU 0 metrics (device 0)", 0, Decimal("10.0")), ("GPU 0 metrics (device 0)", 1000, Decimal("55.5")),
+        ("GPU 1 metrics (device 1)", 1500, Decimal("3.0"))]
+    assert s["by_cat"]["gpu_metrics"] == 3 and s["processes"] == 3

@@ -28,13 +28,13 @@ only. A temporary file is renamed over the output when complete.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 from tracekit.errors import InputError
+from tracekit.outfile import STDOUT, check_output, write_output
 
 DEFAULT_MAX_EVENTS = 2_000_000  # ~550 MB of JSON; with ~10 args an event, inside Perfetto UI's ~2 GB tab
 _INF = float("inf")
@@ -155,6 +155,19 @@ def _params(**kw) -> dict[str, str]:
     return {k: str(v) for k, v in kw.items() if v is not None}
 
 
+def _ranges(numbers: str) -> str:
+    """'0,1,2,3,7,9,10' -> '0-3, 7, 9-10'."""
+    ns = [int(x) for x in numbers.split(",") if x.strip().lstrip("-").isdigit()]
+    out, i = [], 0
+    while i < len(ns):
+        j = i
+        while j + 1 < len(ns) and ns[j + 1] == ns[j] + 1:
+            j += 1
+        out.append(str(ns[i]) if i == j else f"{ns[i]}-{ns[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
 def resolve_window(eng, *, start_ns=None, end_ns=None, step=None, ranks=None,
                    max_events=DEFAULT_MAX_EVENTS) -> dict:
     """The ``timeline_window`` row for these options: window, event count, cut. ``start_ns`` /
@@ -170,7 +183,7 @@ def resolve_window(eng, *, start_ns=None, end_ns=None, step=None, ranks=None,
     w = eng.query("timeline_window", _params(start_ns=start_ns, end_ns=end_ns, step=step, ranks=ranks,
                                               max_events=max_events or 0)).to_pylist()[0]
     if step is not None and w["start_ns"] is None:
-        have = f"steps {w['steps']}" if w["steps"] else "no `step N` NVTX ranges"
+        have = f"steps {_ranges(w['steps'])}" if w["steps"] else "no training steps (docs/metrics.md, Steps)"
         raise InputError(f"no step {step} in the run (it has {have})", path=eng.runs[0].path)
     if not w["events"]:
         where = "" if start_ns is None and end_ns is None and step is None else " in the window"
@@ -182,13 +195,15 @@ def resolve_window(eng, *, start_ns=None, end_ns=None, step=None, ranks=None,
 
 def write_timeline(run_dir: str | os.PathLike, output: str | os.PathLike, *, start_ns=None, end_ns=None,
                    step: int | None = None, ranks: str | None = None,
-                   max_events: int | None = DEFAULT_MAX_EVENTS, force: bool = False) -> dict:
+                   max_events: int | None = DEFAULT_MAX_EVENTS, force: bool = False,
+                   memory_limit: str | None = None) -> dict:
     """Write the timeline of ``run_dir`` to ``output`` (``.json``, or gzip for ``.json.gz``).
 
     ``start_ns``/``end_ns``: window on the trace clock (ns; text '+N' = N ns after the first
     event); ``step``: the span of training step N instead; ``ranks``: '0,3' keeps those ranks'
     processes; ``max_events``: end the window early so that at most this many events are
-    written (None or 0: no cut). Returns a summary dict: ``events``, ``kernels``, ``kernel_ns``
+    written (None or 0: no cut); ``memory_limit``: DuckDB's (e.g. '1GB'; its sort spills past
+    it). Returns a summary dict: ``events``, ``kernels``, ``kernel_ns``
     (summed kernel durations written), ``flows``, ``processes``, ``tracks``, ``overlap_tracks``
     (extra lanes), ``window`` (start, end on the trace clock), ``time_origin_ns``, ``cut``
     (None, or {"at_ns", "events_total", "events_kept"}), ``by_cat`` {cat: events}.
@@ -199,42 +214,43 @@ def write_timeline(run_dir: str | os.PathLike, output: str | os.PathLike, *, sta
     from tracekit.runfolder import open_run
 
     open_run(run_dir)  # a bad run folder is the first thing to report
-    out = Path(output).absolute()
-    if not (out.name.endswith(".json") or out.name.endswith(".json.gz")):
-        raise InputError("the timeline file must end in .json or .json.gz", path=out)
-    if out.exists() and not force:
-        raise InputError("already exists (use --force to replace it)", path=out)
+    text = os.fspath(output)
+    if text != STDOUT and not (text.endswith(".json") or text.endswith(".json.gz")):
+        raise InputError("the timeline file must end in .json or .json.gz (or - for standard output)", path=text)
+    check_output(text, [run_dir], create_parent=True)  # never inside the run folder it reads
+    if text != STDOUT and os.path.isfile(text) and not force:
+        raise InputError("already exists (use --force to replace it)", path=text)
     if ranks is not None:
         try:
             ranks = ",".join(str(int(r)) for r in str(ranks).split(",") if r.strip())
         except ValueError:
             raise InputError(f"--ranks {ranks!r}: expected comma-separated integers, e.g. 0,3") from None
-    with Engine([run_dir]) as eng:
+    with Engine([run_dir], memory_limit=memory_limit) as eng:
         w = resolve_window(eng, start_ns=start_ns, end_ns=end_ns, step=step, ranks=ranks,
                            max_events=max_events)
         w0, w1 = w["start_ns"], (w["cut_ns"] if w["cut_ns"] is not None else w["end_ns"])
         origin = w["first_ns"]
         names = _names(eng)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-        os.close(fd)
-        try:
-            opener = gzip.open if out.name.endswith(".gz") else open
-            with opener(tmp, "wt", encoding="utf-8") as f:
-                summary = _write(eng, f, names, origin, _params(start_ns=w0, end_ns=w1, ranks=ranks))
-                meta = {"run_id": eng.runs[0].run_id, "time_origin_ns": origin,
-                        "window_start_ns": w0, "window_end_ns": w1, "tracekit": "tracekit timeline"}
-                if w["cut_ns"] is not None:
-                    meta["cut"] = (f"cut at {w['kept_events']} of {w['events']} events (--max-events "
-                                   f"{max_events}): events starting at or after {w['cut_ns']} ns are not written")
-                f.write('],\n"otherData": ' + json.dumps(meta) + "}\n")
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp made it private
-            os.replace(tmp, out)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        meta = {"run_id": eng.runs[0].run_id, "time_origin_ns": origin,
+                "window_start_ns": w0, "window_end_ns": w1, "tracekit": "tracekit timeline"}
+        if w["cut_ns"] is not None:
+            meta["cut"] = (f"cut at {w['kept_events']} of {w['events']} events (--max-events "
+                           f"{max_events}): events starting at or after {w['cut_ns']} ns are not written")
+        done: dict = {}
+
+        def write(fb) -> None:
+            raw = gzip.GzipFile(fileobj=fb, mode="wb", mtime=0) if text.endswith(".gz") else fb
+            f = io.TextIOWrapper(raw, encoding="utf-8", newline="\n", write_through=False)
+            done.update(_write(eng, f, names, origin, _params(start_ns=w0, end_ns=w1, ranks=ranks)))
+            f.write('],\n"otherData": ' + json.dumps(meta) + "}\n")
+            f.flush()
+            f.detach()
+            if raw is not fb:
+                raw.close()  # the gzip trailer; fb stays open for write_output
+
+        # atomically (temporary file + rename), through devices and pipes, parent folder made
+        write_output(text, write, [run_dir], create_parent=True)
+        summary = done
     summary.update(window=(w0, w1), time_origin_ns=origin,
                    cut=None if w["cut_ns"] is None else {"at_ns": w["cut_ns"], "events_total": w["events"],
                                                          "events_kept": w["kept_events"]})
@@ -248,40 +264,29 @@ def _write(eng, f, names: dict, origin: int, params: dict) -> dict:
     f.write('{"traceEvents": [\n')
     first = True
     track_key, lanes = None, None
-    quoted: dict[str, str] = {}  # json.dumps of names seen (kernel names repeat)
     for batch in eng.query_batches("timeline_events", dict(params, origin_ns=str(origin))):
-        cols = {n: batch.column(i).to_pylist() for i, n in enumerate(batch.schema.names)}
+        col = batch.column
+        names = batch.schema.names
+        cols = [col(names.index(n)).to_pylist() for n in
+                ("pid", "rank", "track", "device_id", "stream_id", "tid", "cat", "start_ns", "end_ns",
+                 "flow_id", "flow_out", "ts", "fields")]
         buf = []
-        for pid, rank, track, device, stream, tid, cat, name, start, end, flow_id, flow_out, args, ts, dur in zip(
-                cols["pid"], cols["rank"], cols["track"], cols["device_id"], cols["stream_id"], cols["tid"],
-                cols["cat"], cols["name"], cols["start_ns"], cols["end_ns"], cols["flow_id"], cols["flow_out"],
-                cols["args"], cols["ts"], cols["dur"]):
+        for pid, rank, track, device, stream, tid, cat, start, end, flow_id, flow_out, ts, fields in zip(*cols):
             key = (pid, track, device, stream, tid)
             if key != track_key:
                 track_key, lanes = key, Lanes()
-            p = tracks.pid(pid, rank)
-            if track == "stream":
-                tracks.proc_info[p]["devices"].add(device)
-            nm = quoted.get(name)
-            if nm is None:
-                if len(quoted) > 200_000:
-                    quoted.clear()
-                nm = quoted[name] = json.dumps(name)
+                p = tracks.pid(pid, rank)
+                if track == "stream":
+                    tracks.proc_info[p]["devices"].add(device)
             if cat == "nvtx_mark":
                 t = tracks.tid(key + (0,))
-                buf.append(f'{{"ph":"i","s":"t","cat":"nvtx_mark","name":{nm},"pid":{p},"tid":{t},'
-                           f'"ts":{ts},"args":{args}}}')
+                buf.append(f'{{"ph":"i","s":"t","pid":{p},"tid":{t},{fields}}}')
             else:
                 t = tracks.tid(key + (lanes.place(start, end),))
-                if end is None:
-                    buf.append(f'{{"ph":"B","cat":"{cat}","name":{nm},"pid":{p},"tid":{t},"ts":{ts},'
-                               f'"args":{args}}}')
-                else:
-                    buf.append(f'{{"ph":"X","cat":"{cat}","name":{nm},"pid":{p},"tid":{t},"ts":{ts},'
-                               f'"dur":{dur},"args":{args}}}')
-                    if cat == "kernel":
-                        kernels += 1
-                        kernel_ns += end - start
+                buf.append(f'{{"ph":"{"B" if end is None else "X"}","pid":{p},"tid":{t},{fields}}}')
+                if cat == "kernel" and end is not None:
+                    kernels += 1
+                    kernel_ns += end - start
             by_cat[cat] = by_cat.get(cat, 0) + 1
             if flow_id is not None:
                 buf.append(f'{{"ph":"f","bp":"e","cat":"launch","name":"launch","id":{flow_id},'

@@ -34,6 +34,7 @@
 -- @column args            text   The event's details as a JSON object (correlation_id, grid, block, bytes, ...).
 -- @column ts              text   start_ns - origin_ns in microseconds with exactly three decimals (Chrome trace 'ts'), from integer ns.
 -- @column dur             text   end_ns - start_ns the same way (Chrome trace 'dur'); NULL for an open range.
+-- @column fields          text   The event's Chrome trace fields as JSON members: "cat", "name", "ts", "dur" (when it ended), "args".
 WITH rk AS (SELECT * FROM tk_ranks()),
 keep AS (
     SELECT CASE WHEN getvariable('ranks') IS NULL THEN NULL
@@ -120,7 +121,9 @@ SELECT e.run_id, e.pid, r.rank, e.track, e.device_id, e.stream_id, e.tid, e.cat,
        e.flow_id, e.flow_out, e.args,
        CASE WHEN e.start_ns < o.origin THEN '-' ELSE '' END
            || printf('%d.%03d', abs(e.start_ns - o.origin) // 1000, abs(e.start_ns - o.origin) % 1000) AS ts,
-       printf('%d.%03d', (e.end_ns - e.start_ns) // 1000, (e.end_ns - e.start_ns) % 1000) AS dur
+       printf('%d.%03d', (e.end_ns - e.start_ns) // 1000, (e.end_ns - e.start_ns) % 1000) AS dur,
+       '"cat":' || to_json(e.cat) || ',"name":' || to_json(e.name) || ',"ts":' || ts
+           || coalesce(',"dur":' || dur, '') || ',"args":' || e.args AS fields
 FROM ev e
 LEFT JOIN rk r ON r.run_id = e.run_id AND r.pid = e.pid, keep,
      (SELECT coalesce(getvariable('origin_ns'), 0) AS origin) o

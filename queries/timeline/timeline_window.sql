@@ -1,7 +1,7 @@
 -- timeline_window: The time window `tracekit timeline` writes: the step's span for --step, the event count in it, and where a --max-events cut falls.
 --
 -- The window is [start_ns, end_ns) as given, or, with step, from the earliest start to the latest
--- end of the ranges `step N` (tk_steps) of the kept processes. Events are counted as
+-- end of step N (tk_steps: the steps step_summary reports) of the kept processes. Events are counted as
 -- timeline_events selects them (overlapping the window; kernels, memcpy, memset, CUDA API calls,
 -- NVTX ranges and marks, OS runtime calls, CUDA synchronizations) plus the gpu_metrics samples
 -- inside it. When there are more than max_events, cut_ns is the start of the first event past
@@ -36,8 +36,8 @@ win AS (
                 ELSE (SELECT min(start_ns) FROM steps s WHERE s.run_id = r.run_id AND s.step_number = getvariable('step')) END AS w0,
            CASE WHEN getvariable('step') IS NULL THEN getvariable('end_ns')
                 ELSE (SELECT max(end_ns) FROM steps s WHERE s.run_id = r.run_id AND s.step_number = getvariable('step')) END AS w1,
-           (SELECT string_agg(DISTINCT CAST(step_number AS VARCHAR), ',' ORDER BY CAST(step_number AS VARCHAR))
-            FROM steps s WHERE s.run_id = r.run_id) AS steps
+           (SELECT string_agg(CAST(n AS VARCHAR), ',' ORDER BY n)
+            FROM (SELECT DISTINCT step_number AS n FROM steps s WHERE s.run_id = r.run_id)) AS steps
     FROM runs r
 ),
 ev AS (

@@ -22,13 +22,20 @@ def _out(default: str):
     return typer.Option(Path(default), "-o", "--output", help="Image file (.png, .svg, .pdf).")
 
 
+def _command(name: str):
+    """plot_app.command with the docstring as one paragraph (typer would keep its line breaks)."""
+    def deco(fn):
+        return plot_app.command(name, help=" ".join((fn.__doc__ or "").split()))(fn)
+    return deco
+
+
 def _done(output: Path, what: str) -> None:
     from tracekit.cli.messages import info
 
     info(f"wrote {output} ({what})")
 
 
-@plot_app.command("utilization")
+@_command("utilization")
 def utilization(run_dirs: list[Path] = _RUNS, output: Path = _out("utilization.png"),
                 bins: int = typer.Option(200, "--bins", help="At most N time bins (width a 1-2-5 step "
                                          "chosen from the run's length)."),
@@ -42,7 +49,7 @@ def utilization(run_dirs: list[Path] = _RUNS, output: Path = _out("utilization.p
     _done(output, f"{info['gpus']} GPUs, {info['bins']} bins of {info['bin_ns']:,} ns")
 
 
-@plot_app.command("kernels")
+@_command("kernels")
 def kernels(run_dirs: list[Path] = _RUNS, output: Path = _out("kernels.png"),
             top: int = typer.Option(15, "--top", help="Show the N names with the most time."),
             title: str = _TITLE):
@@ -54,7 +61,7 @@ def kernels(run_dirs: list[Path] = _RUNS, output: Path = _out("kernels.png"),
     _done(output, f"{len(info['runs'])} run(s), top {info['names']} names")
 
 
-@plot_app.command("steps")
+@_command("steps")
 def steps(run_dirs: list[Path] = _RUNS, output: Path = _out("steps.png"),
           warmup: bool = typer.Option(True, "--warmup/--no-warmup", help="Include warm-up steps."),
           title: str = _TITLE):
@@ -66,7 +73,7 @@ def steps(run_dirs: list[Path] = _RUNS, output: Path = _out("steps.png"),
     _done(output, f"{info['steps']} steps, {info['ranks']} ranks; phases: {', '.join(info['phases']) or 'none'}")
 
 
-@plot_app.command("idle")
+@_command("idle")
 def idle(run_dirs: list[Path] = _RUNS, output: Path = _out("idle.png"), title: str = _TITLE):
     """GPU idle time by cause (host, sync, copy, other) per GPU, and the idle-gap length
     histogram; queries gpu_idle and gpu_idle_gaps."""
@@ -76,7 +83,7 @@ def idle(run_dirs: list[Path] = _RUNS, output: Path = _out("idle.png"), title: s
     _done(output, f"{info['gpus']} GPUs, {info['gaps']:,} gaps")
 
 
-@plot_app.command("roofline")
+@_command("roofline")
 def roofline(
     run_dirs: list[Path] = typer.Argument(..., help="Run folders holding ncu results."),
     output: Path = _out("roofline.png"),

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from tracekit.cli.app import app
+from tracekit.cli.query import _MEMORY
 from tracekit.timeline import DEFAULT_MAX_EVENTS
 
 
@@ -22,19 +23,20 @@ def _time(value: str | None, option: str) -> str | int | None:
     return f"+{n}" if text.startswith("+") else n
 
 
-@app.command()
+@app.command(short_help="Write a run's timeline as Chrome trace-event JSON for Perfetto (ui.perfetto.dev).")
 def timeline(
     run_dir: Path = typer.Argument(..., help="Run folder."),
     output: Path = typer.Option(..., "-o", "--output", help="Trace file to write: .json, or .json.gz (gzip)."),
     start: str = typer.Option(None, "--start", help="Window start, ns on the trace clock (the tables' "
                               "start_ns), or +N: N ns after the run's first event."),
     end: str = typer.Option(None, "--end", help="Window end, ns on the trace clock, or +N."),
-    step: int = typer.Option(None, "--step", help="Window = training step N (its `step N` NVTX ranges)."),
+    step: int = typer.Option(None, "--step", help="Window = training step N (the steps step_summary finds)."),
     ranks: str = typer.Option(None, "--ranks", help="Keep only these ranks' processes, e.g. 0,3."),
     max_events: int = typer.Option(DEFAULT_MAX_EVENTS, "--max-events",
                                    help="End the window early so at most N events are written "
                                    "(0 = no limit); Perfetto UI in a browser holds about 2 GB."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
+    memory_limit: str = _MEMORY,
 ):
     """Write the run's timeline as Chrome trace-event JSON: open it at https://ui.perfetto.dev
     (or chrome://tracing). One process per rank/host process, a track per GPU stream and host
@@ -44,7 +46,8 @@ def timeline(
     if step is not None and (start is not None or end is not None):
         raise typer.BadParameter("use either --step or --start/--end", param_hint="--step")
     s = write_timeline(run_dir, output, start_ns=_time(start, "--start"), end_ns=_time(end, "--end"),
-                       step=step, ranks=ranks, max_events=max_events, force=force)
+                       step=step, ranks=ranks, max_events=max_events, force=force,
+                       memory_limit=memory_limit)
     if s["cut"]:
         c = s["cut"]
         typer.echo(f"warning: --max-events {max_events:,}: the run has {c['events_total']:,} events in the "

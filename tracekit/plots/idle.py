@@ -32,7 +32,8 @@ def plot_idle(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike, 
     ``{"gpus": n, "gaps": n}``. :class:`InputError` when no GPU has any activity."""
     idle, gaps, gpus, runs = idle_data(run_dirs)
     if not idle:
-        raise InputError("nothing to plot: the run folder(s) hold no kernels, memcpy or memset")
+        raise InputError("nothing to plot: the run folder(s) hold no kernels, memcpy or memset",
+                         path=style.single(run_dirs))
     plt = style.pyplot()
     many_runs = len(runs) > 1
     pids = {(r["run_id"], r["pid"]) for r in idle}

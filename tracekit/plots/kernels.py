@@ -31,7 +31,8 @@ def plot_kernels(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLik
     rows, gpus, runs = kernels_data(run_dirs, top=top)
     drawn = [r for r in runs if any(x["run_id"] == r for x in rows)]
     if not drawn:
-        raise InputError("nothing to plot: the run folder(s) hold no kernels, memcpy or memset")
+        raise InputError("nothing to plot: the run folder(s) hold no kernels, memcpy or memset",
+                         path=style.single(run_dirs))
     plt = style.pyplot()
     n_names = max(sum(1 for x in rows if x["run_id"] == r and x["level"] == "name") for r in drawn)
     fig, axes = plt.subplots(len(drawn), 2, figsize=(11, 0.9 + len(drawn) * max(3.2, 0.6 + 0.3 * n_names)),

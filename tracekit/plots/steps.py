@@ -37,8 +37,8 @@ def plot_steps(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike,
 
     rows, gpus, runs = steps_data(run_dirs, include_warmup=include_warmup)
     if not rows:
-        raise InputError("nothing to plot: no `step N` NVTX ranges in the run folder(s) (mark steps as "
-                         "docs/metrics.md describes, or collect with `tracekit collect`)")
+        raise InputError("nothing to plot: no training steps in the run folder(s) (step_summary finds "
+                         "none; docs/metrics.md, Steps, says what counts as a step)", path=style.single(run_dirs))
     plt = style.pyplot()
     many_runs = len(runs) > 1
     by_series: dict[tuple, list[dict]] = {}

@@ -93,6 +93,11 @@ def gpu_names(eng) -> list[str]:
                    if r["kind"] == "device" and r["name"]})
 
 
+def single(run_dirs):
+    """The run folder when there is exactly one (named in error messages), else None."""
+    return run_dirs[0] if len(run_dirs) == 1 else None
+
+
 def gpu_label(rank, pid, device_id, *, many_pids: bool) -> str:
     """Row label of one GPU: 'rank 3', or 'GPU 0' (one process) / 'pid 111 GPU 0'."""
     if rank is not None:

@@ -32,7 +32,7 @@ def plot_utilization(run_dirs: Sequence[str | os.PathLike], output: str | os.Pat
     rows, gpus, runs = utilization_data(run_dirs, bins=bins, bin_ns=bin_ns)
     if not rows:
         raise InputError("nothing to plot: the run folder(s) hold no kernels, memcpy or memset "
-                         "(a CPU-only trace, or an ncu-only run)")
+                         "(a CPU-only trace, or an ncu-only run)", path=style.single(run_dirs))
     plt = style.pyplot()
     series: dict[tuple, list[dict]] = {}
     for r in rows:
