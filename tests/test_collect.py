@@ -247,7 +247,10 @@ def test_cpu_sampler_accounts_the_threads_cpu_time():
     mine = [(b, e) for t, b, e in zip(r["tid"], r["start_ns"], r["end_ns"]) if t == tid]
     busy = sum(e - b for b, e in mine)
     assert r["source"] == "schedstat" and s.samples >= 2
-    assert 0.9 * (after - before) <= busy <= after - before
+    # the samples cover the thread's CPU time between the sampler's first and last reading (10 ms
+    # apart at best; the sampler thread competes with this loop for the GIL, so a reading can come
+    # late): at least half of the measured span, never more than the thread really ran
+    assert 0.5 * (after - before) <= busy <= after - before
     assert all(e > b for b, e in mine) and set(r["pid"]) == {os.getpid()}
 
 
@@ -452,22 +455,30 @@ def test_torch_profiler_two_rank_gloo_ddp(tmp_path):
     _check_against_runner(run, rows)
     m = json.loads((run / "manifest.json").read_text())
     assert (m["collect"]["threads_per_rank"], m["collect"]["threads_seen"]) == (1, [1, 1])
-    # host CPU from the runner's samples: both ranks' processes, busy in every measured step
+    # host CPU from the runner's samples: both ranks' processes
     assert m["collect"]["host_cpu_samples"]["rows"] == m["tables"]["cpu_thread_state"]["rows"] > 0
     with Engine([run]) as eng:
         h = eng.query("host_cpu_utilization").to_pylist()
     procs = {r["pid"] for r in h if r["level"] == "process" and r["scope"] == "run"}
     assert procs == {r["pid"] for r in m["workload"]["ranks"]}
-    assert all(r["busy_ns"] > 0 for r in h if r["level"] == "all")
+    # over the whole run the host was busy; a measured step of a few ms can fall between two
+    # 20 ms samples, so steps are not required to have any
+    idle = [r for r in h if r["level"] == "all" and r["scope"] == "run" and not r["busy_ns"] > 0]
+    assert idle == [] and any(r["level"] == "all" and r["scope"] == "run" for r in h), h
     _check_cpu_collectives(run)
 
 
 def _check_cpu_collectives(run: Path) -> None:
     """Gloo collectives end to end: collective_skew pairs the i-th `gloo:<op>` range of each rank
     (read here straight from the Parquet file) and stragglers / rank_summary agree with it."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    t = pq.read_table(run / "nvtx_ranges.parquet", columns=["pid", "name", "start_ns", "end_ns"]).to_pylist()
+    from tracekit.runfolder import open_run
+
+    files = open_run(run).table_files("nvtx_ranges")  # one file, or one per rank in a job folder
+    t = pa.concat_tables(pq.read_table(f, columns=["pid", "name", "start_ns", "end_ns"])
+                         for f in files).to_pylist()
     ranks = {r["pid"]: r["rank"] for r in json.loads((run / "manifest.json").read_text())["workload"]["ranks"]}
     calls: dict = {}
     for r in sorted(t, key=lambda r: (r["start_ns"], r["end_ns"])):

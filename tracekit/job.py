@@ -98,6 +98,10 @@ def convert_job(inputs: Sequence[Path], formats: Sequence[str], writer: RunWrite
     its warnings, and the rest is converted; all broken is still an error."""
     from tracekit.cluster import run_parts
 
+    for i, p in enumerate(inputs):  # the same rank twice would double every total
+        for q in inputs[:i]:
+            if os.path.samefile(p, q):
+                raise InputError(f"is given twice (as {q} too); give each rank's input once", path=p)
     staging = writer.path / ".parts"
     staging.mkdir()
     tasks = [(str(p), str(staging / f"{i:05d}")) for i, p in enumerate(inputs)]
@@ -116,6 +120,7 @@ def convert_job(inputs: Sequence[Path], formats: Sequence[str], writer: RunWrite
     if not parts:
         raise InputError(f"every one of the {len(inputs)} inputs failed to convert; the first: "
                          f"{skipped[0]['error']}")
+    _check_distinct(parts)
     ranks, rank_source = _assign_ranks(parts, rank_pattern)
     for p, r in zip(parts, ranks):
         p["rank"] = r
@@ -154,6 +159,20 @@ def _assign_ranks(parts: list[dict], pattern: str | None) -> tuple[list[int], st
         raise InputError(f"--rank-pattern {pattern!r} gives no rank, or a rank another input has, "
                          f"for {bad}")
     return list(range(len(parts))), "file order"
+
+
+def _check_distinct(parts: list[dict]) -> None:
+    """Refuse two inputs with identical content (a copy of one rank's trace under another name):
+    their rows would count twice. Compared by the SHA-256 each part's manifest records."""
+    seen: dict[str, Path] = {}
+    for p in parts:
+        for inp in p["manifest"].get("inputs") or []:
+            key = inp.get("sha256")
+            if key and key in seen and seen[key] != p["path"]:
+                raise InputError(f"is the same trace as {seen[key]} (identical content); give each "
+                                 "rank's input once", path=p["path"])
+            if key:
+                seen[key] = p["path"]
 
 
 def _trace_rank(manifest: dict) -> int | None:
