@@ -22,7 +22,7 @@ import pytest
 from conftest import FIXTURES
 from tracekit.cli import run
 
-SMALL = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"  # 3 kernels add_one, 1440+1184+1216 ns
+SMALL = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"  # 3 add_one kernels: 1440, 1056, 1344 ns
 
 
 def _err(capsys) -> str:
@@ -283,3 +283,25 @@ def test_run_folder_path_with_glob_characters_is_literal(tmp_path, capsys):
     capsys.readouterr()
     assert run(["sql", "SELECT count(*) AS n FROM kernels", str(tmp_path / "run[12]"), "-f", "csv"]) == 0
     assert capsys.readouterr().out.splitlines() == ['"n"', "3"]
+
+
+@pytest.mark.parametrize("parent", ["what?", "it's", "a[1]*"])
+def test_nsys_convert_under_a_folder_with_odd_characters(tmp_path, parent):
+    """DuckDB reads '?' in a database path as URL parameters and ' ends an SQL literal: the nsys
+    collector's work database under such a folder must still convert, with the same rows."""
+    folder = tmp_path / parent
+    folder.mkdir()
+    assert run(["convert", str(SMALL), "-o", str(folder / "run")]) == 0
+    assert run(["convert", str(SMALL), "-o", str(tmp_path / "plain")]) == 0
+    tables = json.loads((tmp_path / "plain" / "manifest.json").read_text())["tables"]
+    assert json.loads((folder / "run" / "manifest.json").read_text())["tables"].keys() == tables.keys()
+    for table, info in tables.items():
+        odd = pq.read_table(folder / "run" / info["file"])
+        plain = pq.read_table(tmp_path / "plain" / info["file"])
+        assert odd.equals(plain), table
+    durations = pq.read_table(folder / "run" / tables["kernels"]["file"]).column("duration_ns")
+    import sqlite3
+
+    with sqlite3.connect(SMALL) as con:  # the raw export: end - start of its three kernels
+        raw = sorted(r[0] for r in con.execute('SELECT "end" - start FROM CUPTI_ACTIVITY_KIND_KERNEL'))
+    assert sorted(durations.to_pylist()) == raw == [1056, 1344, 1440]

@@ -29,9 +29,14 @@ class _Work:
 
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
-        self.con = duckdb.connect(str(folder / "work.duckdb"))
+        db = str(folder / "work.duckdb")
+        # DuckDB reads '?' in a database path as the start of URL parameters (a run folder under
+        # a folder named 'what?'): such a path gets an in-memory database, which spills to the
+        # same temp_directory past the memory limit
+        self.con = duckdb.connect(":memory:" if "?" in db else db)
         self.con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
-        self.con.execute(f"SET temp_directory = '{folder / 'spill'}'")
+        spill = str(folder / "spill").replace("'", "''")
+        self.con.execute(f"SET temp_directory = '{spill}'")
         self.con.execute("SET threads = 4")
         self.con.execute("SET enable_progress_bar = false")
         self.con.execute("SET preserve_insertion_order = false")
