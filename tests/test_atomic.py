@@ -189,3 +189,56 @@ def test_commit_refuses_a_folder_created_meanwhile(tmp_path):
             (out / "other.txt").write_text("theirs")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
     assert [p.name for p in out.iterdir()] == ["other.txt"]
+
+
+def test_full_disk_on_the_kineto_path_leaves_nothing_and_one_line(monkeypatch, tmp_path, capsys):
+    """The Kineto collector writes temporary Parquet parts, then the tables: a full disk at any of
+    those writes is one line and exit 2, and no folder is left behind."""
+    import pyarrow.parquet as pq
+
+    real = pq.ParquetWriter
+    calls = {"n": 0}
+
+    class FullDiskWriter(real):
+        def write_batch(self, *a, **k):
+            calls["n"] += 1
+            if calls["n"] >= 3:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return super().write_batch(*a, **k)
+
+        def write_table(self, *a, **k):
+            calls["n"] += 1
+            if calls["n"] >= 3:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return super().write_table(*a, **k)
+
+    monkeypatch.setattr(pq, "ParquetWriter", FullDiskWriter)
+    out = tmp_path / "run"
+    trace = FIXTURES / "kineto" / "kineto_a100_alexnet.json.gz"
+    assert run(["convert", str(trace), "-o", str(out)]) == 2
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("tracekit: error: ") and "No space left on device" in lines[0], lines
+    assert calls["n"] >= 3  # the full disk was met
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["kineto/kineto_a100_alexnet.json.gz", "nsys/nsys2025.5_cuda_graph.sqlite"])
+def test_input_deleted_during_convert_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys, name):
+    """The input vanishes while it is converted (here: just before its SHA-256 is read, which runs
+    beside the parse): exit 2 naming the file, no folder left, and the rest untouched."""
+    from tracekit.collectors import common
+
+    src = tmp_path / "in" / Path(name).name
+    src.parent.mkdir()
+    shutil.copyfile(FIXTURES / name, src)
+    real = common.sha256_file
+
+    def vanish(path, *a, **k):
+        Path(path).unlink(missing_ok=True)
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(common, "sha256_file", vanish)
+    assert run(["convert", str(src), "-o", str(tmp_path / "run")]) == 2
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("tracekit: error: ") and src.name in lines[0], lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"] and not src.exists()
