@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, edited_export
 from tracekit.cli import run
 from tracekit.collectors.kineto.guard import ELLIPSIS, MAX_STRING_BYTES, StreamGuard
 
@@ -294,15 +294,8 @@ def test_ncu_truncated_report_says_truncated(tmp_path, capsys, cut, needle):
 
 
 # -- nsys --------------------------------------------------------------------------------------------
-def _edited(tmp_path, sql, name="edited.sqlite"):
-    dst = tmp_path / name
-    shutil.copyfile(SMALL_NSYS, dst)
-    dst.chmod(0o644)
-    con = sqlite3.connect(dst)
-    con.executescript(sql)
-    con.commit()
-    con.close()
-    return dst
+def _edited(tmp_path, sql):
+    return edited_export(tmp_path, SMALL_NSYS.stem, sql)
 
 
 def test_nsys_missing_device_and_stream_columns_are_warned(tmp_path):
