@@ -62,9 +62,10 @@ CPU_THREAD_STATE = Table(
     "Intervals during which a thread ran on a CPU core, from OS scheduler events (nsys "
     "SCHED_EVENTS, captured with --cpuctxsw). A thread is off-CPU outside these intervals. Under "
     "the torch profiler, `tracekit collect` fills it from the runner's samples of each thread's "
-    "CPU time (/proc/PID/task/TID/schedstat every 20 ms): one row per thread and sample "
-    "interval that starts at the interval's start and lasts the CPU time the thread gained "
-    "(out_state 'Sampled'; the manifest's collect.host_cpu_samples says so).",
+    "CPU time (its CPU-time clock, else /proc/PID/task/TID/schedstat, every 20 ms): one row per "
+    "thread and sample interval that starts at the interval's start and lasts the CPU time the "
+    "thread gained, at most the interval (a late reading's excess goes to the next interval; "
+    "out_state 'Sampled'; the manifest's collect.host_cpu_samples says so).",
     (
         C("start_ns", i64, "ns", "Thread switched in.", required=True),
         C("end_ns", i64, "ns", "Thread switched out; when no switch-out was recorded, the thread's next "

@@ -2,15 +2,24 @@
 (``tracekit collect --profiler torch``), for ``cpu_thread_state``-compatible rows.
 
 The PyTorch profiler records no OS scheduling, so without nsys ``host_cpu_utilization`` had no
-input. A background thread reads every ``interval_s`` seconds, for each thread of the process,
-its on-CPU time from ``/proc/self/task/TID/schedstat`` (nanoseconds; the first field) or, where
-the kernel has no schedstat, ``utime + stime`` from ``/proc/self/task/TID/stat`` (clock ticks),
-and the CPU it last ran on (``stat`` field 39). Each sample interval [t0, t1) of a thread that
-ran becomes one row: start_ns = t0, end_ns = t0 + (the on-CPU time it gained, at most t1 - t0),
-cpu = its last CPU, out_state 'Sampled'. The rows are not the thread's real switch-in times, but
-per interval they hold exactly the CPU time the kernel accounted, so busy time over any window
-made of whole sample intervals is exact and a step window is off by at most one interval at each
-edge. Timestamps are ``time.time_ns()`` (Unix epoch ns, the clock of Kineto's traces).
+input. A background thread reads every ``interval_s`` seconds, for each thread of the process
+(``/proc/self/task``), its CPU time so far and the CPU it last ran on (``/proc/self/task/TID/stat``
+field 39). The CPU time comes from the thread's CPU-time clock (``clock_gettime`` on the Linux
+per-thread clock id of TID, nanoseconds, exact up to the moment of the call; ``source``
+'thread_clock'), else ``/proc/self/task/TID/schedstat`` (nanoseconds, but up to one scheduler tick
+stale for a running thread; 'schedstat'), else ``utime + stime`` of ``stat`` (clock ticks; 'stat').
+
+A thread's sample interval is [t0, t1), t0 and t1 the ``time.time_ns()`` taken right after its
+previous and its current reading (the clock readings of all threads come back to back, before any
+/proc file is read), so the CPU time it gained between the two readings lies inside (t0 - the
+reading's own few microseconds, t1]. Each interval of a thread that ran becomes one row: start_ns =
+t0, end_ns = t0 + min(credit, t1 - t0), where the credit is the CPU time gained plus what earlier
+intervals could not hold (a reading that came late); cpu = its last CPU, out_state 'Sampled'. So a thread's rows never
+overlap, never hold more than their interval, and add up to the CPU time the kernel accounted to it
+between the sampler's first and last reading, less at most the last credit left over (one late
+reading's worth). The rows are not the thread's real switch-in times: busy time over a window made
+of whole sample intervals is exact, a step window is off by at most one interval at each edge.
+Timestamps are ``time.time_ns()`` (Unix epoch ns, the clock of Kineto's traces).
 """
 
 from __future__ import annotations
@@ -30,9 +39,15 @@ def _tick_ns() -> float:
         return 1e7
 
 
+def _thread_clock(tid: int) -> int:
+    """Linux's CPU-time clock id of thread ``tid`` of this process (what glibc's
+    pthread_getcpuclockid makes: CPUCLOCK_PERTHREAD | CPUCLOCK_SCHED over the inverted TID)."""
+    return ((~tid) << 3) | 6
+
+
 class CpuSampler:
     """``start()`` / ``stop()`` around the measured steps; ``rows()`` then gives the columns of
-    :data:`COLUMNS` as lists, ``source`` says which /proc file was read (None: no /proc)."""
+    :data:`COLUMNS` as lists, ``source`` says where the CPU time was read (None: no /proc)."""
 
     def __init__(self, interval_s: float = 0.02):
         self.interval_s = interval_s
@@ -41,20 +56,38 @@ class CpuSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._cols: dict[str, list[int]] = {c: [] for c in COLUMNS}
-        self._last: dict[int, int] = {}
-        self._t_prev = 0
+        self._last: dict[int, tuple[int, int]] = {}  # tid: (CPU ns, time.time_ns()) of its last reading
+        self._credit: dict[int, int] = {}
         self._tick = _tick_ns()
         self.source: str | None = None
         self.samples = 0
 
-    def _read(self) -> dict[int, tuple[int, int]]:
-        """{tid: (on-CPU ns so far, last CPU)} for every thread of the process now."""
+    def _clocks(self, names: list[str]) -> dict[int, tuple[int, int]]:
+        """{tid: (CPU-time clock ns, time.time_ns() right after)}: the readings come first and
+        back to back, before any /proc file is read, so no wait for the GIL falls between a
+        thread's reading and its time stamp."""
+        out = {}
+        for name in names:
+            try:
+                tid = int(name)
+                ns = time.clock_gettime_ns(_thread_clock(tid))
+            except (OSError, ValueError, AttributeError, OverflowError):
+                continue  # the thread ended meanwhile, or no such clock here
+            out[tid] = (ns, time.time_ns())
+        return out
+
+    def _read(self) -> dict[int, tuple[int, int, int]]:
+        """{tid: (on-CPU ns so far, time.time_ns() after the reading, last CPU)} for every
+        thread of the process now."""
         out = {}
         try:
-            tids = os.listdir(self._task)
+            names = os.listdir(self._task)
         except OSError:
             return out
-        for name in tids:
+        clocks = self._clocks(names) if self.source in (None, "thread_clock") else {}
+        if clocks:
+            self.source = "thread_clock"
+        for name in names:
             try:
                 tid = int(name)
                 stat = (self._task / name / "stat").read_text()
@@ -67,31 +100,43 @@ class CpuSampler:
                 ticks = int(f[11]) + int(f[12])  # utime + stime (fields 14, 15)
             except (IndexError, ValueError):
                 continue
+            if self.source == "thread_clock":
+                if tid in clocks:
+                    out[tid] = (*clocks[tid], cpu)
+                continue
             ns = None
-            if self.source != "stat":
+            if self.source in (None, "schedstat"):
                 try:
                     ns = int((self._task / name / "schedstat").read_text().split()[0])
                     self.source = "schedstat"
                 except (OSError, ValueError, IndexError):
-                    if self.source is None:
-                        self.source = "stat"
-            out[tid] = (ns if ns is not None else int(ticks * self._tick), cpu)
+                    if self.source == "schedstat":
+                        continue
+            if ns is None:
+                self.source = "stat"
+                ns = int(ticks * self._tick)
+            out[tid] = (ns, time.time_ns(), cpu)
         return out
 
     def _sample(self) -> None:
-        now = time.time_ns()
-        span = now - self._t_prev
-        for tid, (ns, cpu) in self._read().items():
-            prev = self._last.get(tid)
-            self._last[tid] = ns
-            if prev is None or ns <= prev or span <= 0:
+        for tid, (ns, now, cpu) in self._read().items():
+            last = self._last.get(tid)
+            if last is None or now <= last[1]:
+                if last is None:
+                    self._last[tid] = (ns, now)
+                continue
+            prev, t_prev = last
+            self._last[tid] = (ns, now)
+            credit = self._credit.get(tid, 0) + max(ns - prev, 0)
+            held = min(credit, now - t_prev)
+            self._credit[tid] = credit - held
+            if held <= 0:
                 continue
             self._cols["pid"].append(self.pid)
             self._cols["tid"].append(tid)
             self._cols["cpu"].append(cpu)
-            self._cols["start_ns"].append(self._t_prev)
-            self._cols["end_ns"].append(self._t_prev + min(ns - prev, span))
-        self._t_prev = now
+            self._cols["start_ns"].append(t_prev)
+            self._cols["end_ns"].append(t_prev + held)
         self.samples += 1
 
     def _loop(self) -> None:
@@ -101,9 +146,8 @@ class CpuSampler:
     def start(self) -> CpuSampler:
         if not self._task.is_dir():
             return self
-        self._t_prev = time.time_ns()
-        for tid, (ns, _) in self._read().items():
-            self._last[tid] = ns
+        for tid, (ns, now, _) in self._read().items():
+            self._last[tid] = (ns, now)
         self._thread = threading.Thread(target=self._loop, name="tracekit-cpu-sampler", daemon=True)
         self._thread.start()
         return self
