@@ -158,3 +158,68 @@ def test_chunks_are_contiguous_and_cover_everything():
     for w in (1, 2, 3, 10):
         c = _chunks(paths, w)
         assert sum(c, []) == paths and len(c) == min(7, 2 * w)
+
+
+def _killing_cluster(marker, once: bool):
+    """A LocalCluster (nannies restart a dead worker) whose workers exit abruptly (os._exit, as a
+    node lost mid-job) when they start one of tracekit's tasks: the first such task only
+    (``once``; ``marker`` records it), or every one."""
+    import dask
+
+    class KillOnTask(distributed.WorkerPlugin):
+        name = "tracekit-test-kill"
+
+        def transition(self, key, start, finish, **kwargs):
+            k = key if isinstance(key, str) else str(key)
+            if finish == "executing" and "_guarded" in k:
+                if once:
+                    try:
+                        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                    except FileExistsError:
+                        return
+                    os.close(fd)
+                os._exit(1)
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
+        lc = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                      host="127.0.0.1", dashboard_address=None, scheduler_port=0,
+                                      silence_logs=50)
+    c = distributed.Client(lc)
+    c.wait_for_workers(2, timeout=120)
+    c.register_plugin(KillOnTask())
+    return lc, c
+
+
+def test_convert_retries_a_rank_whose_worker_was_lost(rank_inputs, tmp_path):
+    # the worker running the first rank dies mid-task: Dask runs the task again on a live
+    # worker, and the run folder equals the local conversion
+    tmp, inputs = rank_inputs
+    marker = tmp_path / "killed"
+    lc, c = _killing_cluster(str(marker), once=True)
+    try:
+        remote = convert(inputs, tmp_path / "remote", scheduler=lc.scheduler_address)
+    finally:
+        c.close()
+        lc.close(timeout=60)
+    assert marker.exists()  # a worker was really lost
+    local = convert(inputs, tmp_path / "local", jobs=1)
+    assert _tables(remote)[1] == _tables(local)[1]
+
+
+def test_convert_fails_cleanly_when_workers_keep_dying(rank_inputs, tmp_path):
+    # every worker that starts a rank dies: the task is given up (KilledWorker) and the convert
+    # fails with one line, leaving no run folder and no temporary folder behind
+    from tracekit.errors import InputError
+
+    _, inputs = rank_inputs
+    out = tmp_path / "out"
+    out.mkdir()
+    lc, c = _killing_cluster(str(tmp_path / "unused"), once=False)
+    try:
+        with pytest.raises(InputError, match=r"failed a task: KilledWorker") as ei:
+            convert(inputs, out / "run", scheduler=lc.scheduler_address)
+    finally:
+        c.close()
+        lc.close(timeout=60)
+    assert "\n" not in str(ei.value)
+    assert list(out.iterdir()) == []

@@ -1,5 +1,5 @@
-"""The engine's views: one read_parquet over a literal list of files (all runs), run_id from a
-(file -> run_id) table. Folder names with glob characters, files of different column sets, and the
+"""The engine's views: one read_parquet over a literal list of files (all runs), run_id looked up
+by each row's file position (DuckDB's file_index). Folder names with glob characters, files of different column sets, and the
 same answers as one query per run folder."""
 
 from __future__ import annotations

@@ -71,6 +71,27 @@ def test_job_reads_as_one_dataset_with_a_glob(nsys_job):
     assert ds.dataset(str(job / "kernels"), format="parquet").count_rows() == 72
 
 
+def test_job_beside_single_folders_keeps_each_rows_run(nsys_job, tmp_path):
+    # a job's 2 per-rank files between two one-file run folders: every row keeps its own run_id
+    # (the views look run_id up by each row's file position in one read_parquet list)
+    import shutil
+
+    job, single, _ = nsys_job
+    before, after = tmp_path / "a_single", tmp_path / "z_single"
+    for d in (before, after):
+        shutil.copytree(single, d)
+        m = json.loads((d / "manifest.json").read_text())
+        m["run_id"] = d.name
+        (d / "manifest.json").write_text(json.dumps(m))
+    with Engine([before, job, after]) as e:
+        got = e.sql("SELECT run_id, pid, count(*) AS n, sum(duration_ns) AS d FROM kernels "
+                    "GROUP BY ALL ORDER BY run_id, pid").to_pylist()
+    d = sum(pq.read_table(single / "kernels.parquet").column("duration_ns").to_pylist())
+    jid = json.loads((job / "manifest.json").read_text())["run_id"]
+    want = sorted([("a_single", 24129), (jid, 24129), (jid, 24136), ("z_single", 24129)])
+    assert got == [{"run_id": r, "pid": p, "n": 36, "d": d} for r, p in want]
+
+
 def test_job_clock_alignment_and_ids(nsys_job):
     job, single, _ = nsys_job
     one = pq.read_table(single / "kernels.parquet").sort_by("start_ns")

@@ -19,7 +19,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -247,6 +247,7 @@ class Run:
 
     path: Path
     manifest: dict
+    _columns: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def run_id(self) -> str:
@@ -299,11 +300,19 @@ class Run:
         if not p.is_file():
             raise RunFolderError(f"{file} (table {name}) is not a regular file", path=self.path)
         try:
-            pq.read_metadata(p)
+            meta = pq.read_metadata(p)
+            self._columns[p] = tuple(meta.schema.to_arrow_schema().names)
         except (OSError, pa.ArrowException) as exc:
             raise RunFolderError(f"{p.name} is not readable Parquet ({' '.join(str(exc).split())})",
                                  path=self.path) from None
         return p
+
+    def file_columns(self, path: Path) -> tuple[str, ...]:
+        """Column names of one of :meth:`table_files`' files, from the footer it read to check
+        the file (one footer read per file, however often a view is made)."""
+        if path not in self._columns:
+            self._columns[path] = tuple(pq.read_schema(path).names)
+        return self._columns[path]
 
 
 _PROFILER_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".ncu-rep", ".csv", ".json", ".json.gz")

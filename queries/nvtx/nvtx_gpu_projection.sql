@@ -47,12 +47,18 @@ WITH last_ts AS NOT MATERIALIZED (
     )
     GROUP BY run_id
 ),
+-- closed ranges as they are; only the (few) open ones look up their run's last timestamp
 ranges AS NOT MATERIALIZED (
     SELECT r.run_id, r.range_id, coalesce(r.domain, '') AS domain, r.name, r.style, r.pid, r.tid,
-           r.depth, r.parent_range_id, r.start_ns, coalesce(r.end_ns, l.last_ns) AS end_ns
+           r.depth, r.parent_range_id, r.start_ns, r.end_ns
+    FROM nvtx_ranges AS r
+    WHERE r.end_ns IS NOT NULL AND (r.end_tid IS NULL OR r.end_tid = r.tid)
+    UNION ALL
+    SELECT r.run_id, r.range_id, coalesce(r.domain, '') AS domain, r.name, r.style, r.pid, r.tid,
+           r.depth, r.parent_range_id, r.start_ns, l.last_ns AS end_ns
     FROM nvtx_ranges AS r
     JOIN last_ts AS l USING (run_id)
-    WHERE r.end_tid IS NULL OR r.end_tid = r.tid
+    WHERE r.end_ns IS NULL AND (r.end_tid IS NULL OR r.end_tid = r.tid)
 ),
 ops AS NOT MATERIALIZED (
     SELECT run_id, pid, correlation_id, start_ns, end_ns, 1 AS is_kernel, end_ns - start_ns AS kernel_ns
