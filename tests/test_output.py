@@ -408,3 +408,29 @@ def test_every_argument_and_option_has_a_description():
 
     walk(root, "tracekit")
     assert missing == []
+
+
+def test_table_shows_the_first_rows_and_says_how_many_more(fixture_runs, capsys):
+    # 250 rows: the table shows 100 (the query's first ones, in its order) and says so on stderr;
+    # --rows picks another count, --rows 0 all; CSV always holds every row
+    run = str(fixture_runs[f"{SLICE}.sqlite"])
+    stmt = "SELECT range AS i FROM range(250) ORDER BY i"
+
+    def table(*extra):
+        assert cli(["sql", stmt, run, *extra]) == 0
+        out, err = capsys.readouterr()
+        rows = [ln.split() for ln in out.splitlines() if ln.strip().isdigit()]
+        return [int(r[0]) for r in rows], err
+
+    got, err = table()
+    assert got == list(range(100))
+    assert "showing the first 100 of 250 rows" in err and "--rows 0" in err
+    got, err = table("--rows", "7")
+    assert got == list(range(7)) and "showing the first 7 of 250 rows" in err
+    got, err = table("--rows", "0")
+    assert got == list(range(250)) and "showing" not in err
+    got, err = table("--rows", "250")
+    assert got == list(range(250)) and "showing" not in err
+    assert cli(["sql", stmt, run, "-f", "csv"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[1:] == [str(i) for i in range(250)] and "showing" not in err

@@ -45,6 +45,10 @@ def select_columns(result: pa.Table, columns: str | None) -> pa.Table:
 
 COLUMNS_HINT = "`--columns a,b,c` picks the columns; `-f csv` shows them all."
 
+TABLE_ROWS = 100
+"""Rows the terminal table shows by default (``--rows``; 0 = all): the first ones, in the
+query's order; a note on stderr says how many more there are. CSV, JSON and Parquet hold every row."""
+
 
 def table_lines(result: pa.Table, title: str | None = None, units: dict | None = None,
                 width: int | None = None, hint: str = COLUMNS_HINT) -> list[str]:
@@ -71,23 +75,31 @@ def table_lines(result: pa.Table, title: str | None = None, units: dict | None =
 
 
 def render(result: pa.Table, fmt: Format, output: Path | None, title: str | None = None,
-           units: dict | None = None, protect=()) -> None:
+           units: dict | None = None, protect=(), rows: int | None = None) -> None:
     """Write ``result`` in ``fmt`` to ``output`` or stdout (``-`` is stdout too); the file rules
     (devices, symlinks, modes, folders in ``protect`` refused) are
     :func:`tracekit.outfile.write_output`'s. Parquet needs ``output``.
 
     ``fmt`` table on stdout is the terminal view (:func:`table_lines`; ``units`` = {column:
     (unit, description)} from a named query); nothing is printed for an empty result (the caller
-    explains it on stderr). ``fmt`` table with ``output`` writes CSV. CSV and JSON: see
-    :mod:`tracekit.cli.serialize`.
+    explains it on stderr); it shows the first ``rows`` rows (default :data:`TABLE_ROWS`, 0: all)
+    and says on stderr how many it left out. ``fmt`` table with ``output`` writes CSV (every row).
+    CSV and JSON: see :mod:`tracekit.cli.serialize`.
     """
     if output is not None and str(output) == "-":
         output = None  # stdout
     if fmt == Format.parquet and output is None:
         raise InputError("--format parquet needs --output FILE")
     if fmt == Format.table and output is None:
-        if result.num_rows:
-            sys.stdout.write("\n".join(table_lines(result, title, units)) + "\n")
+        cap = TABLE_ROWS if rows is None else rows
+        shown = result.slice(0, cap) if 0 < cap < result.num_rows else result
+        if shown.num_rows:
+            sys.stdout.write("\n".join(table_lines(shown, title, units)) + "\n")
+        if shown.num_rows < result.num_rows:
+            from tracekit.cli.messages import note
+
+            note(f"showing the first {shown.num_rows:,} of {result.num_rows:,} rows; "
+                 "`--rows 0` shows them all, `-f csv` writes them all")
         return
     if fmt == Format.parquet:
         write_output(output, lambda f: pq.write_table(result, f), protect)

@@ -19,6 +19,8 @@ _FORMAT = typer.Option(Format.table, "--format", "-f", help="Output format: tabl
 _OUTPUT = typer.Option(None, "--output", "-o", help="Write to FILE instead of stdout (`-`: stdout).")
 _COLUMNS = typer.Option(None, "--columns", "-c", help="Only these columns, comma-separated, in "
                         "this order (every format).")
+_ROWS = typer.Option(None, "--rows", "-n", min=0, help="Rows the table format shows (default: "
+                     "100; 0: all). CSV, JSON and Parquet always hold every row.")
 _MEMORY = typer.Option(
     None, "--memory-limit", envvar="TRACEKIT_MEMORY_LIMIT",
     help="DuckDB memory limit, e.g. 1GB (default: DuckDB's, 80% of RAM); past it, joins and sorts "
@@ -58,6 +60,7 @@ def query(
     param: list[str] = typer.Option([], "--param", "-p", help="Query parameter KEY=VALUE "
                                     "(repeatable; `tracekit queries NAME` lists them)."),
     columns: Optional[str] = _COLUMNS,
+    rows: Optional[int] = _ROWS,
     memory_limit: str = _MEMORY,
     jobs: int = typer.Option(None, "--jobs", "-j", min=1,
                              help="Compute the query in parts (groups of run folders) in N local "
@@ -99,7 +102,7 @@ def query(
             note(why_empty(eng.runs, q, params=params))
     result = select_columns(result, columns)
     units = {c.name: (c.unit, c.description) for c in q.columns}
-    render(result, format, output, title=name, units=units, protect=run_dirs)
+    render(result, format, output, title=name, units=units, protect=run_dirs, rows=rows)
     for line in notices:  # the query's @notice lines (coverage, why a column is NULL)
         note(line)
 
@@ -113,6 +116,7 @@ def sql(
     format: Format = _FORMAT,
     output: Path = _OUTPUT,
     columns: Optional[str] = _COLUMNS,
+    rows: Optional[int] = _ROWS,
     memory_limit: str = _MEMORY,
     quiet: bool = QUIET,
     allow_external: bool = typer.Option(
@@ -139,7 +143,7 @@ def sql(
         _warn_runs(eng, tables_read(statement))
         if result.num_rows == 0 and result.num_columns:
             note(why_empty(eng.runs, sql=statement))
-    render(select_columns(result, columns), format, output, protect=run_dirs)
+    render(select_columns(result, columns), format, output, protect=run_dirs, rows=rows)
 
 
 @app.command()
