@@ -182,7 +182,7 @@ def _killing_cluster(marker, once: bool):
 
     with dask.config.set({"distributed.scheduler.allowed-failures": 1}):
         lc = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                      host="127.0.0.1", dashboard_address=None, scheduler_port=0,
+                                      host="127.0.0.1", dashboard_address=":0", scheduler_port=0,
                                       silence_logs=50)
     c = distributed.Client(lc)
     c.wait_for_workers(2, timeout=120)

@@ -248,6 +248,7 @@ class Run:
     path: Path
     manifest: dict
     _columns: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _files: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def run_id(self) -> str:
@@ -274,7 +275,9 @@ class Run:
         if not isinstance(rel, list) or not all(isinstance(f, str) for f in rel):
             raise RunFolderError(f"{MANIFEST}: the files of table {name} are not a list of names",
                                  path=self.path)
-        return [self._checked(name, f) for f in rel]
+        if name not in self._files:  # checked once per Run: a view, the sql guard and a re-read share it
+            self._files[name] = [self._checked(name, f) for f in rel]
+        return list(self._files[name])
 
     def table_path(self, name: str) -> Path | None:
         """Path of the table's one Parquet file, or None when the run did not capture it.
