@@ -191,7 +191,8 @@ class Engine:
         with ``run_id`` looked up by each row's file position: the cost of a view grows with its
         rows, not with the number of runs or files (docs/performance.md)."""
         tdef = schema.TABLES[name]
-        files = [(r.run_id, p.absolute(), r.file_columns(p)) for r in self.runs for p in r.table_files(name)]
+        files = [(r.run_id, p.absolute(), r.file_columns(p))
+                 for r in self.runs for p in r.table_files(name)]
         if not files:
             cols = ", ".join(
                 ["CAST(NULL AS VARCHAR) AS run_id"]
@@ -221,7 +222,8 @@ class Engine:
                 tables["run_id"].append(r.run_id)
                 tables["table_name"].append(name)
                 tables["captured"].append(info is not None)
-                tables["rows"].append(rows if isinstance(rows, int) and not isinstance(rows, bool) else None)
+                ok = isinstance(rows, int) and not isinstance(rows, bool)
+                tables["rows"].append(rows if ok else None)
                 reason = r.manifest.get("not_captured", {}).get(name)
                 tables["reason"].append(None if reason is None else str(reason))
         self._con.execute("CREATE TABLE runs (run_id VARCHAR, path VARCHAR, manifest JSON)")
@@ -400,7 +402,8 @@ def _files_select(name: str, files: list[tuple[str, Path, tuple]], tdef) -> str:
     if len(set(ids)) == 1:
         cols = [f"CAST({_lit(ids[0])} AS VARCHAR) AS run_id"]
     else:
-        cols = [f"CAST([{', '.join(_lit(i) for i in ids)}][CAST(t.file_index AS BIGINT) + 1] AS VARCHAR) AS run_id"]
+        run_ids = ", ".join(_lit(i) for i in ids)
+        cols = [f"CAST([{run_ids}][CAST(t.file_index AS BIGINT) + 1] AS VARCHAR) AS run_id"]
     for c in tdef.columns:
         if c.name in present:
             cols.append(f'CAST(t."{c.name}" AS {duck_type(c.type)}) AS "{c.name}"')

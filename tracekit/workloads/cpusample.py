@@ -14,11 +14,12 @@ previous and its current reading (the clock readings of all threads come back to
 /proc file is read), so the CPU time it gained between the two readings lies inside (t0 - the
 reading's own few microseconds, t1]. Each interval of a thread that ran becomes one row: start_ns =
 t0, end_ns = t0 + min(credit, t1 - t0), where the credit is the CPU time gained plus what earlier
-intervals could not hold (a reading that came late); cpu = its last CPU, out_state 'Sampled'. So a thread's rows never
-overlap, never hold more than their interval, and add up to the CPU time the kernel accounted to it
-between the sampler's first and last reading, less at most the last credit left over (one late
-reading's worth). The rows are not the thread's real switch-in times: busy time over a window made
-of whole sample intervals is exact, a step window is off by at most one interval at each edge.
+intervals could not hold (a reading that came late); cpu = its last CPU, out_state 'Sampled'. So
+a thread's rows never overlap, never hold more than their interval, and add up to the CPU time the
+kernel accounted to it between the sampler's first and last reading, less at most the last credit
+left over (one late reading's worth). The rows are not the thread's real switch-in times: busy
+time over a window made of whole sample intervals is exact, a step window is off by at most one
+interval at each edge.
 Timestamps are ``time.time_ns()`` (Unix epoch ns, the clock of Kineto's traces).
 """
 
@@ -56,7 +57,8 @@ class CpuSampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._cols: dict[str, list[int]] = {c: [] for c in COLUMNS}
-        self._last: dict[int, tuple[int, int]] = {}  # tid: (CPU ns, time.time_ns()) of its last reading
+        # tid: (CPU ns, time.time_ns()) of its last reading
+        self._last: dict[int, tuple[int, int]] = {}
         self._credit: dict[int, int] = {}
         self._tick = _tick_ns()
         self.source: str | None = None
