@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 
-from tracekit.errors import InputError, TracekitError
+from tracekit.errors import InputError, TracekitError, one_line
 
 SCHEDULER_ENV = "TRACEKIT_SCHEDULER"
 
@@ -105,7 +105,7 @@ def connect(address: str):
         return Client(address, timeout="10s", set_as_default=False)
     except (OSError, TimeoutError, ValueError) as exc:
         raise InputError(f"cannot reach the Dask scheduler at {address}: "
-                         f"{' '.join(str(exc).split()) or type(exc).__name__}") from None
+                         f"{one_line(exc) or type(exc).__name__}") from None
 
 
 def _on_dask(fn: Callable, tasks: Sequence[tuple], address: str, fail_fast: bool) -> list:
@@ -122,7 +122,7 @@ def _on_dask(fn: Callable, tasks: Sequence[tuple], address: str, fail_fast: bool
             raise
         except Exception as exc:  # KilledWorker, CommClosedError, ...
             raise InputError(f"the Dask cluster at {address} failed a task: "
-                             f"{type(exc).__name__}: {' '.join(str(exc).split())}") from None
+                             f"{type(exc).__name__}: {one_line(exc)}") from None
         finally:
             client.cancel(futures)
     finally:

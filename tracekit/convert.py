@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tracekit.collectors import detect
-from tracekit.errors import InputError, RunFolderError
+from tracekit.errors import InputError, RunFolderError, one_line
 from tracekit.integrity import count_duplicates, count_nonpositive
 from tracekit.progress import NULL_PROGRESS, Progress
 from tracekit.runfolder import RunWriter
@@ -88,7 +88,7 @@ _WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
 def _os_error(exc: OSError, writer: RunWriter, paths: list[Path]) -> InputError:
     """An OS error during a collector's run as a one-line error (exit 2): writing the run folder
     (full disk, quota, read-only) or reading an input (deleted or unreadable meanwhile)."""
-    reason = exc.strerror or " ".join(str(exc).split())
+    reason = exc.strerror or one_line(exc)
     name = exc.filename
     if exc.errno in _WRITE_ERRNOS or (name and str(writer.path) in str(name)) or "No space" in reason:
         return RunFolderError(f"cannot write the run folder: {reason}", path=writer.run_dir)

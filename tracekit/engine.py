@@ -35,7 +35,7 @@ import duckdb
 import pyarrow as pa
 
 from tracekit import schema
-from tracekit.errors import QueryError
+from tracekit.errors import QueryError, one_line
 from tracekit.named_queries import NamedQuery, get_query, macro_topics, macros_sql
 from tracekit.runfolder import Run, open_run
 
@@ -109,7 +109,7 @@ class Engine:
                 self._con.execute(f"SET memory_limit = {_lit(memory_limit)}")
             except duckdb.Error as exc:
                 self.close()
-                raise QueryError(f"memory limit {memory_limit!r}: {_one_line(exc)}") from None
+                raise QueryError(f"memory limit {memory_limit!r}: {one_line(exc)}") from None
         self._created: set[str] = set()  # views, macros and "roofline" created so far
         self._external = external_access  # False: sql() reads only the run folders' tables
         self._locked = False
@@ -165,7 +165,7 @@ class Engine:
             try:
                 self._con.execute("\n".join(macros[m] for m in todo))
             except duckdb.Error as exc:
-                raise QueryError(f"queries/_macros.sql failed: {_one_line(exc)}") from None
+                raise QueryError(f"queries/_macros.sql failed: {one_line(exc)}") from None
         if "tk_steps" in want:
             self._cache_steps()
         if _ROOFLINE in want:
@@ -184,7 +184,7 @@ class Engine:
             self._con.execute("CREATE OR REPLACE TEMP MACRO tk_steps() AS TABLE "
                               "SELECT * FROM tk_steps_cache")
         except duckdb.Error as exc:
-            raise QueryError(f"queries/_macros.sql: tk_steps() failed: {_one_line(exc)}") from None
+            raise QueryError(f"queries/_macros.sql: tk_steps() failed: {one_line(exc)}") from None
 
     def _create_view(self, name: str):
         """One ``read_parquet`` over the literal list of every run's files of table ``name``,
@@ -257,7 +257,7 @@ class Engine:
         except duckdb.Error as exc:
             from tracekit.explain import sql_error
 
-            raise QueryError(f"SQL failed: {sql_error(_one_line(exc))}") from None
+            raise QueryError(f"SQL failed: {sql_error(one_line(exc))}") from None
 
     def query(self, name: str | NamedQuery, params: dict[str, str] | None = None) -> pa.Table:
         """Run a named query with ``params`` (name -> text value, cast to the declared type)."""
@@ -267,7 +267,7 @@ class Engine:
         try:
             result = fetch_arrow(self._con.sql(q.sql))
         except duckdb.Error as exc:
-            raise QueryError(f"query {q.name} failed: {_one_line(exc)}") from None
+            raise QueryError(f"query {q.name} failed: {one_line(exc)}") from None
         self.notices = self._notices(q, result)
         return result
 
@@ -283,7 +283,7 @@ class Engine:
                 try:
                     rows = self._con.sql(stmt).fetchall()
                 except duckdb.Error as exc:
-                    raise QueryError(f"query {q.name}: @notice failed: {_one_line(exc)}") from None
+                    raise QueryError(f"query {q.name}: @notice failed: {one_line(exc)}") from None
                 out.extend(str(r[0]) for r in rows if r and r[0] is not None)
         finally:
             self._con.unregister("result")
@@ -303,7 +303,7 @@ class Engine:
             fn = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch  # DuckDB >= 1.4 / older
             return fn(batch_rows)
         except duckdb.Error as exc:
-            raise QueryError(f"query {q.name} failed: {_one_line(exc)}") from None
+            raise QueryError(f"query {q.name} failed: {one_line(exc)}") from None
 
     def _set_params(self, q: NamedQuery, params: dict[str, str]):
         for key in params:
@@ -431,7 +431,7 @@ def set_step_pattern(con: duckdb.DuckDBPyConnection, pattern: str) -> None:
         con.execute("SELECT regexp_matches('', ?)", [pattern]).fetchall()
     except duckdb.Error as exc:
         raise QueryError(f"--step-pattern {pattern!r} is not a valid regular expression: "
-                         f"{_one_line(exc)}") from None
+                         f"{one_line(exc)}") from None
     con.execute("SET VARIABLE tk_step_pattern = ?", [pattern])
 
 
@@ -440,7 +440,3 @@ def fetch_arrow(result) -> pa.Table:
     fn = getattr(result, "to_arrow_table", None) or result.arrow
     out = fn()
     return out if isinstance(out, pa.Table) else out.read_all()
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())

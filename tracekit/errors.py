@@ -9,6 +9,12 @@ Exit statuses (see :func:`tracekit.cli.main`):
 from __future__ import annotations
 
 
+def one_line(exc: BaseException) -> str:
+    """An exception's message with every run of whitespace (newlines too) as one space, for a
+    one-line error; empty when the message is."""
+    return " ".join(str(exc).split())
+
+
 class TracekitError(Exception):
     """Base class of every error tracekit raises on purpose. ``exit_code`` is the CLI status."""
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-from tracekit.errors import InputError
+from tracekit.errors import InputError, one_line
 
 STDOUT = "-"
 
@@ -36,7 +36,7 @@ def _umask() -> int:
 
 
 def _reason(exc: OSError) -> str:
-    return exc.strerror or " ".join(str(exc).split())
+    return exc.strerror or one_line(exc)
 
 
 def inside(path: str | os.PathLike, folder: str | os.PathLike) -> bool:

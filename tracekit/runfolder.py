@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 import tracekit
 from tracekit import schema
-from tracekit.errors import InputError, RunFolderError
+from tracekit.errors import InputError, RunFolderError, one_line
 
 MANIFEST = "manifest.json"
 PARQUET_COMPRESSION = "zstd"
@@ -201,7 +201,7 @@ class RunWriter:
         try:
             yield
         except OSError as exc:
-            reason = exc.strerror or " ".join(str(exc).split())
+            reason = exc.strerror or one_line(exc)
             raise RunFolderError(f"cannot write {what}: {reason}", path=self.run_dir) from None
 
     def not_captured(self, name: str, reason: str) -> None:
@@ -306,7 +306,7 @@ class Run:
             meta = pq.read_metadata(p)
             self._columns[p] = tuple(meta.schema.to_arrow_schema().names)
         except (OSError, pa.ArrowException) as exc:
-            raise RunFolderError(f"{p.name} is not readable Parquet ({' '.join(str(exc).split())})",
+            raise RunFolderError(f"{p.name} is not readable Parquet ({one_line(exc)})",
                                  path=self.path) from None
         return p
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 import duckdb
 
 from tracekit import schema
-from tracekit.errors import QueryError
+from tracekit.errors import QueryError, one_line
 
 ALLOWED = frozenset({"SELECT", "EXPLAIN", "CREATE", "INSERT", "UPDATE", "DELETE", "DROP"})
 
@@ -31,7 +31,7 @@ def check_statements(text: str) -> None:
     try:
         statements = duckdb.extract_statements(text)
     except duckdb.Error as exc:
-        raise QueryError(f"SQL failed: {' '.join(str(exc).split())}") from None
+        raise QueryError(f"SQL failed: {one_line(exc)}") from None
     for st in statements:
         kind = str(st.type).rsplit(".", 1)[-1]
         if kind not in ALLOWED:

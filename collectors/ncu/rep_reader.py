@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tracekit.errors import InputError, ToolNotFoundError
+from tracekit.errors import InputError, ToolNotFoundError, one_line
 
 MAGIC = b"NVR\x00"
 
@@ -64,7 +64,7 @@ def read_report(path: Path) -> tuple[list[dict], dict[str, list]]:
         try:
             report = nr.load_report(str(path))
         except Exception as exc:  # ncu_report raises plain exceptions for bad files
-            report, error = None, " ".join(str(exc).split())
+            report, error = None, one_line(exc)
         else:
             error = ""
     logged = said()

@@ -31,7 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracekit.errors import InputError, MissingTableError, UnsupportedFormatError
+from tracekit.errors import InputError, MissingTableError, UnsupportedFormatError, one_line
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 BATCH_ROWS = 65536
@@ -54,7 +54,7 @@ _SQL_IN_MESSAGE = re.compile(r"\b(?:SELECT|WITH|query:)\b.*", re.IGNORECASE | re
 def _reason(exc: BaseException) -> str:
     """A driver's error message on one line, without the SQL it quotes (tracekit's own SELECT
     is no help to the user), at most 200 characters."""
-    text = _SQL_IN_MESSAGE.sub("", " ".join(str(exc).split())).strip(" :;,") or type(exc).__name__
+    text = _SQL_IN_MESSAGE.sub("", one_line(exc)).strip(" :;,") or type(exc).__name__
     return text[:200]
 
 

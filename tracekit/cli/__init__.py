@@ -18,7 +18,7 @@ from tracekit.cli import workloads  # noqa: F401,E402  (tracekit workloads)
 from tracekit.cli import study  # noqa: F401,E402  (tracekit study, tracekit compare)
 from tracekit.cli import timeline  # noqa: F401,E402  (tracekit timeline)
 from tracekit.cli.app import STATE, app
-from tracekit.errors import TracekitError
+from tracekit.errors import TracekitError, one_line
 
 try:  # typer >= 0.16 vendors its own copy of click (and no longer depends on click)
     from typer._click import exceptions as _cx
@@ -76,7 +76,7 @@ def run(argv: list[str] | None = None) -> int:
             return _fail("interrupted", 130)
         return rv if isinstance(rv, int) else 0
     except TracekitError as exc:
-        return _fail(" ".join(str(exc).split()), exc.exit_code)
+        return _fail(one_line(exc), exc.exit_code)
     except _EXIT as exc:
         return exc.exit_code
     except _ABORT:
@@ -97,8 +97,8 @@ def run(argv: list[str] | None = None) -> int:
         return _fail("out of memory (run with --debug for the traceback)", 1)
     except Exception as exc:  # a bug in tracekit
         if type(exc).__name__ == "OutOfMemoryException":  # DuckDB, past a memory limit it cannot spill
-            return _fail(f"out of memory: {' '.join(str(exc).split())[:300]}", 1)
-        return _fail(f"internal error: {type(exc).__name__}: {' '.join(str(exc).split())} "
+            return _fail(f"out of memory: {one_line(exc)[:300]}", 1)
+        return _fail(f"internal error: {type(exc).__name__}: {one_line(exc)} "
                      "(run with --debug for the traceback, and please report it)", 1)
 
 

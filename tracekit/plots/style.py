@@ -9,7 +9,7 @@ import io
 import os
 from pathlib import Path
 
-from tracekit.errors import InputError, ToolNotFoundError
+from tracekit.errors import InputError, ToolNotFoundError, one_line
 
 # GPU time categories (plot kernels, utilization) and idle causes (plot idle, gpu_idle query)
 CATEGORY_COLORS = {"compute": "#4c72b0", "nccl": "#dd8452", "memcpy": "#55a868", "memset": "#8c8c8c"}
@@ -120,7 +120,7 @@ def save(fig, output: str | os.PathLike, protect=()) -> Path:
             raise InputError("a plot file must end in .png, .svg or .pdf", path=out)
         write_output(out, lambda f: fig.savefig(f, format=fmt), protect, create_parent=True)
     except ValueError as exc:
-        raise InputError(f"cannot write the plot: {' '.join(str(exc).split())}", path=out) from None
+        raise InputError(f"cannot write the plot: {one_line(exc)}", path=out) from None
     finally:
         plt.close(fig)
     return out

@@ -25,7 +25,7 @@ from __future__ import annotations
 import duckdb
 
 from tracekit.collectors.ncu.metrics import INPUTS
-from tracekit.errors import QueryError
+from tracekit.errors import QueryError, one_line
 from tracekit.named_queries import data_file, macros_sql
 
 
@@ -68,4 +68,4 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
         con.executemany("INSERT INTO tk_ncu_spec VALUES (?, ?, ?)", rows)
         con.execute(macros_text())
     except duckdb.Error as exc:
-        raise QueryError(f"roofline macros failed: {' '.join(str(exc).split())}") from None
+        raise QueryError(f"roofline macros failed: {one_line(exc)}") from None

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import re
 
-from tracekit.errors import InputError
+from tracekit.errors import InputError, one_line
 from tracekit.runfolder import Run, open_run
 
 FIELDS = ("workload", "suite", "precision", "world_size", "batch_size", "interconnect", "pass")
@@ -85,7 +85,7 @@ def load_override(path: str | os.PathLike | None) -> dict:
     except InputError:
         raise
     except Exception as exc:  # tomllib.TOMLDecodeError, yaml.YAMLError, UnicodeDecodeError
-        raise InputError(f"{p}: not a valid override file: {' '.join(str(exc).split())}") from None
+        raise InputError(f"{p}: not a valid override file: {one_line(exc)}") from None
     if not isinstance(data, dict):
         raise InputError(f"{p}: the override file must be a table with [defaults] and [runs.ID]")
     unknown = set(data) - {"defaults", "runs"}

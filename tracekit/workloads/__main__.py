@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tracekit.errors import TracekitError
+from tracekit.errors import TracekitError, one_line
 from tracekit.workloads.loop import DEVICES, PRECISIONS, RunConfig, run
 from tracekit.workloads.registry import PRESETS, REGISTRY
 
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         r = run(config)
     except TracekitError as exc:
-        print(f"tracekit.workloads: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"tracekit.workloads: error: {one_line(exc)}", file=sys.stderr)
         return exc.exit_code
     if r["rank"] == 0:
         print(f"{r['workload']} {r['preset']} {r['precision']} on {r['world_size']} x {r['device_type']}: "
