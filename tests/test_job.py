@@ -74,15 +74,10 @@ def test_job_reads_as_one_dataset_with_a_glob(nsys_job):
 def test_job_beside_single_folders_keeps_each_rows_run(nsys_job, tmp_path):
     # a job's 2 per-rank files between two one-file run folders: every row keeps its own run_id
     # (the views look run_id up by each row's file position in one read_parquet list)
-    import shutil
+    from test_engine_files import _copy
 
     job, single, _ = nsys_job
-    before, after = tmp_path / "a_single", tmp_path / "z_single"
-    for d in (before, after):
-        shutil.copytree(single, d)
-        m = json.loads((d / "manifest.json").read_text())
-        m["run_id"] = d.name
-        (d / "manifest.json").write_text(json.dumps(m))
+    before, after = _copy(single, tmp_path / "a_single"), _copy(single, tmp_path / "z_single")
     with Engine([before, job, after]) as e:
         got = e.sql("SELECT run_id, pid, count(*) AS n, sum(duration_ns) AS d FROM kernels "
                     "GROUP BY ALL ORDER BY run_id, pid").to_pylist()

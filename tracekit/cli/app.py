@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from tracekit.cluster import SCHEDULER_ENV
+
 app = typer.Typer(
     name="tracekit",
     help="Where GPU time goes in deep-learning training: convert Nsight Systems, Nsight Compute "
@@ -19,6 +21,18 @@ STATE = {"debug": False, "quiet": False}
 
 QUIET = typer.Option(False, "--quiet", "-q", help="Print no warnings or notes on stderr (errors "
                      "still print).")
+
+
+def jobs_option(help_text: str):
+    """``--jobs/-j N`` of the commands that spread work over local worker processes."""
+    return typer.Option(None, "--jobs", "-j", min=1, help=help_text)
+
+
+def scheduler_option(what: str):
+    """``--scheduler ADDRESS`` (also $TRACEKIT_SCHEDULER): ``what`` runs on a Dask cluster."""
+    return typer.Option(None, "--scheduler", metavar="ADDRESS", envvar=SCHEDULER_ENV,
+                        help=f"{what} on this Dask scheduler's workers (tcp://host:8786; "
+                             "pip install 'tracekit\\[dask]').")
 
 
 @app.callback()

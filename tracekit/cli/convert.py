@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from tracekit.cli.app import QUIET, app, set_quiet
+from tracekit.cli.app import QUIET, app, jobs_option, scheduler_option, set_quiet
 
 
 @app.command()
@@ -20,12 +20,9 @@ def convert(
         None, "--rank-pattern", metavar="REGEX",
         help="Rank from the file name when the trace has none: the first group (or the match) of "
              "REGEX (default: the number after 'rank', else the last number)."),
-    jobs: int = typer.Option(None, "--jobs", "-j", min=1,
-                             help="Ranks converted at once, in local worker processes (default: "
-                                  "one per core)."),
-    scheduler: str = typer.Option(None, "--scheduler", metavar="ADDRESS", envvar="TRACEKIT_SCHEDULER",
-                                  help="Convert the ranks on this Dask scheduler's workers "
-                                       "(tcp://host:8786; pip install 'tracekit\\[dask]')."),
+    jobs: int = jobs_option("Ranks converted at once, in local worker processes (default: one "
+                            "per core)."),
+    scheduler: str = scheduler_option("Convert the ranks"),
     skip_bad_ranks: bool = typer.Option(False, "--skip-bad-ranks",
                                         help="Convert the other ranks when one input is broken; "
                                              "the skipped ones are listed in the manifest."),

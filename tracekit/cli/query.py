@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from tracekit.cli.app import QUIET, app, set_quiet
+from tracekit.cli.app import QUIET, app, jobs_option, scheduler_option, set_quiet
 from tracekit.cli.output import Format, render, select_columns
 from tracekit.errors import QueryError
 from tracekit.outfile import check_output
@@ -62,12 +62,9 @@ def query(
     columns: Optional[str] = _COLUMNS,
     rows: Optional[int] = _ROWS,
     memory_limit: str = _MEMORY,
-    jobs: int = typer.Option(None, "--jobs", "-j", min=1,
-                             help="Compute the query in parts (groups of run folders) in N local "
-                                  "worker processes (default: in this process)."),
-    scheduler: str = typer.Option(None, "--scheduler", metavar="ADDRESS", envvar="TRACEKIT_SCHEDULER",
-                                  help="Compute the parts on this Dask scheduler's workers "
-                                       "(tcp://host:8786; pip install 'tracekit\\[dask]')."),
+    jobs: int = jobs_option("Compute the query in parts (groups of run folders) in N local "
+                            "worker processes (default: in this process)."),
+    scheduler: str = scheduler_option("Compute the parts"),
     quiet: bool = QUIET,
     step_pattern: str = STEP_PATTERN,
 ):
