@@ -14,12 +14,14 @@ from tracekit.errors import SchemaError
 from tracekit.schema import system, timeline
 from tracekit.schema import ncu as _ncu
 from tracekit.schema import comm as _comm
+from tracekit.schema import memory as _memory
 from tracekit.schema.core import UNITS, Column, Table
 
 # One module per group of tables; a new group is imported here and added to _ALL.
 _ALL: tuple[Table, ...] = timeline.TABLES + system.TABLES
 _ALL += _ncu.TABLES
 _ALL += _comm.TABLES
+_ALL += _memory.TABLES
 
 TABLES: dict[str, Table] = {t.name: t for t in _ALL}
 
