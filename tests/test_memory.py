@@ -230,3 +230,49 @@ def test_no_memory_events_not_captured(kineto_run):
     man = json.loads((kineto_run("kineto_a100_alexnet") / "manifest.json").read_text())
     assert "profile_memory" in man["not_captured"]["memory_events"]
     assert _q(kineto_run("kineto_a100_alexnet"), "memory_summary") == []
+
+
+# --- tracekit collect --profile-memory, end to end on the CPU -------------------------------
+
+def test_runner_command_carries_profile_memory():
+    from tracekit.collect import commands as C
+
+    w = C.Workload("resnet_cifar")
+    cmd = C.runner_command(w, "r.json", torch_profile="t", profile_memory=True)
+    assert cmd[-3:] == ["--torch-profile", "t", "--profile-memory"]
+    assert "--profile-memory" not in C.runner_command(w, "r.json", profile_memory=True)
+
+
+def test_profile_memory_refused_under_ncu(tmp_path, capsys):
+    from tracekit.cli import run as cli
+
+    assert cli(["collect", "resnet_cifar", "-o", str(tmp_path / "r"), "--profiler", "ncu",
+                "--profile-memory"]) == 2
+    assert "--profile-memory: ncu does not record memory" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_collect_profile_memory_end_to_end(tmp_path):
+    """`tracekit collect --profiler torch --profile-memory`: the raw trace (kept with --keep-raw)
+    read with json gives the same run-wide peaks as memory_summary; memory_at_peak adds up; the
+    peak is in a measured step (the profiler records the measured steps only)."""
+    from tracekit.cli import run as cli
+
+    out = tmp_path / "run"
+    assert cli(["collect", "resnet_cifar", "-o", str(out), "--profiler", "torch", "--steps", "2",
+                "--warmup-steps", "1", "--profile-memory", "--keep-raw", "--timeout", "300"]) == 0
+    [trace] = list((out / "raw").rglob("rank0.json"))
+    _, mem, _ = _raw_memory(trace)
+    want = defaultdict(int)
+    for _, e in mem:
+        key = _device(e["args"])
+        want[key] = max(want[key], e["args"]["Total Allocated"])
+    summary = _q(out, "memory_summary")
+    assert {r["device"]: r["peak_allocated_bytes"] for r in summary if r["scope"] == "run"} == dict(want)
+    assert sorted(r["step"] for r in summary if r["scope"] == "step") == [1, 2]
+    rows = _q(out, "memory_at_peak")
+    for by in ("operator", "phase", "size"):
+        assert sum(r["bytes"] for r in rows if r["by"] == by) == want["cpu"]
+    assert {r["name"] for r in rows if r["by"] == "phase"} & {"forward", "backward", "optimizer"}
+    assert json.loads((out / "manifest.json").read_text())["collect"]["requested"]["profile_memory"] is True

@@ -53,6 +53,9 @@ class CollectOptions:
     # ncu only: which steps (default: the first measured one) and how many launches at most
     ncu_steps: tuple[int, ...] | None = None
     ncu_launch_count: int = 50
+    # torch: profile_memory=True ([memory] events -> memory_events); nsys records CUDA memory
+    # usage on CUDA machines anyway (commands.nsys_profile_command); ncu cannot
+    profile_memory: bool = False
 
 
 def _say(msg: str, quiet: bool) -> None:
@@ -360,6 +363,9 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
     run_dir = Path(run_dir).absolute()
     check_replaceable(run_dir, force=o.force)
     profiler = choose_profiler(o.profiler, quiet)
+    if o.profile_memory and profiler == "ncu":
+        raise InputError("--profile-memory: ncu does not record memory over time; use --profiler "
+                         "torch (profile_memory=True) or nsys (--cuda-memory-usage=true)")
     extra = shlex.split(o.extra_profiler_args or "")
     cuda = tools.cuda_present()
     _check_machine(workload, cuda)
@@ -429,7 +435,8 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
                          "message ('step N (warmup)') and by step_summary.warmup")
         elif profiler == "torch":
             tdir = work / "torch"
-            target = C.runner_command(workload, result_json, torch_profile=str(tdir))
+            target = C.runner_command(workload, result_json, torch_profile=str(tdir),
+                                      profile_memory=o.profile_memory)
             cmds.append(target)
             _say(f"running {workload.name} ({workload.preset}, {workload.nproc} rank(s), {tpr} "
                  f"thread(s) per rank) under torch.profiler", quiet)
@@ -495,7 +502,8 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
                 "source": f"/proc/PID/task/TID/{src.get('source')} read by the runner",
                 "table": "cpu_thread_state (out_state 'Sampled')"}
         extra_manifest["collect"]["requested"] = {**asdict(workload), "profiler": o.profiler,
-                                                  "extra_profiler_args": o.extra_profiler_args}
+                                                  "extra_profiler_args": o.extra_profiler_args,
+                                                  "profile_memory": o.profile_memory}
         if o.keep_raw:
             extra_manifest["collect"]["raw"] = sorted(
                 str(Path("raw") / p.relative_to(work)) for p in work.rglob("*") if p.is_file())
