@@ -276,3 +276,37 @@ def test_collect_profile_memory_end_to_end(tmp_path):
         assert sum(r["bytes"] for r in rows if r["by"] == by) == want["cpu"]
     assert {r["name"] for r in rows if r["by"] == "phase"} & {"forward", "backward", "optimizer"}
     assert json.loads((out / "manifest.json").read_text())["collect"]["requested"]["profile_memory"] is True
+
+
+# --- pictures: plot memory, the timeline's memory counter track ------------------------------
+
+def test_plot_memory(real, tmp_path, kineto_run, capsys):
+    from tracekit.cli import run as cli
+    from tracekit.plots.memory import plot_memory
+
+    _, run = real
+    info = plot_memory([run], tmp_path / "m.png", bins=100)
+    png = (tmp_path / "m.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    peak = [r for r in _q(run, "memory_summary") if r["scope"] == "run"][0]["peak_allocated_bytes"]
+    assert info["devices"] == info["of"] == 1 and list(info["peaks"].values()) == [peak]
+    assert cli(["plot", "memory", str(kineto_run("kineto_a100_alexnet")), "-o", str(tmp_path / "x.png")]) == 2
+    err = capsys.readouterr().err
+    assert "no memory events" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_timeline_memory_counters(real, tmp_path):
+    from tracekit.timeline import write_timeline
+
+    trace, run = real
+    _, mem, _ = _raw_memory(trace)
+    out = tmp_path / "t.json"
+    write_timeline(run, out)
+    doc = json.loads(out.read_text())
+    counters = [e for e in doc["traceEvents"] if e.get("cat") == "memory"]
+    assert len(counters) == len(mem)
+    assert {e["name"] for e in counters} == {"memory cpu (kineto)"}
+    assert max(e["args"]["allocated_bytes"] for e in counters) == max(e["args"]["Total Allocated"] for _, e in mem)
+    procs = {e["pid"] for e in doc["traceEvents"] if e.get("ph") == "X"}
+    assert {e["pid"] for e in counters} <= procs  # beside the process's own tracks
