@@ -198,7 +198,7 @@ def _gpu_trace(path: Path) -> Path:
 
 def test_gpu_golden(tmp_path):
     run = convert([_gpu_trace(tmp_path / "gpu.json")], tmp_path / "run")
-    s = [r for r in _q(run, "memory_summary") if r["scope"] == "run"][0]
+    s = next(r for r in _q(run, "memory_summary") if r["scope"] == "run")
     assert (s["device"], s["peak_allocated_bytes"], s["peak_reserved_bytes"]) == ("cuda:0", 2000, 4194304)
     assert (s["peak_at_ns"], s["peak_step"], s["peak_phase"], s["peak_op"]) == (20_000, 0, "forward", "aten::linear")
     assert s["peak_inner_op"] == "aten::linear"  # ts 20 is after aten::empty [10, 12]
@@ -288,7 +288,7 @@ def test_plot_memory(real, tmp_path, kineto_run, capsys):
     info = plot_memory([run], tmp_path / "m.png", bins=100)
     png = (tmp_path / "m.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
-    peak = [r for r in _q(run, "memory_summary") if r["scope"] == "run"][0]["peak_allocated_bytes"]
+    peak = next(r for r in _q(run, "memory_summary") if r["scope"] == "run")["peak_allocated_bytes"]
     assert info["devices"] == info["of"] == 1 and list(info["peaks"].values()) == [peak]
     assert cli(["plot", "memory", str(kineto_run("kineto_a100_alexnet")), "-o", str(tmp_path / "x.png")]) == 2
     err = capsys.readouterr().err

@@ -8,7 +8,8 @@
 -- tk_memory_events(): every memory event with
 --   ord             its position in its device's history (timestamp, then seq: the file order);
 --   dev_key         a number per device (dense_rank of the key above; NULL pids compare equal);
---   device          'cpu', or device_type:device_id ('cuda:0');
+--   device          device_type:device_id ('cuda:0'), or the device type alone for host memory
+--                   (device_id -1: 'cpu', nsys's 'cuda_host');
 --   allocated_bytes the allocator's allocated total right after the event: total_allocated_bytes
 --                   when the input records it (Kineto, snapshot), else the running sum of
 --                   +bytes per 'alloc' and -bytes per 'free' from 0 (nsys: CUPTI sees every
@@ -32,7 +33,7 @@ d AS (
     FROM e
 )
 SELECT run_id, dev_key, ord, timestamp_ns, pid, tid, device_type, device_id,
-       CASE WHEN device_type = 'cpu' THEN 'cpu' ELSE device_type || ':' || device_id END AS device,
+       CASE WHEN device_id < 0 THEN device_type ELSE device_type || ':' || device_id END AS device,
        action, bytes, address, stream_id, frame, source, seq,
        CAST(coalesce(total_allocated_bytes, sum(allocated_delta) OVER w) AS BIGINT) AS allocated_bytes,
        CASE WHEN source <> 'nsys'
