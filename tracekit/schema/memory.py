@@ -27,7 +27,7 @@ from tracekit.schema.core import Table
 
 i32, i64, s = pa.int32(), pa.int64(), pa.string()
 
-ACTIONS = ("alloc", "free", "oom", "segment_alloc", "segment_free", "free_requested")
+ACTIONS = ("alloc", "free", "oom", "segment_alloc", "segment_free", "free_completed")
 """Values of ``memory_events.action``."""
 
 SOURCES = ("kineto", "nsys", "snapshot")
@@ -53,8 +53,9 @@ MEMORY_EVENTS = Table(
           "(as PyTorch writes it).", required=True),
         C("action", s, "enum", "'alloc', 'free', 'oom' (an allocation that failed: `bytes` is "
           "the request), 'segment_alloc' / 'segment_free' (snapshot: the caching allocator took "
-          "memory from CUDA or gave it back), 'free_requested' (snapshot: a free waiting for "
-          "another stream; the memory is still allocated until its 'free').", required=True),
+          "memory from CUDA or gave it back), 'free_completed' (snapshot: a freed block "
+          "returned to the cache once the streams using it were done; the allocated total "
+          "already dropped at its 'free').", required=True),
         C("bytes", i64, "bytes", "Size of the block allocated or freed (the request, for 'oom').",
           required=True),
         C("address", i64, "id", "Address of the block (virtual address; compare for equality "
