@@ -40,7 +40,7 @@ from tracekit.errors import InputError
 from tracekit.progress import NULL_PROGRESS, Progress
 from tracekit.runfolder import RunWriter
 
-NAME = "memory_snapshot"
+NAME = "memsnapshot"
 __all__ = ["ACTIONS", "NAME", "collect", "column_sources", "load_snapshot", "sniff"]
 
 ACTIONS = {"alloc": "alloc", "free_requested": "free", "free_completed": "free_completed",
@@ -92,7 +92,8 @@ def load_snapshot(path: Path, scratch: Path | None = None) -> dict:
         limit = LOAD_MEMORY_BASE + LOAD_MEMORY_PER_BYTE * size
         try:
             proc = subprocess.run([sys.executable, "-I", safe_pickle.__file__, str(path), str(out), str(limit)],
-                                  capture_output=True, text=True, timeout=LOAD_TIMEOUT_S, stdin=subprocess.DEVNULL)
+                                  check=False, capture_output=True, text=True, timeout=LOAD_TIMEOUT_S,
+                                  stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise InputError(f"unpickling took more than {LOAD_TIMEOUT_S} s; refused", path=path) from None
         reason = (proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"])[-1]
