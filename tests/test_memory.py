@@ -310,3 +310,25 @@ def test_timeline_memory_counters(real, tmp_path):
     assert max(e["args"]["allocated_bytes"] for e in counters) == max(e["args"]["Total Allocated"] for _, e in mem)
     procs = {e["pid"] for e in doc["traceEvents"] if e.get("ph") == "X"}
     assert {e["pid"] for e in counters} <= procs  # beside the process's own tracks
+
+
+# --- the study report: peak memory per run ---------------------------------------------------
+
+def test_study_peak_memory_per_run(real, tmp_path, nsys_run):
+    """Three runs: the CPU trace (host peak), the GPU trace (its GPU, not the host), and an nsys
+    export without memory events (no row; the reason says how to record them)."""
+    import pandas as pd
+
+    from tracekit.study import build_study
+
+    trace, cpu_run = real
+    gpu_run = convert([_gpu_trace(tmp_path / "gpu.json")], tmp_path / "gpu")
+    none = nsys_run("nsys2025.1_h200_nvfuser_bench")
+    study, out = build_study([cpu_run, gpu_run, none], tmp_path / "study")
+    mem = pd.read_csv(out / "memory.csv")
+    cpu_peak = max(e["args"]["Total Allocated"] for _, e in _raw_memory(trace)[1])
+    got = {r.runs: (r.peak_allocated_bytes, r.device, r.source) for r in mem.itertuples()}
+    assert got == {"run": (cpu_peak, "cpu", "kineto"), "gpu": (2000, "cuda:0", "kineto")}
+    assert "1 run(s) without memory events (nsys2025.1_h200_nvfuser_bench)" in study.reasons["memory"]
+    html = (out / "report.html").read_text()
+    assert "Peak memory per run" in html and "--profile-memory" in html
