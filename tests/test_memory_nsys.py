@@ -76,3 +76,30 @@ def test_nsys_memory_usage(tmp_path, nsys_run):
     base = nsys_run(BASE)
     with Engine([base]) as eng:
         assert eng.sql("SELECT count(*) AS n FROM memory_events").to_pylist()[0]["n"] == 0
+
+
+def test_memory_outside_the_allocator(tmp_path):
+    """nsys events of device 0 and a snapshot of the same process in one run folder: the 512 MiB
+    and the 256 MiB allocations are the allocator's segments (the snapshot took them:
+    segment_alloc at those addresses); the 64 MiB one (e.g. NCCL) is outside. At the device peak
+    (832 MiB at T+20) 64 MiB is outside; device 1 has no snapshot, so no row."""
+    import pickle
+
+    seg = lambda i, addr, size: {"action": "segment_alloc", "addr": addr, "size": size, "stream": 0,  # noqa: E731
+                                 "time_us": 1_790_000_000_000_000 + i, "frames": []}
+    snap = {"segments": [{"device": 0, "address": 0x7F0000000000, "total_size": 512 * MIB,
+                          "allocated_size": 0, "blocks": []}],
+            "device_traces": [[seg(1, 0x7F0000000000, 512 * MIB), seg(2, 0x7F0080000000, 256 * MIB),
+                               {"action": "segment_free", "addr": 0x7F0080000000, "size": 256 * MIB,
+                                "stream": 0, "time_us": 1_790_000_000_000_003, "frames": []}]]}
+    sp = tmp_path / "snap.pickle"
+    sp.write_bytes(pickle.dumps(snap, protocol=4))
+    run = convert([edited_export(tmp_path, BASE, SQL), sp], tmp_path / "run")
+    with Engine([run]) as eng:
+        rows = eng.query("memory_outside_allocator").to_pylist()
+    assert len(rows) == 1
+    r = rows[0]
+    assert (r["device"], r["peak_device_bytes"], r["outside_at_peak_bytes"], r["allocator_at_peak_bytes"]) == (
+        "cuda:0", 832 * MIB, 64 * MIB, 768 * MIB)
+    assert (r["peak_outside_bytes"], r["outside_allocations"], r["allocator_segments"]) == (64 * MIB, 1, 2)
+    assert r["outside_share"] == 64 / 832 and r["peak_at_ns"] == T + 20
