@@ -79,7 +79,7 @@ def plot_memory(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike
                 ax.axvspan(a, a + st["wall_ns"] / div, color="0.85" if st["step"] % 2 else "0.93", lw=0, zorder=0)
         if any(r["max_reserved_bytes"] for r in s):  # none for nsys; 0 for the CPU allocator
             ax.stairs([(r["max_reserved_bytes"] or 0) / bdiv for r in s], xs, color="#dd8452", lw=1.2,
-                      label="reserved (caching allocator)", zorder=2)
+                      baseline=None, label="reserved (caching allocator)", zorder=2)
         ax.stairs([(r["max_allocated_bytes"] or 0) / bdiv for r in s], xs, fill=True, color="#4c72b0",
                   alpha=0.8, label="allocated (max in bin)", zorder=3)
         p = peak_of.get(key)
@@ -88,7 +88,9 @@ def plot_memory(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike
             ax.plot([px], [py], marker="v", color="#c44e52", ms=7, zorder=4)
             where = ", ".join(str(v) for v in (f"step {p['peak_step']}" if p["peak_step"] is not None else None,
                                                p["peak_phase"], style.short(p["peak_op"], 40) if p["peak_op"] else None) if v)
-            ax.annotate(style.text(f"peak {py:.4g} {bunit}" + (f" ({where})" if where else "")), (px, py),
+            pdiv, punit = byte_unit(p["peak_allocated_bytes"])
+            value = f"{p['peak_allocated_bytes'] / pdiv:.4g} {punit}"
+            ax.annotate(style.text(f"peak {value}" + (f" ({where})" if where else "")), (px, py),
                         xytext=(6, -2), textcoords="offset points", fontsize=7, color="#c44e52", va="top",
                         bbox={"facecolor": "white", "alpha": 0.8, "lw": 0})
             out_peaks[_label(key, many_runs)] = p["peak_allocated_bytes"]
