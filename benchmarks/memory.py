@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
 from pathlib import Path
@@ -21,8 +22,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from make_big_kineto import build  # noqa: E402
-from run import engine_query, measure  # noqa: E402
+from make_big_kineto import build
+from run import engine_query, measure
 
 
 def main(argv=None) -> int:
@@ -55,7 +56,7 @@ def main(argv=None) -> int:
           f"{mem_events:,} [memory] events; without them {small['events']:,} events")
     print("| step | seconds | peak RSS MiB | x baseline |\n|---|---|---|---|")
     for name, s, rss, ratio in rows:
-        print(f"| {name} | {s:.2f} | {'' if rss != rss else f'{rss:.0f}'} | {ratio:.2f} |")
+        print(f"| {name} | {s:.2f} | {'' if math.isnan(rss) else f'{rss:.0f}'} | {ratio:.2f} |")
     return 0 if base["rc"] == 0 and full["rc"] == 0 else 1
 
 

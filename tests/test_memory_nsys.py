@@ -85,7 +85,7 @@ def test_memory_outside_the_allocator(tmp_path):
     (832 MiB at T+20) 64 MiB is outside; device 1 has no snapshot, so no row."""
     import pickle
 
-    seg = lambda i, addr, size: {"action": "segment_alloc", "addr": addr, "size": size, "stream": 0,  # noqa: E731
+    seg = lambda i, addr, size: {"action": "segment_alloc", "addr": addr, "size": size, "stream": 0,
                                  "time_us": 1_790_000_000_000_000 + i, "frames": []}
     snap = {"segments": [{"device": 0, "address": 0x7F0000000000, "total_size": 512 * MIB,
                           "allocated_size": 0, "blocks": []}],

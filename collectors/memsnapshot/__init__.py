@@ -211,18 +211,3 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
         "skipped": counts,
     }
 
-
-def column_sources() -> dict[tuple[str, str], str]:
-    """{(allocator_events, column): snapshot source}, for docs/schema.md."""
-    t = "allocator_events"
-    return {
-        (t, "timestamp_ns"): "device_traces[d][i].time_us x 1000",
-        (t, "device_id"): "d, the index in device_traces",
-        (t, "device_type"): "'cuda'",
-        (t, "action"): "action: alloc, free_requested -> free, free_completed, segment_alloc/map, segment_free/unmap, oom",
-        (t, "bytes"): "size", (t, "address"): "addr", (t, "stream_id"): "stream",
-        (t, "total_allocated_bytes"): "sum of segments[].allocated_size of the device minus the later alloc/free sizes",
-        (t, "total_reserved_bytes"): "sum of segments[].total_size of the device minus the later segment sizes",
-        (t, "frame"): "frames: the innermost outside torch's files, 'filename:line name'",
-        (t, "source"): "'snapshot'", (t, "seq"): "entry order (devices in order)",
-    }

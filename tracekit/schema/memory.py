@@ -89,7 +89,12 @@ ALLOCATOR_EVENTS = Table(
     "_dump_snapshot`, with `_record_memory_history` enabled): block allocations and frees, "
     "segments taken from and returned to CUDA, failed allocations. Same columns as "
     "memory_events (source 'snapshot'); pid and tid are NULL (the snapshot does not record "
-    "them), timestamp_ns is the entry's time_us x 1000 on the allocator's clock (Unix epoch).",
+    "them), timestamp_ns is the entry's time_us x 1000 on the allocator's clock (Unix epoch). Source "
+    "(collectors/memsnapshot): device_traces[d][i] of the pickle: device_id = d, action from "
+    "action (alloc; free_requested -> free; free_completed; segment_alloc / segment_map -> "
+    "segment_alloc; segment_free / segment_unmap -> segment_free; oom), bytes = size, address = "
+    "addr, stream_id = stream, frame = the innermost of frames outside torch's files; the totals "
+    "are the device's segments (sum of allocated_size, total_size) minus the later changes.",
     MEMORY_EVENTS.columns,
     group="memory",
 )

@@ -29,7 +29,7 @@ def memory_table(eng, keys: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     has_gpu = s.groupby("run_id")["gpu"].transform("any")
     s = s[s["gpu"] == has_gpu]
     s = s.sort_values("peak_allocated_bytes", ascending=False).drop_duplicates("run_id")
-    s["device"] = [f"rank {int(r)} {d}" if r == r and r is not None else d for r, d in zip(s["rank"], s["device"])]
+    s["device"] = [d if pd.isna(r) else f"rank {int(r)} {d}" for r, d in zip(s["rank"], s["device"])]
     t = keys.merge(s[["run_id", "peak_allocated_bytes", "peak_reserved_bytes", "device", "source"]], on="run_id")
     rows = []
     for _, g in t.groupby(["workload", "precision", "world_size", "batch_size", "point"], dropna=False):
