@@ -61,14 +61,18 @@ def plot_memory(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike
     peak_of = {(p["run_id"], p["rank"], p["pid"], p["device"], p["source"]): p for p in peaks}
     keys = sorted(series, key=lambda k: -(peak_of[k]["peak_allocated_bytes"] if k in peak_of else 0))
     shown = keys[:MAX_PANELS]
-    t0 = min(r["bin_start_ns"] for r in rows)
-    t1 = max(r["bin_start_ns"] + r["bin_ns"] for r in rows)
-    div, unit = style.time_unit(t1 - t0)
-    fig, axes = plt.subplots(len(shown), 1, figsize=(10, 1.4 + 2.0 * len(shown)), sharex=True, squeeze=False)
+    # each run on its own clock: time from the run's first memory event (runs' clocks differ)
+    first = {k[0]: min(r["bin_start_ns"] for r in series[k]) for k in series}
+    last = {k[0]: max(r["bin_start_ns"] + r["bin_ns"] for r in series[k]) for k in series}
+    t_span = max(last[k[0]] - first[k[0]] for k in shown)
+    div, unit = style.time_unit(t_span)
     many_runs = len(runs) > 1
+    fig, axes = plt.subplots(len(shown), 1, figsize=(10, 1.4 + 2.0 * len(shown)), sharex=not many_runs,
+                             squeeze=False)
     out_peaks = {}
     for ax, key in zip(axes[:, 0], shown):
         s = series[key]
+        t0, t1 = first[key[0]], last[key[0]]
         top = max(max(r["max_reserved_bytes"] or 0, r["max_allocated_bytes"] or 0) for r in s)
         bdiv, bunit = byte_unit(top)
         xs = [(r["bin_start_ns"] - t0) / div for r in s] + [(s[-1]["bin_start_ns"] + s[-1]["bin_ns"] - t0) / div]
@@ -97,11 +101,14 @@ def plot_memory(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike
         ax.set_ylim(0, top / bdiv * 1.15 if top else 1)
         ax.set_ylabel(f"{style.text(_label(key, many_runs))}\n{bunit}", fontsize=8)
         ax.grid(alpha=0.3)
-    axes[0, 0].legend(loc="upper left", fontsize=7, ncol=2)
-    axes[-1, 0].set_xlabel(f"time since the first memory event ({unit}); shaded: training steps")
-    width = rows[0]["bin_ns"]
+        ax.legend(loc="upper left", fontsize=7, ncol=2)
+    for ax in axes[:, 0] if many_runs else axes[-1:, 0]:
+        ax.set_xlabel(f"time since the run's first memory event ({unit}); shaded: training steps", fontsize=8)
+    widths = sorted({r["bin_ns"] for r in rows})
+    width = widths[0]
     w_div, w_unit = style.time_unit(width)
-    note = f"bins of {width / w_div:g} {w_unit}; the highest allocated total in each bin"
+    note = (f"bins of {width / w_div:g} {w_unit}" if len(widths) == 1 else "bins chosen per run") + \
+        "; the highest allocated total in each bin"
     if len(keys) > len(shown):
         note += f"; {len(keys) - len(shown)} more device(s) with smaller peaks not shown (memory_summary lists all)"
     fig.suptitle(title and style.text(title) or style.run_title("Memory over time", runs, []).replace(
