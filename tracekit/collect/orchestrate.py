@@ -369,6 +369,9 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
     extra = shlex.split(o.extra_profiler_args or "")
     cuda = tools.cuda_present()
     _check_machine(workload, cuda)
+    if o.profile_memory and profiler == "nsys" and not cuda:
+        _say("--profile-memory under nsys records CUDA memory usage, and this machine has no GPU: "
+             "no memory events will be recorded (use --profiler torch for host memory)", quiet)
     tpr, tpr_rule = threads_per_rank(workload)
     threads_env = {"OMP_NUM_THREADS": str(tpr)}
     # the tool checks happen before anything runs
