@@ -297,7 +297,7 @@ def test_unknown_string_id_is_an_explicit_name(sem_run):
 
 
 def test_kernel_without_api_row_is_kept_and_flagged(sem_run):
-    from tracekit.engine import Engine
+    from tracekit.query.engine import Engine
 
     run_dir, info = sem_run
     start, _end, corr = info["kernels"][4]
@@ -313,7 +313,7 @@ def test_nonpositive_durations_counted_kept_in_summaries_excluded_from_time(sem_
     """Rule (docs/robustness.md): rows with duration <= 0 are kept and counted in the manifest;
     summary queries (nsys stats equivalents) include them as nsys stats does; time metrics (busy,
     idle, utilization: tk_gpu_activity) leave them out."""
-    from tracekit.engine import Engine
+    from tracekit.query.engine import Engine
 
     run_dir, info = sem_run
     m = _manifest(run_dir)

@@ -20,7 +20,7 @@ from tracekit.cli import run as cli
 from tracekit.collect import commands as C
 from tracekit.collect import tools
 from tracekit.collect.orchestrate import choose_profiler
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 from tracekit.workloads.registry import REGISTRY
 
 from conftest import requires_nsys

@@ -22,7 +22,7 @@ from tracekit.collectors import detect
 from tracekit.collectors import ncu as ncu_collector
 from tracekit.collectors.ncu.units import UNIT_TABLE, convert as convert_units, parse_values
 from tracekit.convert import convert
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 from tracekit.errors import InputError
 
 NCU = FIXTURES / "ncu"

@@ -34,7 +34,7 @@ from nsys_oracle import (
     num,
     run_reports,
 )
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 
 pytestmark = [requires_nsys, pytest.mark.nsys]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tracekit.cli import run as cli_run
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 from tracekit.errors import QueryError
 
 OP = "sm__sass_thread_inst_executed_op_{}_pred_on.sum"

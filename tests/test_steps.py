@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import FIXTURES
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 from tracekit.errors import QueryError
 
 # Kineto fixtures with ProfilerStep#N user annotations, and the step numbers in the raw JSON

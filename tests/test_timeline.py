@@ -19,7 +19,7 @@ import pytest
 from conftest import FIXTURES
 from tracekit.cli import run as main
 from tracekit.convert import convert
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 from tracekit.errors import InputError
 from tracekit.timeline import Lanes, us, write_timeline
 

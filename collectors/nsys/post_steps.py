@@ -25,7 +25,7 @@ class _Work:
     """A DuckDB database in a work folder; batches are loaded into table ``src``."""
 
     def __init__(self, folder: Path):
-        import duckdb
+        from tracekit.duck import scratch
 
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
@@ -33,13 +33,11 @@ class _Work:
         # DuckDB reads '?' in a database path as the start of URL parameters (a run folder under
         # a folder named 'what?'): such a path gets an in-memory database, which spills to the
         # same temp_directory past the memory limit
-        self.con = duckdb.connect(":memory:" if "?" in db else db)
-        self.con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
-        spill = str(folder / "spill").replace("'", "''")
-        self.con.execute(f"SET temp_directory = '{spill}'")
-        self.con.execute("SET threads = 4")
-        self.con.execute("SET enable_progress_bar = false")
-        self.con.execute("SET preserve_insertion_order = false")
+        self.con = scratch(database=":memory:" if "?" in db else db,
+                           memory_limit=DUCKDB_MEMORY_LIMIT, threads=4,
+                           temp_directory=folder / "spill",
+                           settings=["enable_progress_bar = false",
+                                     "preserve_insertion_order = false"])
 
     def load(self, batches: Iterable[pa.RecordBatch], columns: list[str] | None = None) -> bool:
         """Insert ``batches`` (only ``columns`` when given) into table ``src``."""

@@ -9,7 +9,7 @@ four digits before the point (``12345678`` ns -> ``12.346 ms``), and the header 
 the profiler's clock, not durations.
 
 The kind of a column comes from its documented unit (the ``@column`` lines of a named query, see
-:mod:`tracekit.named_queries`), refined by its name and description (a ``value`` that is "a
+:mod:`tracekit.query.named_queries`), refined by its name and description (a ``value`` that is "a
 fraction 0-1" is shown as %, ``*flop_per_s`` as FLOP/s); for ad-hoc SQL, from the name alone.
 """
 

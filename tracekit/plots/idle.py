@@ -18,7 +18,7 @@ CAUSES = ("host", "sync", "copy", "other")
 
 
 def idle_data(run_dirs: Sequence[str | os.PathLike]):
-    from tracekit.engine import Engine
+    from tracekit.query import Engine
 
     with Engine(run_dirs) as eng:
         idle = [r for r in eng.query("gpu_idle").to_pylist() if r["scope"] == "run"]

@@ -32,7 +32,7 @@ def _short(name: str, width: int = 40, escape: bool = True) -> str:
 def roofline_data(run_dirs: Sequence[str | os.PathLike], params: dict[str, str] | None = None):
     """(kernel rows of the ``roofline`` query, ceiling rows per device, {(run_id, kernel_name):
     share of the run's nsys kernel time} for runs that also hold an nsys pass)."""
-    from tracekit.engine import Engine
+    from tracekit.query import Engine
 
     params = dict(params or {})
     params["per"] = "kernel"

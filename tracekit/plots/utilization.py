@@ -18,7 +18,7 @@ MAX_LINE_ROWS = 4
 
 def utilization_data(run_dirs: Sequence[str | os.PathLike], *, bins: int = 200, bin_ns: int = 0):
     """(rows of ``gpu_utilization_timeline``, GPU names) for ``run_dirs``."""
-    from tracekit.engine import Engine
+    from tracekit.query import Engine
 
     with Engine(run_dirs) as eng:
         rows = eng.query("gpu_utilization_timeline", {"bins": str(bins), "bin_ns": str(bin_ns)}).to_pylist()

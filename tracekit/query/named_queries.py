@@ -27,7 +27,7 @@ DOUBLE) and in the optional bracketed domain after the default: ``[>=0]``, ``[<=
 :data:`tracekit.schema.UNITS` (tests enforce it).
 
 Two optional lines say what an empty result means (``tracekit query`` prints it on stderr,
-:mod:`tracekit.explain`): ``@requires`` names the tables that must have rows for the query to
+:mod:`tracekit.query.explain`): ``@requires`` names the tables that must have rows for the query to
 return any (default: every table the SQL reads), ``@empty`` the condition that selected none of
 their rows when they do, e.g. ``@empty no NCCL kernels (names with ncclKernel_ or ncclDevKernel_)``.
 """

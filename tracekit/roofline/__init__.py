@@ -2,7 +2,7 @@
 which live with the other SQL under ``queries/`` (``queries/data/gpu_peaks.csv``,
 ``queries/data/tensor_factors.csv``, ``queries/roofline/_macros.sql``).
 
-:func:`register` is called by :class:`tracekit.engine.Engine` on a connection whose statement names
+:func:`register` is called by :class:`tracekit.query.engine.Engine` on a connection whose statement names
 one of these (on demand). It creates
 
 - ``gpu_peaks``: the documented per-GPU ceilings of ``gpu_peaks.csv`` (device_name as ncu's
@@ -26,7 +26,7 @@ import duckdb
 
 from tracekit.collectors.ncu.metrics import INPUTS
 from tracekit.errors import QueryError, one_line
-from tracekit.named_queries import data_file, macros_sql
+from tracekit.query.named_queries import data_file, macros_sql
 
 
 def peaks_path() -> str:

@@ -27,7 +27,7 @@ def build_study(run_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLik
                 step_pattern: str | None = None) -> tuple[Study, Path]:
     """Compute the study over ``run_dirs`` and write it to ``out_dir``; returns (study, path).
     ``pool``: average runs with equal keys into one point (else each run is its own point);
-    ``step_pattern``: ranges that are steps (see :class:`tracekit.engine.Engine`)."""
+    ``step_pattern``: ranges that are steps (see :class:`tracekit.query.engine.Engine`)."""
     from tracekit.study.report import write_study
 
     from tracekit.runfolder import check_replaceable

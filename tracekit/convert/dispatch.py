@@ -1,0 +1,56 @@
+"""The entry point of ``tracekit convert``: one run folder from profiler outputs, as one run or as a
+multi-rank job."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from tracekit.collectors import detect
+from tracekit.convert.job import convert_job, is_job
+from tracekit.convert.single import convert_single
+from tracekit.errors import InputError
+from tracekit.progress import NULL_PROGRESS, Progress
+from tracekit.runfolder import RunWriter
+
+
+def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, force: bool = False,
+            progress: Progress = NULL_PROGRESS, extra_manifest: dict | None = None,
+            extra_tables: dict | None = None, rank_pattern: str | None = None,
+            jobs: int | None = None, scheduler: str | None = None,
+            skip_bad_ranks: bool = False) -> Path:
+    """Convert ``inputs`` (profiler output files) into the run folder ``run_dir``.
+
+    Each input is recognized by its content (:func:`tracekit.collectors.detect`). Two or more
+    nsys exports/reports, or two or more Kineto traces, are a multi-rank job
+    (:mod:`tracekit.convert.job`): one rank per input, converted in parallel (``jobs`` local worker
+    processes, default one per core, or the workers of the Dask ``scheduler``), one Parquet file
+    per rank per table, ranks listed in the manifest. Otherwise inputs of the same format go to
+    that format's collector together (e.g. an nsys export and an ncu report); two collectors
+    writing the same table is an :class:`InputError` (raised by the writer).
+    ``extra_manifest`` entries (e.g. the workload description from ``tracekit collect``) are
+    merged into the manifest; ``extra_tables`` ({table name: Arrow table}, e.g. the host CPU
+    samples ``tracekit collect`` takes under the torch profiler) are written into the same run
+    folder (one file each), for tables no input collector wrote.
+
+    Returns the run folder's path. Raises :class:`InputError` subclasses for bad input (in a job,
+    naming the broken input, unless ``skip_bad_ranks``); nothing is left behind on any error.
+    """
+    if not inputs:
+        raise InputError("no input files given")
+    mods = [detect(p) for p in inputs]
+    formats = [m.NAME for m in mods]
+    if not is_job(formats):
+        return convert_single(inputs, run_dir, force=force, progress=progress,
+                              extra_manifest=extra_manifest, extra_tables=extra_tables, modules=mods)
+    with RunWriter(run_dir, force=force, inputs=inputs) as writer:
+        convert_job([Path(p) for p in inputs], formats, writer, rank_pattern=rank_pattern,
+                    jobs=jobs, scheduler=scheduler, skip_bad_ranks=skip_bad_ranks)
+        for name, table in (extra_tables or {}).items():
+            if name in writer.manifest["tables"]:
+                raise InputError(f"two inputs both provide table {name}")
+            writer.write_table(name, [table])
+        if extra_manifest:
+            writer.manifest.update(extra_manifest)
+    return Path(run_dir)
