@@ -21,7 +21,7 @@ _COLUMNS = typer.Option(None, "--columns", "-c", help="Only these columns, comma
                         "this order (every format).")
 _ROWS = typer.Option(None, "--rows", "-n", min=0, help="Rows the table format shows (default: "
                      "100; 0: all). CSV, JSON and Parquet always hold every row.")
-_MEMORY = typer.Option(
+MEMORY_LIMIT = typer.Option(
     None, "--memory-limit", envvar="TRACEKIT_MEMORY_LIMIT",
     help="DuckDB memory limit, e.g. 1GB (default: DuckDB's, 80% of RAM); past it, joins and sorts "
          "spill to disk instead of growing.")
@@ -63,7 +63,7 @@ def query(
                                     "(repeatable; `tracekit queries NAME` lists them)."),
     columns: Optional[str] = _COLUMNS,
     rows: Optional[int] = _ROWS,
-    memory_limit: str = _MEMORY,
+    memory_limit: str = MEMORY_LIMIT,
     jobs: int = jobs_option("Compute the query in parts (groups of run folders) in N local "
                             "worker processes (default: in this process)."),
     scheduler: str = scheduler_option("Compute the parts"),
@@ -102,7 +102,7 @@ def sql(
     output: Path = _OUTPUT,
     columns: Optional[str] = _COLUMNS,
     rows: Optional[int] = _ROWS,
-    memory_limit: str = _MEMORY,
+    memory_limit: str = MEMORY_LIMIT,
     quiet: bool = QUIET,
     allow_external: bool = typer.Option(
         False, "--allow-external", help="Let the SQL read and write any file DuckDB can (COPY, "

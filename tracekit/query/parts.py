@@ -19,10 +19,10 @@ from tracekit.runfolder import Run
 def query_chunk(run_dirs: list[str], name: str, params: dict, memory_limit: str | None,
                 step_pattern: str | None = None) -> pa.Table:
     """One named query over some run folders (run on a worker)."""
-    from tracekit.query.api import run
+    from tracekit.query.engine import Engine
 
-    return run(name, run_dirs, params, sql=False, memory_limit=memory_limit,
-               step_pattern=step_pattern, explain=False).table
+    with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as e:
+        return e.query(name, params)
 
 
 def query_runs(run_dirs: Sequence[str | os.PathLike], name: str, params: dict | None = None, *,
