@@ -8,7 +8,7 @@ here: FLOPs, bytes and ceilings are computed by the roofline queries (docs/roofl
 Modules: :mod:`~tracekit.collectors.ncu.csv_reader` (raw and details CSV pages),
 :mod:`~tracekit.collectors.ncu.rep_reader` (``.ncu-rep`` through NVIDIA's ``ncu-report``),
 :mod:`~tracekit.collectors.ncu.units` (ncu's units to base units, as a table),
-:mod:`~tracekit.collectors.ncu.metrics` (the metric names the roofline reads, per ncu version).
+:mod:`~tracekit.schema.ncu_metrics` (the metric names the roofline reads, per ncu version).
 """
 
 from __future__ import annotations

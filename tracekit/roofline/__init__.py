@@ -13,7 +13,7 @@ one of these (on demand). It creates
   the macro ``tk_gpu_table_name``;
 - ``tensor_factors``: FLOP per tensor-pipe instruction by compute capability, for the labelled
   estimate used when a report has no per-datatype tensor op counters;
-- ``tk_ncu_spec``: :data:`tracekit.collectors.ncu.metrics.INPUTS` as rows (alias, metric_name, prio);
+- ``tk_ncu_spec``: :data:`tracekit.schema.ncu_metrics.INPUTS` as rows (alias, metric_name, prio);
 - the macros of ``queries/roofline/_macros.sql``: ``tk_roofline_launches()`` (one row per ncu launch with FLOPs,
   bytes, time and ceilings) and scalar helpers ``tk_bound``.
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import duckdb
 
-from tracekit.collectors.ncu.metrics import INPUTS
+from tracekit.schema.ncu_metrics import INPUTS
 from tracekit.errors import QueryError, one_line
 from tracekit.query.named_queries import data_file, macros_sql
 
