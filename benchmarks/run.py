@@ -150,7 +150,8 @@ def machine() -> str:
     except OSError:
         pass
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    return (f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.system()} "
+            f"{platform.release()}, Python {platform.python_version()}")
 
 
 def main(argv=None) -> int:
@@ -425,7 +426,8 @@ def render(res: dict, args) -> str:
           "on the SQLite export.", "",
           "*in Engine*: the same query in a running Python process (`tracekit.query.engine.Engine` open, best "
           "of 3), without the start-up and imports each `tracekit query` command pays.", "",
-          "| query | tracekit | CPU | peak RSS | in Engine | nsys stats report | nsys stats | CPU | peak RSS | ratio | ratio in Engine |",
+          "| query | tracekit | CPU | peak RSS | in Engine | nsys stats report | nsys stats | CPU "
+          "| peak RSS | ratio | ratio in Engine |",
           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for e in res["queries"]:
         t = e["tracekit"]

@@ -157,7 +157,7 @@ def test_error_inside_collector_removes_temp(tmp_path):
         with RunWriter(out) as w:
             w.write_table("kernels", [])
             assert w.path.is_dir() and w.path.name.startswith(".run.tmp-")
-            1 / 0
+            1 / 0  # noqa: B018
     assert list(tmp_path.iterdir()) == []
 
 

@@ -316,7 +316,8 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
                 c["src_device_id"].append(to_int(a.get("fromDevice", a.get("src device"))))
                 c["dst_device_id"].append(to_int(a.get("toDevice", a.get("dst device"))))
                 bw = to_float(a.get("memory bandwidth (GB/s)"))
-                c["recorded_bytes_per_s"].append(bw * 1e9 if bw is not None and bw > 0 and bw == bw and bw != float("inf") else None)
+                finite = bw is not None and bw > 0 and bw == bw and bw != float("inf")
+                c["recorded_bytes_per_s"].append(bw * 1e9 if finite else None)
                 MC.n += 1
                 if MC.n >= CHUNK_ROWS:
                     parts.flush(MC, fi)
@@ -524,6 +525,7 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
         "files": [source_entry(st) for st in states],
         "invalid_kernels": sum(st.invalid_kernels for st in states),
         "ranks": [jsonable(r) for r in ranks],
-        "world_size": jsonable(next(((st.metadata.get("distributedInfo") or {}).get("world_size")
-                                      for st in states if (st.metadata.get("distributedInfo") or {}).get("world_size")), None)),
+        "world_size": jsonable(next((w for st in states
+                                     if (w := (st.metadata.get("distributedInfo") or {}).get("world_size"))),
+                                    None)),
     }

@@ -271,8 +271,7 @@ def _nvtx_duckdb(files: list, parts: Parts, st: FileState, offset: int):
                   temp_directory=parts.root / "duckdb-tmp", settings=["preserve_insertion_order = true"])
     try:
         reader = con.sql(sql).to_arrow_reader(CHUNK_ROWS)
-        for batch in reader:
-            yield batch
+        yield from reader
     except duckdb.OutOfRangeException:
         raise InputError("timestamps + baseTimeNanoseconds overflow int64 nanoseconds",
                          path=st.path) from None

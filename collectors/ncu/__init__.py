@@ -258,7 +258,8 @@ def read_one(path: Path, offset: int) -> tuple[pa.Table, pa.Table, dict]:
     metrics = _metrics_table(m, offset) if m is not None else None
     if metrics is None:
         metrics = _metrics_table(pa.table({"index": pa.array([], pa.int64()), "metric_name": pa.array([], pa.string()),
-                                           "unit": pa.array([], pa.string()), "raw_value": pa.array([], pa.string())}), offset)
+                                           "unit": pa.array([], pa.string()),
+                                           "raw_value": pa.array([], pa.string())}), offset)
     launches = _device_info(launches, metrics)
     warnings = [ln for ln in logs if ln.startswith(("==WARNING==", "==ERROR=="))]
     info = {"format": f"ncu-csv-{page}", "launches": n, "log_warnings": warnings[:20]}

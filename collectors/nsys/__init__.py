@@ -57,7 +57,7 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
     column missing, or an export without the StringIds table (not an nsys export).
     """
     if len(paths) != 1:
-        raise InputError("give one nsys export per run folder (got %d)" % len(paths))
+        raise InputError(f"give one nsys export per run folder (got {len(paths)})")
     path = Path(paths[0])
     if path.suffix in REPORT_SUFFIXES:
         from tracekit.collectors.nsys.report import export_report

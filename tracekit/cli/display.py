@@ -186,7 +186,8 @@ def column(name: str, values: list, kind: str) -> Col:
         cells = ["" if v is None else visible(v) for v in values]
     else:
         cells = [format_plain(v) for v in values]
-    if kind in ("text", "enum") or (kind == "value" and values and all(isinstance(v, str) or v is None for v in values)):
+    if kind in ("text", "enum") or (kind == "value" and values
+                                    and all(isinstance(v, str) or v is None for v in values)):
         key = kind == "enum" or name in _KEY_TEXT
         return Col(name, name, cells, "left", "key" if key else "text", priority(name, kind),
                    shortenable=kind == "text" or len(max(cells, key=len, default="")) > 16)

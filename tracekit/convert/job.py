@@ -319,7 +319,7 @@ def _merge_manifests(parts: list[dict], writer: RunWriter) -> None:
                 m["sources"][fmt] = {**s, "per_rank": []}
             merged = m["sources"][fmt]
             merged["per_rank"].append({"rank": p["rank"], **s})
-    for fmt, merged in m["sources"].items():
+    for merged in m["sources"].values():
         per = merged["per_rank"]
         for key in ("files", "ranks"):
             if all(isinstance(s.get(key), list) for s in per):

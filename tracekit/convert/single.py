@@ -25,7 +25,7 @@ def convert_single(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLi
         groups.setdefault(mod.NAME, (mod, []))[1].append(Path(p))
     with RunWriter(run_dir, force=force, inputs=inputs) as writer:
         writer.manifest["sources"] = {}
-        for name, (mod, paths) in groups.items():
+        for mod, paths in groups.values():
             try:
                 mod.collect(paths, writer, progress)
             except OSError as exc:  # not caught by the collector: a disk or an input gone

@@ -211,7 +211,8 @@ class Engine:
         if self.runs:
             self._insert("runs", runs)
         self._con.execute(
-            "CREATE TABLE run_tables (run_id VARCHAR, table_name VARCHAR, captured BOOLEAN, rows BIGINT, reason VARCHAR)"
+            "CREATE TABLE run_tables (run_id VARCHAR, table_name VARCHAR, captured BOOLEAN, "
+            "rows BIGINT, reason VARCHAR)"
         )
         if self.runs:
             self._insert("run_tables", tables)
