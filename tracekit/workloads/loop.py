@@ -314,6 +314,14 @@ def _train(torch, dist, config, spec, device, batch_size, world, rank, local_ran
         Path(config.torch_profile).mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(Path(config.torch_profile) / f"rank{rank}.json"))
 
+    return _result(torch, dist, config, spec, device, batch_size, world, rank,
+                   step_ns=step_ns, losses=losses, channels_last=channels_last, started=started,
+                   sampler=sampler)
+
+
+def _result(torch, dist, config, spec, device, batch_size, world, rank, *, step_ns, losses,
+            channels_last, started, sampler) -> dict:
+    """The run's result (every rank's step times gathered), written to ``result_json``."""
     env = environment(torch, device)
     measured = step_ns[config.warmup_steps:]
     samples_per_step = batch_size * world
