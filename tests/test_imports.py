@@ -17,7 +17,7 @@ SOURCES = {"tracekit": ROOT / "tracekit", "tracekit.collectors": ROOT / "collect
 LAYERS = {
     "tracekit.cli": 5, "tracekit.__main__": 5,
     "tracekit.collect": 4, "tracekit.study": 4, "tracekit.plots": 4, "tracekit.timeline": 4,
-    "tracekit.workloads": 4,
+    "tracekit.workloads": 4, "tracekit.whatif": 3,
     "tracekit.convert": 3, "tracekit.query": 3, "tracekit.roofline": 3,
     "tracekit.integrity": 3, "tracekit.outfile": 3, "tracekit.schema.docs": 3,
     "tracekit.collectors": 2,
@@ -129,6 +129,13 @@ def _cycles(graph) -> list[list[str]]:
 
 def _is_ancestor(pkg: str, mod: str) -> bool:
     return mod.startswith(pkg + ".")
+
+
+def test_every_module_has_a_layer():
+    """A new top-level module or package is given its layer in :data:`LAYERS` (one line)."""
+    missing = sorted(m for m in MODULES if m != "tracekit" and max(
+        (p for p in LAYERS if m == p or m.startswith(p + ".")), key=len) == "tracekit")
+    assert missing == [], f"modules with no layer in tests/test_imports.py LAYERS: {missing}"
 
 
 def test_no_import_cycle():
