@@ -12,6 +12,7 @@ from tracekit.collectors.nsys import decode as N
 from tracekit.collectors.nsys import mapping as M
 from tracekit.collectors.nsys.export import Export
 
+
 def table_plans(ex: Export):
     """(plan, ' WHERE ...' or '') of every table ``tracekit convert`` reads from ``ex`` (also
     used by run.py's SQLite floor)."""

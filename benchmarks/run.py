@@ -25,12 +25,12 @@ import argparse
 import datetime as dt
 import json
 import os
-import re
 import platform
+import re
 import shutil
+import signal
 import sqlite3
 import subprocess
-import signal
 import sys
 import tempfile
 import threading

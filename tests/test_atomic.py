@@ -8,9 +8,9 @@ converts into the same folder one wins (complete folder) and the other exits 2.
 from __future__ import annotations
 
 import errno
-import re
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import FIXTURES, ROOT
+
 from tracekit.cli import run
 from tracekit.errors import RunFolderError
 from tracekit.runfolder import RunWriter, open_run

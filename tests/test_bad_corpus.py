@@ -14,8 +14,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, NSYS_FIXTURES
+
 from tracekit.cli import run
 from tracekit.collectors.nsys import versions as V
 from tracekit.collectors.nsys.export import Export
@@ -144,9 +144,10 @@ def test_bad_input_case(case, tmp_path, capsys):
 
 def test_newer_schema_is_read_best_effort(tmp_path):
     """Rows all there, the dropped column NULL and listed, the run usable."""
+    import pyarrow.parquet as pq
+
     from tracekit.convert import convert
     from tracekit.runfolder import open_run
-    import pyarrow.parquet as pq
 
     src = tmp_path / "newer.sqlite"
     RECIPES["nsys_newer_schema"](src)

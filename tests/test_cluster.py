@@ -12,12 +12,12 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from test_job import BASE, _kineto, _rank_export
-from tracekit.query.parts import _chunks, query_runs
+
 from tracekit.convert import convert
 from tracekit.query.engine import Engine
 from tracekit.query.named_queries import all_queries
+from tracekit.query.parts import _chunks, query_runs
 
 distributed = pytest.importorskip("distributed")
 

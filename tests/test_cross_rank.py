@@ -13,8 +13,8 @@ import re
 from decimal import Decimal
 
 import pytest
-
 from conftest import FIXTURES
+
 from tracekit.convert import convert
 from tracekit.query.engine import Engine
 

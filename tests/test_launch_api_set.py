@@ -8,8 +8,8 @@ import gzip
 import json
 
 import pytest
-
 from conftest import FIXTURES
+
 from tracekit.query.engine import Engine
 
 ROCM = FIXTURES / "kineto" / "kineto_mi250_rocm.json.gz"

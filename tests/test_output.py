@@ -7,6 +7,7 @@ CLI under a pseudo-terminal 80 columns wide.
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import json
 import os
@@ -17,15 +18,14 @@ import subprocess
 import sys
 import termios
 
-import fcntl
 import pytest
+from conftest import FIXTURES, KINETO_FIXTURES, NSYS_FIXTURES, ROOT
 from rich.cells import cell_len
 
-from conftest import FIXTURES, KINETO_FIXTURES, NSYS_FIXTURES, ROOT
 from tracekit.cli import run as cli
 from tracekit.cli.output import Format, render
-from tracekit.query.engine import Engine
 from tracekit.errors import QueryError
+from tracekit.query.engine import Engine
 from tracekit.query.named_queries import all_queries
 
 NCU_RUNNABLE = [p for p in sorted((FIXTURES / "ncu").glob("*")) if p.name != "ncu_raw_no_kernels.csv"]

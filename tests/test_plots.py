@@ -8,13 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
 from test_roofline import GEMM, PEAKS, counts, ncu_tables
 from test_timeline import rank8_run  # noqa: F401  (module fixture: the 8-rank Kineto job)
+
 from tracekit.cli import run as cli
-from tracekit.query.engine import Engine
 from tracekit.errors import InputError
+from tracekit.query.engine import Engine
 
 pytest.importorskip("matplotlib")
 

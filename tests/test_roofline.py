@@ -7,12 +7,11 @@ supply them.
 
 from __future__ import annotations
 
-
 import pytest
 
 from tracekit.cli import run as cli_run
-from tracekit.query.engine import Engine
 from tracekit.errors import QueryError
+from tracekit.query.engine import Engine
 
 OP = "sm__sass_thread_inst_executed_op_{}_pred_on.sum"
 
@@ -325,6 +324,7 @@ def test_roofline_by_nvtx_on_a_real_nsys_export(tmp_path):
     import re
 
     from conftest import FIXTURES
+
     from tracekit.convert import convert
 
     nsys_file = FIXTURES / "nsys" / "nsys2024.6_h200_nvfuser_bench.sqlite"

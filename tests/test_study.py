@@ -21,11 +21,11 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import FIXTURES, ROOT
+
 from tracekit.cli import run as cli
-from tracekit.query.engine import Engine
 from tracekit.errors import InputError
+from tracekit.query.engine import Engine
 from tracekit.study import build_study, load_runs
 from tracekit.study.tables import COLUMNS
 

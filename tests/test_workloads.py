@@ -17,8 +17,14 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tracekit.errors import InputError  # noqa: E402
-from tracekit.workloads import REGISTRY, RunConfig, parse_step_message, run, step_message  # noqa: E402
-from tracekit.workloads import annotate  # noqa: E402
+from tracekit.workloads import (  # noqa: E402
+    REGISTRY,
+    RunConfig,
+    annotate,  # noqa: E402
+    parse_step_message,
+    run,
+    step_message,
+)
 from tracekit.workloads.registry import SUITES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -120,7 +120,7 @@ class RunWriter:
         self._tmp: Path | None = None
 
     # -- context management -------------------------------------------------------------
-    def __enter__(self) -> "RunWriter":
+    def __enter__(self) -> RunWriter:
         self._check_target()
         parent = self.run_dir.parent
         try:

@@ -32,47 +32,46 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from tracekit.collectors.common import describe_input
 from tracekit.collectors.kineto import reader as R
 from tracekit.collectors.kineto.finish import (
     collectives_table,
-    file_base_ns,
     devices_table,
-    table_batches,
-    flow_counts,
+    file_base_ns,
     file_host_pid,
+    flow_counts,
     jsonable,
     processes_table,
     source_entry,
+    table_batches,
     threads_table,
 )
 from tracekit.collectors.kineto.mapping import (
     ALL_PART_COLUMNS,
-    COMM_OP,
-    MEMCPY_NAME,
-    NCCL_KERNEL,
-    MEMSET_NAME,
-    PART_COLUMNS,
     ANNOTATION_DOMAINS,
     API_CATEGORIES,
     CHUNK_ROWS,
+    COMM_OP,
     GPU_TABLES,
+    MEMCPY_NAME,
+    MEMSET_NAME,
+    NCCL_KERNEL,
+    PART_COLUMNS,
     SYNC_TYPES,
     TRACEKIT_DOMAIN,
     TRACEKIT_PHASE,
     TRACEKIT_STEP,
     Columns,
+    FileState,
+    Parts,
     dim,
     input_dims,
     text_list,
     to_float,
-    FileState,
     to_int,
-    Parts,
 )
-
 from tracekit.errors import InputError
 from tracekit.progress import NULL_PROGRESS, Progress
-from tracekit.collectors.common import describe_input
 from tracekit.runfolder import RunWriter
 
 NAME = "kineto"

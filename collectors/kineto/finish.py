@@ -11,26 +11,26 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from tracekit import schema
+from tracekit.collectors import common as nesting
 from tracekit.collectors.kineto.mapping import (
-    THREAD_NAME,
     CHUNK_ROWS,
     DTYPE_BYTES,
     DUCKDB_MEMORY_LIMIT,
     DUCKDB_THREADS,
     GPU_TABLES,
+    THREAD_NAME,
     TRACEKIT_DOMAIN,
     TRACEKIT_PHASE,
     TRACEKIT_STEP,
     FileState,
-    to_int,
     Parts,
     i32,
     i64,
     s,
+    to_int,
 )
-
-from tracekit import schema
-from tracekit.collectors import common as nesting
 from tracekit.duck import fetch_arrow, file_literal, lit, scratch
 from tracekit.errors import InputError
 

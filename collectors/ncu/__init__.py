@@ -19,12 +19,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracekit.collectors.common import describe_input
 from tracekit.collectors.ncu import csv_reader as C
 from tracekit.collectors.ncu import units as U
 from tracekit.collectors.ncu.rep_reader import is_report, read_report
 from tracekit.errors import InputError
 from tracekit.progress import NULL_PROGRESS, Progress
-from tracekit.collectors.common import describe_input
 from tracekit.runfolder import RunWriter
 
 NAME = "ncu"

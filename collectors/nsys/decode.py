@@ -16,7 +16,6 @@ from tracekit.collectors.nsys.export import Export, decode_utf8
 from tracekit.errors import InputError
 from tracekit.schema import table as schema_table
 
-
 # -- per-export context: event types and small lookup dictionaries ----------------------------
 
 class Context:

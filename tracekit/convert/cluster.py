@@ -14,8 +14,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
-import pyarrow as pa
-
 from tracekit.errors import InputError, TracekitError, one_line
 
 SCHEDULER_ENV = "TRACEKIT_SCHEDULER"

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import duckdb
 
-from tracekit.schema.ncu_metrics import INPUTS
 from tracekit.errors import QueryError, one_line
 from tracekit.query.named_queries import data_file, macros_sql
+from tracekit.schema.ncu_metrics import INPUTS
 
 
 def peaks_path() -> str:

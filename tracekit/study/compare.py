@@ -18,8 +18,8 @@ import os
 import numpy as np
 import pandas as pd
 
-from tracekit.query import Engine
 from tracekit.errors import InputError
+from tracekit.query import Engine
 from tracekit.runfolder import open_run
 
 

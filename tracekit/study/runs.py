@@ -24,10 +24,9 @@ or None (world size, batch size), never a default. ``origin`` says where every k
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import re
 
 from tracekit.errors import InputError, one_line
 from tracekit.runfolder import Run, open_run

@@ -21,8 +21,7 @@ from pathlib import Path
 
 from tracekit.errors import InputError, ToolNotFoundError
 from tracekit.workloads import annotate as _annotate
-from tracekit.workloads.annotate import (COMM, MEASURE, backend, end_range, start_range,
-                                         step_message)
+from tracekit.workloads.annotate import COMM, MEASURE, backend, end_range, start_range, step_message
 from tracekit.workloads.registry import PRESETS, REGISTRY
 
 PRECISIONS = ("fp32", "amp", "bf16")
@@ -48,7 +47,7 @@ class RunConfig:
     torch_profile: str | None = None  # folder for torch.profiler Chrome traces (rank{N}.json)
     command: list[str] = field(default_factory=list)
 
-    def validate(self) -> "RunConfig":
+    def validate(self) -> RunConfig:
         if self.workload not in REGISTRY:
             raise InputError(f"unknown workload {self.workload!r}; choose one of: {', '.join(REGISTRY)}")
         if self.preset not in PRESETS:
