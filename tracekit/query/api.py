@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from tracekit.errors import QueryError
 from tracekit.query.engine import Engine
 from tracekit.query.explain import run_warnings, tables_read, why_empty
 from tracekit.query.named_queries import NamedQuery, get_query
@@ -67,7 +68,7 @@ def run(name_or_sql: str | NamedQuery, runs: Sequence[str | os.PathLike] | None 
     :class:`~tracekit.errors.RunFolderError` for a path that is not a run folder."""
     q = resolve(name_or_sql, sql)
     if q is None and params:
-        raise ValueError("params are for named queries; SQL has none")
+        raise QueryError("parameters are for named queries; SQL has none")
     if engine is None:
         with Engine(runs or [], memory_limit=memory_limit, step_pattern=step_pattern,
                     external_access=external_access) as eng:
