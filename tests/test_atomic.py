@@ -242,3 +242,18 @@ def test_input_deleted_during_convert_is_one_line_and_exit_2(monkeypatch, tmp_pa
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("tracekit: error: ") and src.name in lines[0], lines
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"] and not src.exists()
+
+
+def test_export_deleted_before_its_bulk_scan_names_the_file(tmp_path):
+    """The metadata connection is open, then the file goes before a scanning thread opens its
+    ADBC connection (the race a loaded machine hit: the driver says "failed to allocate memory"
+    for a missing file, which came out as an internal error, exit 1)."""
+    from tracekit.collectors.nsys.export import Export
+    from tracekit.errors import InputError
+
+    src = tmp_path / "x.sqlite"
+    shutil.copyfile(FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite", src)
+    exp = Export(src)
+    src.unlink()
+    with pytest.raises(InputError, match=r"x\.sqlite: no longer exists \(deleted during the conversion\?\)"):
+        next(exp.scan([("n", "count(*)", "int")], "StringIds"))
