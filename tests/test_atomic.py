@@ -76,6 +76,7 @@ def _assert_complete(run_dir: Path, export: Path) -> None:
     assert pq.ParquetFile(run.table_path("kernels")).metadata.num_rows == n_k
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 @pytest.mark.parametrize("delay_s", [0.0, 0.5])
 def test_signal_mid_convert_leaves_nothing(sig, delay_s, big_export, tmp_path):
@@ -95,6 +96,7 @@ def test_signal_mid_convert_leaves_nothing(sig, delay_s, big_export, tmp_path):
     assert _leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_sigkill_never_leaves_a_partial_run_folder(big_export, tmp_path):
     """SIGKILL cannot be caught: the hidden temporary folder may stay, the run folder never
     appears half-written (and a later convert into the same name works)."""
@@ -161,6 +163,7 @@ def test_error_inside_collector_removes_temp(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_two_concurrent_converts_one_wins(big_export, tmp_path):
     out = tmp_path / "run"
     procs = [_popen("convert", big_export, "-o", out) for _ in range(2)]

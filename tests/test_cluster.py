@@ -21,6 +21,9 @@ from tracekit.named_queries import all_queries
 
 distributed = pytest.importorskip("distributed")
 
+# every test here starts a real Dask cluster (seconds each)
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def cluster():

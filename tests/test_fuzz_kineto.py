@@ -15,6 +15,7 @@ import json
 import shutil
 
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -88,6 +89,7 @@ def _write(tmp, case) -> "Path":
     return p
 
 
+@pytest.mark.slow
 def test_fuzz_kineto_traces(tmp_path):
     n = collections.Counter()
 

@@ -67,6 +67,7 @@ def _out(capsys):
 FIXTURE_NAMES = [p.name for p in NSYS_FIXTURES + KINETO_FIXTURES + NCU_RUNNABLE]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fixture", FIXTURE_NAMES)
 def test_json_of_every_named_query_on_every_fixture_run(fixture_runs, capsys, fixture):
     checked = 0
