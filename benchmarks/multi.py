@@ -29,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from run import FIXTURE, ROOT, TRACEKIT, fmt, machine, measure  # noqa: E402
+from versions import versions_line  # noqa: E402
 
 RANK_FIXTURE = ROOT.parent / "shared" / "fixtures" / "kineto" / "kineto_a100_alexnet.json.gz"
 FOLDER_QUERIES = ("kernel_summary", "gpu_idle", "nvtx_gpu_projection", "step_summary", "nccl")
@@ -119,7 +120,8 @@ def render_section(res: dict) -> str:
          f"Measured {res['started'][:16].replace('T', ' ')} to {res['finished'][11:16]} UTC by "
          f"`python benchmarks/multi.py` (a separate run from the sections above) on {res.get('machine', '')}; "
          f"load average {res['load_start'][0]:.1f} at the start, {res['load_end'][0]:.1f} at the end "
-         "(2 cores: above 2, wall-clock times are inflated by other work; CPU times much less so).", ""]
+         "(2 cores: above 2, wall-clock times are inflated by other work; CPU times much less so). "
+         + res.get("versions", "Packages: not recorded."), ""]
     f = res.get("folders")
     if f:
         n = f["folders"]
@@ -188,7 +190,8 @@ def main(argv=None) -> int:
         args.work.mkdir(parents=True, exist_ok=True)
         old = json.loads(path.read_text()) if path.exists() else {}
         res = {"started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-               "load_start": os.getloadavg(), "machine": machine()}
+               "load_start": os.getloadavg(), "machine": machine(),
+               "versions": versions_line()}
         if args.folders:
             res["folders"] = folders_case(args)
         if args.ranks:

@@ -37,6 +37,9 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from versions import versions_line  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 FIXTURE = ROOT.parent / "shared" / "fixtures" / "nsys" / "nsys2026_h100_2gpu_pytorch_slice.sqlite"
@@ -198,7 +201,7 @@ def main(argv=None) -> int:
         con.close()
     res: dict = {"export": str(export), "export_bytes": export.stat().st_size, "rows": info["rows"],
                  "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                 "load_start": os.getloadavg()}
+                 "load_start": os.getloadavg(), "versions": versions_line()}
     print(f"export {export} ({res['export_bytes'] / 1e6:.0f} MB)", flush=True)
 
     res["cat"] = cat_floor(export)
@@ -362,6 +365,7 @@ def render(res: dict, args) -> str:
         "<!-- Written by `python benchmarks/run.py`; rerun it to refresh every figure. -->",
         "",
         f"Measured {res['started'][:16].replace('T', ' ')} to {res['finished'][11:16]} UTC on {machine()}.",
+        res.get("versions", "Packages: not recorded (a run before benchmarks/versions.py)."),
         f"Load average when the run started: {load[0]:.1f} (1 min), {load[1]:.1f} (5 min); at its end "
         f"{res['load_end'][0]:.1f}. A load above the core count means other processes shared the cores "
         "and wall-clock times are inflated (CPU times much less so).",

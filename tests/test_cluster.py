@@ -21,6 +21,9 @@ from tracekit.query.parts import _chunks, query_runs
 
 distributed = pytest.importorskip("distributed")
 
+# every test here starts a real Dask cluster (seconds each)
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def cluster():

@@ -92,6 +92,7 @@ def nccl_kernels(doc):
     return sorted(out)
 
 
+@pytest.mark.slow
 def test_collective_skew_32_ranks(raw, job):
     kernels = nccl_kernels(raw)
     assert len(kernels) == 21
@@ -286,6 +287,7 @@ def test_collective_skew_on_a_two_process_nsys_export(tmp_path):
 
 
 # -- PyTorch's 'Seq': ranks whose traces start at different collectives still match ---------------
+@pytest.mark.slow
 def test_seq_argument_matches_ranks_with_different_windows(raw, tmp_path):
     """Four ranks; every record_param_comms operator of process group 0 gets a 'Seq' argument
     (its position in the group, as PyTorch >= 2.x writes it: the same on every rank), and rank 3's

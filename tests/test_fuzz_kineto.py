@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -89,6 +90,7 @@ def _write(tmp, case) -> Path:
     return p
 
 
+@pytest.mark.slow
 def test_fuzz_kineto_traces(tmp_path):
     n = collections.Counter()
 

@@ -44,6 +44,7 @@ def fixture_runs(request, tmp_path_factory):
     return runs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["utilization", "kernels", "idle"])
 def test_plot_kinds_on_the_fixture_runs(fixture_runs, tmp_path, kind, capsys):
     for name, run in fixture_runs.items():
@@ -162,6 +163,7 @@ def test_plot_steps_on_a_run_with_steps(run_factory, tmp_path, capsys):
     assert "no training steps" in err and "\n" not in err and not (tmp_path / "none.png").exists()
 
 
+@pytest.mark.slow
 def test_dollar_signs_in_trace_text_do_not_crash_mathtext(run_factory, tmp_path):
     # an unbalanced '$' makes matplotlib's mathtext raise; a balanced pair would be typeset
     run = steps_run(run_factory, kernel_name="void k<$x>(float $, int)")

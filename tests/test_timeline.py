@@ -149,6 +149,7 @@ def test_nsys_fixtures_timeline(nsys_run, tmp_path, stem, kernels, flows):
         counts["memcpy"], counts["memset"], counts["cuda_api"], counts["cuda_sync"], counts["nvtx_ranges"])
 
 
+@pytest.mark.slow
 def test_eight_rank_kineto_job(rank8_run, tmp_path):
     out = tmp_path / "t.json"
     s = write_timeline(rank8_run, out)

@@ -294,6 +294,7 @@ def test_tracekit_workloads_lists_every_workload(capsys):
 
 
 # ------------------------------------------------------------------------------ torchrun DDP
+@pytest.mark.slow
 def test_torchrun_two_rank_gloo(tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1", TRACEKIT_NVTX="off")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",

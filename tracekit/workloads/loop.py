@@ -302,7 +302,10 @@ def _train(torch, dist, config, spec, device, batch_size, world, rank, local_ran
                     optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
             sync()
-            step_ns.append(time.perf_counter_ns() - t0)
+        # read after the step range has closed (and t0 before it opened), so the runner's time
+        # of a step always contains the trace's: the difference is the range's own push and pop,
+        # which a loaded machine can stretch, never a step boundary drawn inside the range
+        step_ns.append(time.perf_counter_ns() - t0)
         losses.append(float(loss.detach().float()))
     if cuda:
         torch.cuda.profiler.stop()
