@@ -130,7 +130,8 @@ def render_section(res: dict) -> str:
               f"The 2-GPU H100 fixture converted once and copied into {n} run folders, against the fixture "
               f"replicated {n} times in one export (`make_big_export.py`), converted into one run folder. "
               "`tracekit query Q FOLDERS... -f csv`; target: at most 2x the one folder.", "",
-              f"| query | one folder: time | CPU | peak RSS | {n} folders: time | CPU | peak RSS | ratio (time) | ratio (CPU) | within 2x |",
+              f"| query | one folder: time | CPU | peak RSS | {n} folders: time | CPU | peak RSS "
+              "| ratio (time) | ratio (CPU) | within 2x |",
               "|---|---|---|---|---|---|---|---|---|---|"]
         for e in f["queries"]:
             one, many = e["one"], e["many"]
@@ -155,7 +156,8 @@ def render_section(res: dict) -> str:
             per = f"{fmt(c['seconds'] / e['ranks'], ' s')} wall, {fmt(c['cpu_s'] / e['ranks'], ' s')} CPU" \
                 if c.get("rc") == 0 else ""
             qs = " | ".join((fmt(m["seconds"], " s") + f" ({fmt(m['rss_mib'], ' MiB')})") if m.get("rc") == 0
-                            else "failed" for m in (e.get("queries") or {}).values()) or " | ".join("" for _ in RANK_QUERIES)
+                            else "failed" for m in (e.get("queries") or {}).values()) \
+            or " | ".join("" for _ in RANK_QUERIES)
             L.append(f"| {e['ranks']:,} | {e['input_bytes'] / 1e6:,.1f} MB | {e.get('rows', 0):,} | "
                      f"{e.get('files', 0):,} | {_cell(c)} | {per} | {qs} |")
         L.append("")

@@ -25,12 +25,12 @@ import argparse
 import datetime as dt
 import json
 import os
-import re
 import platform
+import re
 import shutil
+import signal
 import sqlite3
 import subprocess
-import signal
 import sys
 import tempfile
 import threading
@@ -120,7 +120,7 @@ def engine_query(run_dir: Path, name: str) -> float:
     """Seconds of one named query in a running Python process (Engine already open; the
     process start-up and imports of `tracekit query` excluded); best of three when a run takes
     under 2 s."""
-    code = ("import sys, time; from tracekit.engine import Engine; e = Engine([sys.argv[1]]); b = []\n"
+    code = ("import sys, time; from tracekit.query.engine import Engine; e = Engine([sys.argv[1]]); b = []\n"
             "e.con.execute('SET enable_progress_bar = false')\n"
             "for _ in range(3):\n"
             " t = time.perf_counter(); e.query(sys.argv[2]); b.append(time.perf_counter() - t)\n"
@@ -153,7 +153,8 @@ def machine() -> str:
     except OSError:
         pass
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    return (f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.system()} "
+            f"{platform.release()}, Python {platform.python_version()}")
 
 
 def main(argv=None) -> int:
@@ -427,9 +428,10 @@ def render(res: dict, args) -> str:
     L += ["", "## Queries against `nsys stats` on the same data", "",
           "`tracekit query NAME RUN -f csv` on the converted run folder; `nsys stats --report R --format csv` "
           "on the SQLite export.", "",
-          "*in Engine*: the same query in a running Python process (`tracekit.engine.Engine` open, best "
+          "*in Engine*: the same query in a running Python process (`tracekit.query.engine.Engine` open, best "
           "of 3), without the start-up and imports each `tracekit query` command pays.", "",
-          "| query | tracekit | CPU | peak RSS | in Engine | nsys stats report | nsys stats | CPU | peak RSS | ratio | ratio in Engine |",
+          "| query | tracekit | CPU | peak RSS | in Engine | nsys stats report | nsys stats | CPU "
+          "| peak RSS | ratio | ratio in Engine |",
           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for e in res["queries"]:
         t = e["tracekit"]

@@ -27,8 +27,8 @@ sys.path.insert(0, str(HERE))
 from run import FIXTURE, ROOT, machine, measure  # noqa: E402
 
 BEGIN, END = "<!-- versions:begin -->", "<!-- versions:end -->"
-_REPORT = ("import sys, json; sys.path.insert(0, %r); from versions import installed; "
-           "print(json.dumps(installed()))" % str(HERE))
+_REPORT = (f"import sys, json; sys.path.insert(0, {str(HERE)!r}); from versions import installed; "
+           "print(json.dumps(installed()))")
 
 
 def _versions(python: str) -> dict:

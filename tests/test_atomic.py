@@ -8,9 +8,9 @@ converts into the same folder one wins (complete folder) and the other exits 2.
 from __future__ import annotations
 
 import errno
-import re
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import FIXTURES, ROOT
+
 from tracekit.cli import run
 from tracekit.errors import RunFolderError
 from tracekit.runfolder import RunWriter, open_run
@@ -159,7 +159,7 @@ def test_error_inside_collector_removes_temp(tmp_path):
         with RunWriter(out) as w:
             w.write_table("kernels", [])
             assert w.path.is_dir() and w.path.name.startswith(".run.tmp-")
-            1 / 0
+            1 / 0  # noqa: B018
     assert list(tmp_path.iterdir()) == []
 
 

@@ -18,15 +18,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import requires_nsys
 
 from tracekit.cli import run as cli
 from tracekit.collect import commands as C
 from tracekit.collect import tools
 from tracekit.collect.orchestrate import choose_profiler
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 from tracekit.workloads.registry import REGISTRY
-
-from conftest import requires_nsys
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 HAS_KINETO = importlib.util.find_spec("tracekit.collectors.kineto") is not None

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from tracekit.cli import run as cli
-from tracekit.engine import Engine
 from tracekit.errors import InputError
+from tracekit.query.engine import Engine
 from tracekit.study import compare_runs
 
 PP = "push/pop"

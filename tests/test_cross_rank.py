@@ -13,10 +13,10 @@ import re
 from decimal import Decimal
 
 import pytest
-
 from conftest import FIXTURES
+
 from tracekit.convert import convert
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 
 NCCL_TRACE = FIXTURES / "kineto" / "kineto_a100_nccl_2ranks_rank0.json.gz"
 NCCL_NAME = re.compile(r"nccl(Dev)?Kernel_")
@@ -196,7 +196,7 @@ def two_ranks(run_factory):
 
 
 def test_rank_summary_against_the_median_rank(two_ranks):
-    from tracekit.named_queries import get_query
+    from tracekit.query.named_queries import get_query
 
     with Engine([two_ranks]) as eng:
         t = eng.query("rank_summary")
@@ -226,7 +226,7 @@ def test_rank_summary_against_the_median_rank(two_ranks):
 
 
 def test_stragglers_and_skew_on_two_ranks(two_ranks):
-    from tracekit.named_queries import get_query
+    from tracekit.query.named_queries import get_query
 
     with Engine([two_ranks]) as eng:
         skew = eng.query("collective_skew")

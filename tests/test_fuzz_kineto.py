@@ -13,6 +13,7 @@ import collections
 import gzip
 import json
 import shutil
+from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -79,7 +80,7 @@ def trace(draw):
             "truncated": cut is not None, "gzip": draw(st.booleans())}
 
 
-def _write(tmp, case) -> "Path":
+def _write(tmp, case) -> Path:
     if case["gzip"]:
         p = tmp / "trace.json.gz"
         p.write_bytes(gzip.compress(case["text"].encode()))

@@ -12,11 +12,10 @@ import re
 from importlib import metadata
 from pathlib import Path
 
+from conftest import ROOT
 from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-
-from conftest import ROOT
 
 try:
     import tomllib

@@ -7,6 +7,7 @@ CLI under a pseudo-terminal 80 columns wide.
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import json
 import os
@@ -18,16 +19,15 @@ import sys
 import termios
 from pathlib import Path
 
-import fcntl
 import pytest
+from conftest import FIXTURES, KINETO_FIXTURES, NSYS_FIXTURES, ROOT
 from rich.cells import cell_len
 
-from conftest import FIXTURES, KINETO_FIXTURES, NSYS_FIXTURES, ROOT
 from tracekit.cli import run as cli
 from tracekit.cli.output import Format, render
-from tracekit.engine import Engine
 from tracekit.errors import QueryError
-from tracekit.named_queries import all_queries
+from tracekit.query.engine import Engine
+from tracekit.query.named_queries import all_queries
 
 NCU_RUNNABLE = [p for p in sorted((FIXTURES / "ncu").glob("*")) if p.name != "ncu_raw_no_kernels.csv"]
 SLICE = "nsys2026_h100_2gpu_pytorch_slice"
@@ -399,7 +399,7 @@ def test_queries_listing_fits(capsys, monkeypatch):
 
 def test_requires_lines_name_tables_the_query_reads():
     from tracekit import schema
-    from tracekit.explain import tables_read
+    from tracekit.query.explain import tables_read
 
     declared = [q for q in all_queries().values() if q.requires]
     assert {"nccl", "roofline", "step_summary", "nvtx_gpu_projection"} <= {q.name for q in declared}

@@ -8,13 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
 from test_roofline import GEMM, PEAKS, counts, ncu_tables
 from test_timeline import rank8_run  # noqa: F401  (module fixture: the 8-rank Kineto job)
+
 from tracekit.cli import run as cli
-from tracekit.engine import Engine
 from tracekit.errors import InputError
+from tracekit.query.engine import Engine
 
 pytest.importorskip("matplotlib")
 
@@ -211,7 +211,7 @@ NEW_QUERIES = ("gpu_utilization_timeline", "gpu_idle_gaps", "gpu_time_breakdown"
 
 
 def test_new_queries_document_their_columns(fixture_runs):
-    from tracekit.named_queries import get_query
+    from tracekit.query.named_queries import get_query
 
     with Engine([fixture_runs[H100]]) as eng:
         for name in NEW_QUERIES:

@@ -21,11 +21,11 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import FIXTURES, ROOT
+
 from tracekit.cli import run as cli
-from tracekit.engine import Engine
 from tracekit.errors import InputError
+from tracekit.query.engine import Engine
 from tracekit.study import build_study, load_runs
 from tracekit.study.tables import COLUMNS
 
@@ -501,7 +501,7 @@ def test_characterization_from_the_operator_model(tmp_path):
 
 
 def test_run_inventory_on_fixtures(nsys_run, kineto_run):
-    from tracekit.named_queries import get_query
+    from tracekit.query.named_queries import get_query
 
     runs = [nsys_run("nsys2026_h100_2gpu_pytorch_slice"), nsys_run("nsys2023.1_rtx3090_conv_fp16"),
             kineto_run("kineto_a100_nccl_2ranks_rank0"), kineto_run("kineto_cpu_only_rank")]

@@ -15,12 +15,12 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
+
 from tracekit.cli import run as main
 from tracekit.convert import convert
-from tracekit.engine import Engine
 from tracekit.errors import InputError
+from tracekit.query.engine import Engine
 from tracekit.timeline import Lanes, us, write_timeline
 
 H100 = "nsys2026_h100_2gpu_pytorch_slice"
