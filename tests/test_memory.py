@@ -18,7 +18,7 @@ import pytest
 from conftest import KINETO_FIXTURES
 
 from tracekit.convert import convert
-from tracekit.engine import Engine
+from tracekit.query import Engine
 
 torch = pytest.importorskip("torch")
 

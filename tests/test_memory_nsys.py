@@ -12,7 +12,7 @@ import sqlite3
 from conftest import NSYS_FIXTURES, edited_export
 
 from tracekit.convert import convert
-from tracekit.engine import Engine
+from tracekit.query import Engine
 
 BASE = "nsys2026_h100_2gpu_pytorch_slice"
 P0, P1 = 281476838981632, 281476855758848  # globalPid of the processes on device 0 and 1

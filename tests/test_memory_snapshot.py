@@ -17,8 +17,8 @@ import pytest
 
 from tracekit.cli import run as cli
 from tracekit.convert import convert
-from tracekit.engine import Engine
 from tracekit.errors import InputError
+from tracekit.query import Engine
 
 MIB = 1 << 20
 T0 = 1_790_000_000_000_000  # us since the epoch

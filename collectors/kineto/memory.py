@@ -21,10 +21,10 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
 from tracekit.collectors.kineto.mapping import MEMORY_PART as PART
 from tracekit.collectors.kineto.mapping import to_int
 from tracekit.collectors.kineto.reader import to_ns
-
 from tracekit.errors import InputError
 
 i64, s = pa.int64(), pa.string()

@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from tracekit.collectors.common import describe_input
 
+from tracekit.collectors.common import describe_input
 from tracekit.errors import InputError
 from tracekit.progress import NULL_PROGRESS, Progress
 from tracekit.runfolder import RunWriter

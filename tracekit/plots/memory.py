@@ -28,7 +28,7 @@ def byte_unit(max_bytes: float) -> tuple[float, str]:
 
 def memory_data(run_dirs: Sequence[str | os.PathLike], *, bins: int = 400, bin_ns: int = 0):
     """(memory_timeline rows, memory_summary scope 'run' rows, step rows, run ids)."""
-    from tracekit.engine import Engine
+    from tracekit.query import Engine
 
     with Engine(run_dirs) as eng:
         rows = eng.query("memory_timeline", {"bins": str(bins), "bin_ns": str(bin_ns)}).to_pylist()
@@ -90,8 +90,9 @@ def plot_memory(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike
         if p is not None:
             px, py = (p["peak_at_ns"] - t0) / div, p["peak_allocated_bytes"] / bdiv
             ax.plot([px], [py], marker="v", color="#c44e52", ms=7, zorder=4)
-            where = ", ".join(str(v) for v in (f"step {p['peak_step']}" if p["peak_step"] is not None else None,
-                                               p["peak_phase"], style.short(p["peak_op"], 40) if p["peak_op"] else None) if v)
+            parts = (f"step {p['peak_step']}" if p["peak_step"] is not None else None, p["peak_phase"],
+                     style.short(p["peak_op"], 40) if p["peak_op"] else None)
+            where = ", ".join(str(v) for v in parts if v)
             pdiv, punit = byte_unit(p["peak_allocated_bytes"])
             value = f"{p['peak_allocated_bytes'] / pdiv:.4g} {punit}"
             ax.annotate(style.text(f"peak {value}" + (f" ({where})" if where else "")), (px, py),

@@ -39,5 +39,6 @@ def memory_table(eng, keys: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     missing = sorted(set(keys["run_id"]) - set(s["run_id"]))
     why = None
     if missing:
-        why = f"{len(missing)} run(s) without memory events ({', '.join(missing[:5])}): " + NOT_RECORDED.split(": ", 1)[1]
+        why = (f"{len(missing)} run(s) without memory events ({', '.join(missing[:5])}): "
+               + NOT_RECORDED.split(": ", 1)[1])
     return out.reset_index(drop=True), why
