@@ -173,7 +173,8 @@ def figures(study: Study) -> dict[str, list[tuple[str, str]]]:
     mem = t["memory"]
     out["memory"] = ([(_bars(plt, mem.assign(peak_allocated_mib=mem["peak_allocated_bytes"] / 2**20,
                                              peak_reserved_mib=mem["peak_reserved_bytes"] / 2**20),
-                             [("peak_allocated_mib", "peak allocated (MiB)"), ("peak_reserved_mib", "peak reserved (MiB)")],
+                             [("peak_allocated_mib", "peak allocated (MiB)"),
+                              ("peak_reserved_mib", "peak reserved (MiB)")],
                              TITLES["memory"], ["workload", "precision", "world_size", "device"]), TITLES["memory"])]
                      if len(mem) else missing("memory", "run", "MiB"))
     return out
