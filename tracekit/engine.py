@@ -152,6 +152,11 @@ class Engine:
                 elif name in schema.TABLES or name in ("runs", "run_tables"):
                     want.add(name)
         want -= self._created
+        if text is not None and _CRITICAL in _identifiers(text) and _CRITICAL not in self._created:
+            from tracekit.whatif.critical import register as _register_critical
+
+            self._created.add(_CRITICAL)
+            _register_critical(self)  # the replay's critical path as a table (docs/whatif.md)
         if not want:
             return
         for name in schema.TABLES:
@@ -335,6 +340,7 @@ class Engine:
 
 
 _ROOFLINE = "<roofline>"  # marker: tracekit.roofline.register has run
+_CRITICAL = "tk_critical_path"  # the table tracekit.whatif.critical.register creates
 # the tables tracekit.roofline.register creates beside the macros of queries/roofline/_macros.sql
 _ROOFLINE_TABLES = frozenset({"gpu_peaks", "gpu_aliases", "tensor_factors", "tk_ncu_spec"})
 _IDENT = re.compile(r"[a-z_][a-z0-9_]*")
