@@ -9,8 +9,9 @@ into arrays and derives, for every node, the measured lags the replay keeps (doc
   stream's gap before a GPU node. Negative when the trace's clocks disagree (it is kept, so the
   replay of the measured durations reproduces the trace);
 - ``d1_ns`` / ``d2_ns``: the node's own time before and after its end dependency: a sync call
-  waits between them (d2 = the part of the call after the awaited work ended), a collective
-  kernel of a rank ends ``d2`` after the instance's transfer ends; else d1 = the duration, d2 = 0.
+  returns ``d2`` after the awaited work ended (d2 = the part of the call after that end, the
+  whole call when the work had ended before it began; d1 = 0), a collective kernel of a rank
+  ends ``d2`` after the instance's transfer ends; else d1 = the duration, d2 = 0.
 
 Every collective instance adds one *transfer* node (category 'transfer'): it starts when the last
 rank has arrived (the latest start of its kernels) and lasts the last rank's kernel duration; each
@@ -177,8 +178,10 @@ def _assemble(nodes: pa.Table, launch: pa.Table, sync: pa.Table, event: pa.Table
     lead = start_all - ready
     dur = end_all - start_all
     has_w = w_meas != NEG
+    # a call that waits returns when the awaited work ends (d1 = 0) plus the part of it after
+    # that end; a call whose work had ended before it began takes its measured time (d2)
     post = np.where(has_w, np.clip(end_all - w_meas, 0, dur), 0)
-    d1 = dur - post
+    d1 = np.where(has_w, 0, dur)
     d2 = post
     is_coll = np.zeros(N, dtype=bool)
     is_coll[c_node] = True
