@@ -15,7 +15,7 @@ from tracekit.engine import Engine
 from tracekit.whatif import whatif
 
 sys.path.insert(0, str(Path(__file__).parent))
-import jobgen  # noqa: E402
+import jobgen
 
 
 @pytest.fixture
@@ -139,3 +139,21 @@ def test_cli_whatif_formats_and_errors(job, capsys):
     assert len(err) == 1 and "comm=fast" in err[0] and "not a number" in err[0]
     assert cli(["whatif", str(run), "-s", "warp=9"]) == 2
     assert "unknown scenario 'warp=9'" in capsys.readouterr().err
+
+
+def test_no_straggler_predicts_the_clean_job(job):
+    """The straggler job under no-straggler against the same job generated without the
+    straggler (same jitter seed): error at most 10 % of the straggler's effect, every rank and
+    step."""
+    run_s, truth_s = job["straggler"]
+    _, truth_n = job["clean"]
+    with Engine([run_s]) as e:
+        rows = whatif(e, ["no-straggler"]).to_pylist()
+    steps = sorted({r["step"] for r in rows})
+    for r in rows:
+        k = steps.index(r["step"])
+        clean = truth_n.step_ns[r["rank"]][k]
+        effect = truth_s.step_ns[r["rank"]][k] - clean
+        assert effect > 2_000_000  # milliseconds per step (7 collectives x 400 us)
+        assert abs(r["predicted_ns"] - clean) <= 0.10 * effect
+        assert r["speedup"] > 1.0

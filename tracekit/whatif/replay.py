@@ -67,9 +67,9 @@ def _seg_cummax(v: np.ndarray, first: np.ndarray) -> np.ndarray:
     return out
 
 
-def solve_chains(g: Graph, lead, d1, d2, R, W):
+def solve_chains(g: Graph, lead, d1, d2, anchor, R, W):
     """Start and end of every node given its dependencies' values ``R`` and ``W`` (chains only)."""
-    R = np.maximum(R, g.anchor)
+    R = np.maximum(R, anchor)
     A = lead + d1 + d2
     has_r = R > NEG // 2
     m_r = np.where(has_r, R + lead + d1, NEG)
@@ -86,17 +86,18 @@ def solve_chains(g: Graph, lead, d1, d2, R, W):
     return start, end
 
 
-def replay(g: Graph, lead=None, d1=None, d2=None) -> Schedule:
+def replay(g: Graph, lead=None, d1=None, d2=None, anchor=None) -> Schedule:
     """The earliest-start schedule of ``g`` with the given lags and durations (the measured ones
     by default). Raises RuntimeError if it does not settle (a dependency cycle)."""
     lead = g.lead if lead is None else lead
     d1 = g.d1 if d1 is None else d1
     d2 = g.d2 if d2 is None else d2
+    anchor = g.anchor if anchor is None else anchor
     n = g.n
     R = np.full(n, NEG, dtype=np.int64)
     W = np.full(n, NEG, dtype=np.int64)
     for passes in range(1, MAX_PASSES + 1):
-        start, end = solve_chains(g, lead, d1, d2, R, W)
+        start, end = solve_chains(g, lead, d1, d2, anchor, R, W)
         R2 = np.maximum(group_max(start[g.start_src], g.start_dst, n),
                         group_max(end[g.after_src], g.after_dst, n))
         W2 = group_max(end[g.end_src], g.end_dst, n)

@@ -18,13 +18,14 @@ A scenario is text (``tracekit whatif -s``); several joined with ``+`` combine (
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from tracekit.errors import InputError
-from tracekit.whatif.graph import CAT, Graph
+from tracekit.whatif.graph import CAT, NEG, Graph
 
 _FACTOR = re.compile(r"^(comm|host|launch)=(.+)$")
 _KERNELS = re.compile(r"^kernels:(.+)=([^=]+)$")
@@ -74,8 +75,8 @@ def parse(spec: str) -> list[Change]:
 
 
 def apply(g: Graph, changes: list[Change]):
-    """(lead, d1, d2) of ``g`` after ``changes`` (copies; ``g`` is not modified)."""
-    lead, d1, d2 = g.lead.copy(), g.d1.copy(), g.d2.copy()
+    """(lead, d1, d2, anchor) of ``g`` after ``changes`` (copies; ``g`` is not modified)."""
+    lead, d1, d2, anchor = g.lead.copy(), g.d1.copy(), g.d2.copy(), g.anchor.copy()
     host = g.cat <= CAT["sync"]
     gpu = (g.cat >= CAT["kernel"]) & (g.cat <= CAT["collective"])
     for c in changes:
@@ -96,78 +97,84 @@ def apply(g: Graph, changes: list[Change]):
             x = (g.cat == CAT["kernel"]) & hit[g.name_idx]
             d1[x] = np.rint(d1[x] * c.factor).astype(np.int64)
         elif c.kind == "no-straggler":
-            f = straggler_factors(g)
-            work = (g.cat != CAT["collective"]) & (g.cat != CAT["transfer"]) & (g.cat != CAT["mark"])
-            x = work & (f < 1.0)
-            d1[x] = np.rint(d1[x] * f[x]).astype(np.int64)
-            lp = x & (lead > 0)
-            lead[lp] = np.rint(lead[lp] * f[lp]).astype(np.int64)
-    return lead, d1, d2
+            no_straggler(g, lead, d1, d2, anchor)
+    return lead, d1, d2, anchor
 
 
-def straggler_factors(g: Graph) -> np.ndarray:
-    """Per node, the factor that makes its rank's interval between collectives as short as the
-    shortest rank's interval between the same two collective instances (1 where none)."""
-    n = g.n
-    f = np.ones(n)
-    coll = np.flatnonzero(g.instance >= 0)
+def straggler_warp(g: Graph):
+    """Per-rank time warps that make every interval of a rank between two collectives (from its
+    previous collective's end, or its first event, to its arrival at the next one) and every
+    collective window (arrival to end) as long as the shortest any rank had for the same
+    instances. Returns (rank key per node, {key: (x, y)} breakpoints of each rank's warp)."""
+    key = g.run.astype(np.int64) * (1 << 32) + g.rank
+    coll = np.flatnonzero((g.instance >= 0) & (g.cat == CAT["collective"]))
     if not len(coll):
-        return f
-    # per (run, rank): its collective kernels in start order; interval k ends at the k-th arrival
-    key = g.run[coll].astype(np.int64) * (1 << 32) + g.rank[coll]
-    order = np.lexsort((g.start[coll], key))
-    coll, key = coll[order], key[order]
+        return key, {}
+    ck = key[coll]
+    order = np.lexsort((g.start[coll], ck))
+    coll, ck = coll[order], ck[order]
     new = np.ones(len(coll), dtype=bool)
-    new[1:] = key[1:] != key[:-1]
-    # the rank's first interval starts at its first event
-    all_key = g.run.astype(np.int64) * (1 << 32) + g.rank
-    ukeys, inv_all = np.unique(all_key, return_inverse=True)
+    new[1:] = ck[1:] != ck[:-1]
+    ukeys, inv = np.unique(key, return_inverse=True)
     first_t = np.full(len(ukeys), np.iinfo(np.int64).max)
-    np.minimum.at(first_t, inv_all, g.start)
+    np.minimum.at(first_t, inv, g.start)
     prev_end = np.empty(len(coll), dtype=np.int64)
     prev_end[1:] = g.end[coll[:-1]]
-    prev_end[new] = first_t[np.searchsorted(ukeys, key[new])]
+    prev_end[new] = first_t[np.searchsorted(ukeys, ck[new])]
     inst = g.instance[coll]
     prev_inst = np.empty(len(coll), dtype=np.int64)
     prev_inst[1:] = inst[:-1]
     prev_inst[new] = -1
-    length = g.start[coll] - prev_end
-    # shortest interval per (previous instance, instance) pair
+    gap = g.start[coll] - prev_end
+    window = g.end[coll] - g.start[coll]
     pair = (prev_inst + 1) * (int(inst.max()) + 2) + inst
-    ok = length > 0
-    if not ok.any():
-        return f
-    uniq, inv = np.unique(pair[ok], return_inverse=True)
-    shortest = np.full(len(uniq), np.iinfo(np.int64).max)
-    np.minimum.at(shortest, inv, length[ok])
-    factor = np.ones(len(coll))
-    factor[ok] = shortest[inv] / length[ok]
-    # nodes of the same (run, rank) whose start lies in (prev_end, arrival]
-    nodes = np.flatnonzero(g.cat != CAT["transfer"])
-    nkey = g.run[nodes].astype(np.int64) * (1 << 32) + g.rank[nodes]
-    # position of each node among its rank's collective arrivals: first arrival >= its start
-    idx = _first_at_or_after(key, g.start[coll], nkey, g.start[nodes])
-    valid = idx >= 0
-    sel = nodes[valid]
-    k = idx[valid]
-    inside = g.start[sel] > prev_end[k]
-    f[sel[inside]] = factor[k[inside]]
-    return f
+    gap_t = _shortest(pair, gap)
+    win_t = _shortest(inst, window)
+    warps = {}
+    bounds = np.flatnonzero(np.append(new, True))
+    for a, b in itertools.pairwise(bounds):
+        x = np.empty(2 * (b - a) + 1, dtype=np.float64)
+        x[0] = prev_end[a]
+        x[1::2] = g.start[coll[a:b]]
+        x[2::2] = g.end[coll[a:b]]
+        steps = np.empty(2 * (b - a), dtype=np.float64)
+        steps[0::2] = gap_t[a:b]
+        steps[1::2] = win_t[a:b]
+        y = np.concatenate([[x[0]], x[0] + np.cumsum(steps)])
+        if np.all(np.diff(x) >= 0):
+            warps[int(ck[a])] = (x, y)
+    return key, warps
 
 
-def _first_at_or_after(key, t, qkey, qt) -> np.ndarray:
-    """For each query (qkey, qt), the index of the first (key, t) row (sorted by key, t) with the
-    same key and t >= qt; -1 when none."""
-    ukeys = np.unique(key)
-    dk = np.searchsorted(ukeys, key)
-    dq = np.searchsorted(ukeys, qkey)
-    known = (dq < len(ukeys)) & (ukeys[np.minimum(dq, len(ukeys) - 1)] == qkey)
-    span = np.int64(max(int(t.max()), int(qt.max())) - min(int(t.min()), int(qt.min())) + 2)
-    lo = min(int(t.min()), int(qt.min()))
-    base = dk.astype(np.int64) * span + (t - lo)
-    q = dq.astype(np.int64) * span + (qt - lo)
-    pos = np.searchsorted(base, q, side="left")
-    ok = known & (pos < len(base))
-    pos2 = np.where(ok, pos, 0)
-    ok &= dk[pos2] == dq
-    return np.where(ok, pos2, -1)
+def _shortest(group: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Per row, the smallest non-negative ``value`` among rows of the same ``group``."""
+    u, inv = np.unique(group, return_inverse=True)
+    best = np.full(len(u), np.iinfo(np.int64).max)
+    np.minimum.at(best, inv, np.where(value >= 0, value, np.iinfo(np.int64).max))
+    out = best[inv]
+    return np.where(out == np.iinfo(np.int64).max, np.maximum(value, 0), out)
+
+
+def _warp(x, y, t: np.ndarray) -> np.ndarray:
+    """``t`` through the piecewise-linear warp (x -> y), slope 1 outside it."""
+    t = t.astype(np.float64)
+    out = np.interp(t, x, y)
+    out = np.where(t > x[-1], y[-1] + (t - x[-1]), out)
+    out = np.where(t < x[0], y[0] - (x[0] - t), out)
+    return np.rint(out).astype(np.int64)
+
+
+def no_straggler(g: Graph, lead, d1, d2, anchor) -> None:
+    """Apply :func:`straggler_warp` to the lags and durations of every node but the
+    collectives' own (their kernels and transfers follow from the replay), in place."""
+    key, warps = straggler_warp(g)
+    work = (g.cat != CAT["collective"]) & (g.cat != CAT["transfer"])
+    for k, (x, y) in warps.items():
+        idx = np.flatnonzero((key == k) & work)
+        s, e = g.start[idx], g.end[idx]
+        ws, we = _warp(x, y, s), _warp(x, y, e)
+        lead[idx] = ws - _warp(x, y, s - g.lead[idx])
+        d1[idx] = _warp(x, y, s + g.d1[idx]) - ws
+        d2[idx] = we - _warp(x, y, e - g.d2[idx])
+        a = idx[anchor[idx] > NEG // 2]
+        anchor[a] = _warp(x, y, anchor[a])
