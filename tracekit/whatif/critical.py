@@ -55,7 +55,36 @@ def _best_sources(g: Graph, s: Schedule):
     return r_src, r_pt, w_src
 
 
-def _walk(g: Graph, s: Schedule, lead, d1, deps, node: int, t_stop: int) -> list[tuple]:
+def _waits(g: Graph, s: Schedule) -> dict:
+    """Per (run, rank): the ends of the collective transfers its kernels waited for (the rank
+    arrived before the last one), sorted, with the transfer nodes' ids."""
+    part = np.flatnonzero((g.cat == CAT["collective"]) & (g.instance >= 0))
+    x = g.n - (int(g.instance.max()) + 1) + g.instance[part] if len(part) else part
+    waited = s.start[part] < s.start[x]
+    part, x = part[waited], x[waited]
+    key = g.run[part].astype(np.int64) * (1 << 32) + g.rank[part]
+    out = {}
+    for k in np.unique(key):
+        sel = key == k
+        ends, ids = s.end[x[sel]], x[sel]
+        o = np.argsort(ends, kind="stable")
+        out[int(k)] = (ends[o], ids[o])
+    return out
+
+
+def _held_by(waits: dict, g: Graph, i: int, lo: int, hi: int):
+    """The transfer node whose end is the latest in (lo, hi] among those node ``i``'s rank
+    waited for (None when none): a host gap across it was held back by the wait."""
+    w = waits.get(int(g.run[i]) * (1 << 32) + int(g.rank[i]))
+    if w is None:
+        return None
+    j = int(np.searchsorted(w[0], hi, side="right")) - 1
+    if j >= 0 and w[0][j] > lo:
+        return int(w[1][j])
+    return None
+
+
+def _walk(g: Graph, s: Schedule, lead, d1, deps, waits, node: int, t_stop: int) -> list[tuple]:
     """Segments (node, category, start, dur) from ``node``'s end back to ``t_stop``."""
     r_src, r_pt, w_src = deps
     out = []
@@ -82,7 +111,12 @@ def _walk(g: Graph, s: Schedule, lead, d1, deps, node: int, t_stop: int) -> list
         r = int(s.R[i]) if r_src[i] >= 0 else int(NEG)
         ready = max(prev_end, r, int(g.anchor[i]))
         is_gpu = gpu_lo <= g.cat[i] <= gpu_hi
-        if prev_end >= r and prev_end >= g.anchor[i] and prev_end > NEG // 2:
+        held = None if is_gpu else _held_by(waits, g, i, prev_end, t)
+        if held is not None:  # the host gap holds the end of a collective this rank waited in
+            xend = int(s.end[held])
+            out.append((i, "host", xend, t - xend))
+            node, t, point = held, xend, 1
+        elif prev_end >= r and prev_end >= g.anchor[i] and prev_end > NEG // 2:
             cat = "stream wait" if is_gpu else "host"
             out.append((i, cat, ready, t - ready))
             node, t, point = i - 1, ready, 1
@@ -107,6 +141,7 @@ def critical_path(g: Graph, s: Schedule, lead=None, d1=None) -> pa.Table:
     lead = g.lead if lead is None else lead
     d1 = g.d1 if d1 is None else d1
     deps = _best_sources(g, s)
+    waits = _waits(g, s)
     st = g.steps
     cols = {f.name: [] for f in SCHEMA}
     runs = st.column("run_id").to_pylist()
@@ -120,7 +155,7 @@ def critical_path(g: Graph, s: Schedule, lead=None, d1=None) -> pa.Table:
         t0 = min(int(s.start[a[k]]) for k in rows)
         last = max(rows, key=lambda k: int(s.end[b[k]]))
         wall = int(s.end[b[last]]) - t0
-        segs = _walk(g, s, lead, d1, deps, int(b[last]), t0)
+        segs = _walk(g, s, lead, d1, deps, waits, int(b[last]), t0)
         for seq, (i, cat, start, dur) in enumerate(reversed([x for x in segs if x[3] != 0])):
             cols["run_id"].append(run_id)
             cols["step"].append(step)
