@@ -165,8 +165,10 @@ SELECT p.run_id, p.pid,
 FROM (SELECT DISTINCT run_id, pid FROM query_table(nodes)) p
 LEFT JOIN tk_ranks() k ON k.run_id = p.run_id AND k.pid = p.pid;
 
--- tk_wi_step_nodes(nodes): every step range (tk_wi_steps, not the detected ones) with the node
--- ids of its start and end marks (tk_wi_nodes) and its measured wall time.
+-- tk_wi_step_nodes(nodes): every step (tk_wi_steps) with the node ids that bound it and its
+-- measured wall time: a step range's start and end marks (tk_wi_nodes); a detected step's first
+-- kernel (its start) and the next iteration's first kernel (its start, end_point 0) or the last
+-- kernel (its end, end_point 1).
 CREATE OR REPLACE TEMP MACRO tk_wi_step_nodes(nodes) AS TABLE
 WITH s AS (
     SELECT s.*, t.step AS step_name FROM tk_wi_steps() s
@@ -175,16 +177,41 @@ WITH s AS (
     WHERE s.tid IS NOT NULL
 ),
 m AS (SELECT node_id, run_id, pid, thread_or_device AS tid, start_ns, name FROM query_table(nodes)
-      WHERE category = 'mark')
-SELECT s.run_id, s.rank, s.step, a.node_id AS start_node, b.node_id AS end_node,
-       s.end_ns - s.start_ns AS measured_ns, s.pid, s.is_warmup AS warmup
-FROM s
-JOIN m a ON a.run_id = s.run_id AND a.pid = s.pid AND a.tid = s.tid AND a.start_ns = s.start_ns
-        AND a.name = 'start ' || s.step_name
-JOIN m b ON b.run_id = s.run_id AND b.pid = s.pid AND b.tid = s.tid AND b.start_ns = s.end_ns
-        AND b.name = 'end ' || s.step_name
-QUALIFY row_number() OVER (PARTITION BY s.run_id, s.pid, s.step, s.start_ns ORDER BY a.node_id, b.node_id) = 1
-ORDER BY s.run_id, s.rank, s.step, s.start_ns;
+      WHERE category = 'mark'),
+ranged AS (
+    SELECT s.run_id, s.rank, s.step, a.node_id AS start_node, b.node_id AS end_node, 1 AS end_point,
+           s.end_ns - s.start_ns AS measured_ns, s.pid, s.is_warmup AS warmup, s.start_ns
+    FROM s
+    JOIN m a ON a.run_id = s.run_id AND a.pid = s.pid AND a.tid = s.tid AND a.start_ns = s.start_ns
+            AND a.name = 'start ' || s.step_name
+    JOIN m b ON b.run_id = s.run_id AND b.pid = s.pid AND b.tid = s.tid AND b.start_ns = s.end_ns
+            AND b.name = 'end ' || s.step_name
+    QUALIFY row_number() OVER (PARTITION BY s.run_id, s.pid, s.step, s.start_ns ORDER BY a.node_id, b.node_id) = 1
+),
+-- detected steps are GPU windows: from the start of the iteration's first kernel to the start
+-- of the next iteration's (end_point 0), or to the end of the last kernel (end_point 1)
+d AS (SELECT * FROM tk_wi_steps() WHERE tid IS NULL),
+k AS (SELECT node_id, run_id, pid, start_ns, end_ns FROM query_table(nodes) WHERE chain_kind = 1),
+d_start AS (
+    SELECT d.*, k.node_id AS start_node FROM d JOIN k
+      ON k.run_id = d.run_id AND k.pid = d.pid AND k.start_ns = d.start_ns
+    QUALIFY row_number() OVER (PARTITION BY d.run_id, d.pid, d.step ORDER BY k.node_id) = 1
+),
+d_end AS (
+    SELECT d.run_id, d.pid, d.step, k.node_id AS end_node,
+           CASE WHEN k.start_ns = d.end_ns THEN 0 ELSE 1 END AS end_point
+    FROM d JOIN k ON k.run_id = d.run_id AND k.pid = d.pid AND (k.start_ns = d.end_ns OR k.end_ns = d.end_ns)
+    QUALIFY row_number() OVER (PARTITION BY d.run_id, d.pid, d.step
+                               ORDER BY CASE WHEN k.start_ns = d.end_ns THEN 0 ELSE 1 END, k.node_id) = 1
+),
+detected AS (
+    SELECT a.run_id, a.rank, a.step, a.start_node, b.end_node, b.end_point,
+           a.end_ns - a.start_ns AS measured_ns, a.pid, a.is_warmup AS warmup, a.start_ns
+    FROM d_start a JOIN d_end b ON b.run_id = a.run_id AND b.pid = a.pid AND b.step = a.step
+)
+SELECT run_id, rank, step, start_node, end_node, end_point, measured_ns, pid, warmup
+FROM (SELECT * FROM ranged UNION ALL SELECT * FROM detected)
+ORDER BY run_id, rank, step, start_ns;
 
 -- tk_wi_event_edges(nodes, launches): cross-stream waits that the trace records only as host
 -- calls: for every cudaStreamWaitEvent (cuStreamWaitEvent, hipStreamWaitEvent) call, the latest

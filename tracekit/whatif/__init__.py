@@ -48,10 +48,12 @@ def load_graph(engine) -> _graph.Graph:
 
 
 def step_times(g: _graph.Graph, s: _replay.Schedule) -> np.ndarray:
-    """Replayed wall time of every step of ``g.steps`` (its end mark minus its start mark)."""
+    """Replayed wall time of every step of ``g.steps``: from its start node's start to its end
+    node's end (end_point 1: marks, a detected step's last kernel) or start (0)."""
     a = g.steps.column("start_node").to_numpy()
     b = g.steps.column("end_node").to_numpy()
-    return s.end[b] - s.start[a]
+    point = g.steps.column("end_point").to_numpy()
+    return np.where(point == 1, s.end[b], s.start[b]) - s.start[a]
 
 
 def whatif(engine, scenarios: list[str], include_warmup: bool = True) -> pa.Table:
@@ -60,9 +62,8 @@ def whatif(engine, scenarios: list[str], include_warmup: bool = True) -> pa.Tabl
     parsed = [(spec, _scenarios.parse(spec)) for spec in scenarios]
     g = load_graph(engine)
     if g.steps.num_rows == 0:
-        raise InputError(f"{', '.join(str(r.path) for r in engine.runs)}: no step ranges to replay "
-                         "(step_summary's steps from `step N` or ProfilerStep#N ranges; steps detected "
-                         "in the kernel sequence have no host range, docs/whatif.md)")
+        raise InputError(f"{', '.join(str(r.path) for r in engine.runs)}: no steps to replay "
+                         "(step_summary finds none)")
     base = step_times(g, _replay.replay(g))
     measured = g.steps.column("measured_ns").to_numpy()
     cols = {f.name: [] for f in RESULT_SCHEMA}

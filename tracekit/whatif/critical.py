@@ -84,12 +84,13 @@ def _held_by(waits: dict, g: Graph, i: int, lo: int, hi: int):
     return None
 
 
-def _walk(g: Graph, s: Schedule, lead, d1, deps, waits, node: int, t_stop: int) -> list[tuple]:
-    """Segments (node, category, start, dur) from ``node``'s end back to ``t_stop``."""
+def _walk(g: Graph, s: Schedule, lead, d1, deps, waits, node: int, t_stop: int,
+          point: int = 1) -> list[tuple]:
+    """Segments (node, category, start, dur) from ``node``'s end (point 1) or start (0) back to
+    ``t_stop``."""
     r_src, r_pt, w_src = deps
     out = []
-    t = int(s.end[node])
-    point = 1
+    t = int(s.end[node] if point == 1 else s.start[node])
     gpu_lo, gpu_hi = CAT["kernel"], CAT["collective"]
     for _ in range(4 * g.n + 4):
         if t <= t_stop:
@@ -148,14 +149,16 @@ def critical_path(g: Graph, s: Schedule, lead=None, d1=None) -> pa.Table:
     steps = st.column("step").to_pylist()
     a = st.column("start_node").to_numpy()
     b = st.column("end_node").to_numpy()
+    bp = st.column("end_point").to_numpy()
+    t_end = np.where(bp == 1, s.end[b], s.start[b])
     groups: dict[tuple, list[int]] = {}
     for k, key in enumerate(zip(runs, steps)):
         groups.setdefault(key, []).append(k)
     for (run_id, step), rows in groups.items():
         t0 = min(int(s.start[a[k]]) for k in rows)
-        last = max(rows, key=lambda k: int(s.end[b[k]]))
-        wall = int(s.end[b[last]]) - t0
-        segs = _walk(g, s, lead, d1, deps, waits, int(b[last]), t0)
+        last = max(rows, key=lambda k: int(t_end[k]))
+        wall = int(t_end[last]) - t0
+        segs = _walk(g, s, lead, d1, deps, waits, int(b[last]), t0, int(bp[last]))
         for seq, (i, cat, start, dur) in enumerate(reversed([x for x in segs if x[3] != 0])):
             cols["run_id"].append(run_id)
             cols["step"].append(step)
