@@ -101,7 +101,7 @@ def test_job_baseline_within_2pct_of_truth(job):
         for r in rows:
             true_ns = truth.step_ns[r["rank"]][steps.index(r["step"])]
             assert abs(r["predicted_ns"] - true_ns) <= 0.02 * true_ns
-            assert r["baseline_error_pct"] == pytest.approx(0.0, abs=2.0)
+            assert r["baseline_err_pct"] == pytest.approx(0.0, abs=2.0)
 
 
 def test_job_critical_path_adds_up_and_sits_on_the_straggler(job):
@@ -134,8 +134,8 @@ def test_cli_whatif_formats_and_errors(job, capsys):
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == 2 * 24
     assert set(rows[0]) == {"scenario", "run_id", "step", "rank", "measured_ns", "predicted_ns",
-                            "speedup", "baseline_error_pct", "baseline_ns"}
-    assert all(r["baseline_error_pct"] == 0 for r in rows)
+                            "speedup", "baseline_err_pct", "baseline_ns", "pid"}
+    assert all(r["baseline_err_pct"] == 0 for r in rows)
     assert cli(["whatif", str(run), "-s", "comm=fast"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "comm=fast" in err[0] and "not a number" in err[0]

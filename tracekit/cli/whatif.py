@@ -36,7 +36,9 @@ def whatif(
     collectives matched across ranks) with the measured durations and with each scenario's
     changes, and print per scenario, step and rank: measured_ns, the baseline replay's time and
     error, predicted_ns and speedup (baseline / predicted). Every prediction comes with the
-    baseline's error beside it; docs/whatif.md says what the trace does not record."""
+    baseline's error beside it; docs/whatif.md says what the trace does not record. The
+    terminal table shows scenario, step, rank, predicted, speedup and the baseline's error
+    (and measured in 100 columns or more); -f csv/json hold every column."""
     from tracekit.engine import Engine
     from tracekit.whatif import UNITS
     from tracekit.whatif import whatif as run_whatif
@@ -49,5 +51,14 @@ def whatif(
         check_output(output, protect=run_dirs)
     with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as eng:
         result = run_whatif(eng, scenario)
+    if columns is None and format == Format.table and (output is None or str(output) == "-"):
+        from tracekit.cli.termtable import terminal_width
+
+        keep = ["run_id", "scenario", "step", "rank", "predicted_ns", "speedup", "baseline_err_pct"]
+        if terminal_width() >= 100:  # else the speedup would be the column left out
+            keep.append("measured_ns")
+        if all(v is None for v in result.column("rank").to_pylist()):
+            keep.append("pid")  # no rank known: the process tells the steps apart
+        columns = ",".join(keep)
     result = select_columns(result, columns)
     render(result, format, output, title="whatif", units=UNITS, protect=run_dirs, rows=rows)

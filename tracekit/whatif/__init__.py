@@ -21,9 +21,9 @@ from tracekit.whatif import scenarios as _scenarios
 RESULT_SCHEMA = pa.schema([
     ("scenario", pa.string()), ("run_id", pa.string()), ("step", pa.int64()), ("rank", pa.int32()),
     ("measured_ns", pa.int64()), ("predicted_ns", pa.int64()), ("speedup", pa.float64()),
-    ("baseline_error_pct", pa.float64()), ("baseline_ns", pa.int64()),
+    ("baseline_err_pct", pa.float64()), ("baseline_ns", pa.int64()), ("pid", pa.int64()),
 ])
-"""Columns of :func:`whatif` (units: ns, percent for baseline_error_pct, ratio for speedup)."""
+"""Columns of :func:`whatif` (units: ns, percent for baseline_err_pct, ratio for speedup)."""
 
 UNITS = {
     "scenario": ("text", "The scenario as given (-s), e.g. comm=0.5 or no-straggler+launch=0."),
@@ -32,9 +32,10 @@ UNITS = {
     "rank": ("id", "Rank whose step range it is."),
     "measured_ns": ("ns", "The step's wall time in the trace (step_summary's wall_ns)."),
     "baseline_ns": ("ns", "The replay of the measured graph (scenario baseline)."),
-    "baseline_error_pct": ("%", "100 x (baseline_ns - measured_ns) / measured_ns: the replay's own error."),
+    "baseline_err_pct": ("%", "100 x (baseline_ns - measured_ns) / measured_ns: the replay's own error."),
     "predicted_ns": ("ns", "The replay with the scenario's changes."),
     "speedup": ("value", "baseline_ns / predicted_ns (> 1: the scenario is faster)."),
+    "pid": ("id", "OS process ID of the step's process."),
 }
 
 
@@ -78,9 +79,10 @@ def whatif(engine, scenarios: list[str], include_warmup: bool = True) -> pa.Tabl
         cols["rank"] += g.steps.column("rank").to_pylist()
         cols["measured_ns"] += measured.tolist()
         cols["baseline_ns"] += base.tolist()
-        cols["baseline_error_pct"] += (100.0 * (base - measured) / np.maximum(measured, 1)).tolist()
+        cols["baseline_err_pct"] += (100.0 * (base - measured) / np.maximum(measured, 1)).tolist()
         cols["predicted_ns"] += pred.tolist()
         cols["speedup"] += (base / np.maximum(pred, 1)).tolist()
+        cols["pid"] += g.steps.column("pid").to_pylist()
     out = pa.table(cols, schema=RESULT_SCHEMA)
     if not include_warmup and "warmup" in g.steps.column_names:
         keep = np.tile(~g.steps.column("warmup").to_numpy(zero_copy_only=False).astype(bool), len(parsed))
