@@ -23,7 +23,6 @@
 -- @column start_ns  ns     Segment start on the trace clock.
 -- @column dur_ns    ns     Segment length.
 -- @column wall_ns   ns     The step's wall time (a job: latest end - earliest start over its ranks).
--- @requires nvtx_ranges
 -- @empty no step ranges (`step N`, ProfilerStep#N or --step-pattern) with events to replay
 SELECT run_id, step, seq, rank, category, name, start_ns, dur_ns, wall_ns
 FROM tk_critical_path
