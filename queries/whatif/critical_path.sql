@@ -17,7 +17,7 @@
 -- @column run_id    id     Run folder the row comes from.
 -- @column step      count  Step number (as step_summary numbers it).
 -- @column seq       count  Position of the segment on the path, from the step's start (0 = first).
--- @column rank      id     Rank of the segment's event (a job's path crosses ranks at collectives).
+-- @column rank      id     Rank of the segment's event (a job's path crosses ranks at collectives); without rank information, the process's ordinal in the run (by pid, from 0).
 -- @column category  enum   What the time is (see above).
 -- @column name      text   The event: kernel or API call name, 'collective transfer', a step mark.
 -- @column start_ns  ns     Segment start on the trace clock.

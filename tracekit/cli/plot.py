@@ -101,3 +101,17 @@ def roofline(
     if info["skipped"]:
         msg += f"; {len(info['skipped'])} without FLOP or byte counters not drawn"
     _done(output, msg)
+
+
+_CRITICAL_OUT = _out("critical-path.png")
+
+
+@_command("critical-path")
+def critical_path(run_dirs: list[Path] = _RUNS, output: Path = _CRITICAL_OUT, title: str = _TITLE):
+    """Share of each step's wall time on its critical path by category (kernel, collective
+    transfer, host, launch, sync wait, ...) and, for jobs, by rank; query critical_path_summary
+    (the replay of tracekit whatif, docs/whatif.md)."""
+    from tracekit.plots.critical_path import plot_critical_path
+
+    info = plot_critical_path(run_dirs, output, title=title)
+    _done(output, f"{info['steps']} steps, {info['ranks']} ranks; {', '.join(info['categories'])}")
