@@ -3,6 +3,7 @@ the shared Kineto traces with ProfilerStep, and an 8-rank job from tests/jobgen.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -159,3 +160,25 @@ def test_no_straggler_predicts_the_clean_job(job):
         assert effect > 2_000_000  # milliseconds per step (7 collectives x 400 us)
         assert abs(r["predicted_ns"] - clean) <= 0.10 * effect
         assert r["speedup"] > 1.0
+
+
+def test_timeline_track_and_plot(job, tmp_path):
+    run, _ = job["straggler"]
+    with Engine([run]) as e:
+        cp = e.query("critical_path").to_pylist()
+    out = tmp_path / "t.json"
+    assert cli(["timeline", str(run), "-o", str(out), "--critical-path"]) == 0
+    doc = json.loads(out.read_text())
+    ev = [x for x in doc["traceEvents"] if x.get("cat") == "critical_path"]
+    assert len(ev) == len([r for r in cp if r["dur_ns"] > 0])
+    # each step its own track, events in a track never overlap (Perfetto drops partial overlaps)
+    by_tid: dict = {}
+    for x in ev:
+        by_tid.setdefault(x["tid"], []).append((float(x["ts"]), float(x["ts"]) + float(x["dur"])))
+    assert len(by_tid) == 3
+    for spans in by_tid.values():
+        spans.sort()
+        assert all(a[1] <= b[0] + 1e-6 for a, b in itertools.pairwise(spans))
+    png = tmp_path / "cp.png"
+    assert cli(["plot", "critical-path", str(run), "-o", str(png)]) == 0
+    assert png.stat().st_size > 10_000
