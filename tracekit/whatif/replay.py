@@ -163,10 +163,9 @@ def _settle(g, idx, sel, lead, d1, d2, anchor, start, end, R, W) -> int:
     pred = np.where(first & ~g.first[idx], idx - 1, -1)
     carry = np.where(pred >= 0, end[np.maximum(pred, 0)], NEG)
     anc = np.maximum(anchor[idx], carry)
-    local = np.full(g.n, -1, dtype=np.int64)
-    local[idx] = np.arange(m)
     (s_src, s_dst), (a_src, a_dst), (e_src, e_dst) = sel
-    s_dst, a_dst, e_dst = local[s_dst], local[a_dst], local[e_dst]
+    # positions in the window (idx is sorted): no array of the whole graph's size per window
+    s_dst, a_dst, e_dst = (np.searchsorted(idx, d) for d in (s_dst, a_dst, e_dst))
     r = np.full(m, NEG, dtype=np.int64)
     wv = np.full(m, NEG, dtype=np.int64)
     li, ld1, ld2 = lead[idx], d1[idx], d2[idx]

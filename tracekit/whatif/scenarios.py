@@ -168,9 +168,11 @@ def no_straggler(g: Graph, lead, d1, d2, anchor) -> None:
     """Apply :func:`straggler_warp` to the lags and durations of every node but the
     collectives' own (their kernels and transfers follow from the replay), in place."""
     key, warps = straggler_warp(g)
-    work = (g.cat != CAT["collective"]) & (g.cat != CAT["transfer"])
+    work = np.flatnonzero((g.cat != CAT["collective"]) & (g.cat != CAT["transfer"]))
+    order = work[np.argsort(key[work], kind="stable")]  # each rank's nodes once, not a scan per rank
+    ks = key[order]
     for k, (x, y) in warps.items():
-        idx = np.flatnonzero((key == k) & work)
+        idx = order[np.searchsorted(ks, k, side="left"):np.searchsorted(ks, k, side="right")]
         s, e = g.start[idx], g.end[idx]
         ws, we = _warp(x, y, s), _warp(x, y, e)
         lead[idx] = ws - _warp(x, y, s - g.lead[idx])
