@@ -33,7 +33,7 @@ def build(src: Path, n: int, out: Path) -> Path:
     base = len(man["ranks"])
     out.mkdir(parents=True)
     tables = {}
-    for name, info in man["tables"].items():
+    for name in man["tables"]:
         files = sorted((src / name).glob("rank-*.parquet"))
         (out / name).mkdir()
         rows = 0
@@ -61,7 +61,7 @@ def build(src: Path, n: int, out: Path) -> Path:
 
 
 def measure(run: Path) -> dict:
-    from tracekit.engine import Engine
+    from tracekit.query import Engine
     from tracekit.whatif import load_graph, step_times
     from tracekit.whatif.replay import replay
     from tracekit.whatif.scenarios import apply, parse

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from tracekit.cli import run as cli
-from tracekit.engine import Engine
+from tracekit.query import Engine
 from tracekit.whatif import whatif
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from tracekit.cli.app import app
-from tracekit.cli.query import _MEMORY
+from tracekit.cli.query import MEMORY_LIMIT
 from tracekit.timeline import DEFAULT_MAX_EVENTS
 
 
@@ -38,7 +38,7 @@ def timeline(
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
     critical_path: bool = typer.Option(False, "--critical-path", help="Add a track with each step's "
                                        "critical path from the replay (tracekit whatif; docs/whatif.md)."),
-    memory_limit: str = _MEMORY,
+    memory_limit: str = MEMORY_LIMIT,
 ):
     """Write the run's timeline as Chrome trace-event JSON: open it at https://ui.perfetto.dev
     (or chrome://tracing). One process per rank/host process, a track per GPU stream and host

@@ -8,7 +8,7 @@ import typer
 
 from tracekit.cli.app import QUIET, app, set_quiet
 from tracekit.cli.output import Format, render, select_columns
-from tracekit.cli.query import _COLUMNS, _FORMAT, _MEMORY, _OUTPUT, _ROWS, STEP_PATTERN
+from tracekit.cli.query import MEMORY_LIMIT, STEP_PATTERN
 from tracekit.outfile import check_output
 
 _SCENARIO_HELP = ("Scenario (repeatable; combine with +): baseline, no-straggler, comm=F "
@@ -16,6 +16,13 @@ _SCENARIO_HELP = ("Scenario (repeatable; combine with +): baseline, no-straggler
                   "(matching kernels x F), host=F (host time between calls x F). docs/whatif.md.")
 
 
+_FORMAT = typer.Option(Format.table, "--format", "-f", help="Output format: table (fits the "
+                       "terminal, values in readable units), csv, json or parquet (exact values).")
+_OUTPUT = typer.Option(None, "--output", "-o", help="Write to FILE instead of stdout (`-`: stdout).")
+_COLUMNS = typer.Option(None, "--columns", "-c", help="Only these columns, comma-separated, in "
+                        "this order (every format).")
+_ROWS = typer.Option(None, "--rows", "-n", min=0, help="Rows the table format shows (default: "
+                     "100; 0: all). CSV, JSON and Parquet always hold every row.")
 _RUN_DIRS = typer.Argument(..., help="Run folder (one rank or a job), or several.", show_default=False)
 _SCENARIOS = typer.Option(["baseline"], "--scenario", "-s", help=_SCENARIO_HELP)
 
@@ -28,7 +35,7 @@ def whatif(
     output: Path = _OUTPUT,
     columns: str | None = _COLUMNS,
     rows: int | None = _ROWS,
-    memory_limit: str = _MEMORY,
+    memory_limit: str = MEMORY_LIMIT,
     quiet: bool = QUIET,
     step_pattern: str = STEP_PATTERN,
 ):
@@ -39,7 +46,7 @@ def whatif(
     baseline's error beside it; docs/whatif.md says what the trace does not record. The
     terminal table shows scenario, step, rank, predicted, speedup and the baseline's error
     (and measured in 100 columns or more); -f csv/json hold every column."""
-    from tracekit.engine import Engine
+    from tracekit.query import Engine
     from tracekit.whatif import UNITS
     from tracekit.whatif import whatif as run_whatif
     from tracekit.whatif.scenarios import parse

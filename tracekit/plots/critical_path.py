@@ -24,7 +24,7 @@ MAX_STEPS = 60
 
 
 def critical_path_data(run_dirs: Sequence[str | os.PathLike]):
-    from tracekit.engine import Engine
+    from tracekit.query import Engine
 
     with Engine(run_dirs) as eng:
         rows = eng.query("critical_path_summary").to_pylist()

@@ -40,7 +40,7 @@ UNITS = {
 
 
 def load_graph(engine) -> _graph.Graph:
-    """The dependency graph of every run of ``engine`` (:class:`tracekit.engine.Engine`).
+    """The dependency graph of every run of ``engine`` (:class:`tracekit.query.Engine`).
     :class:`InputError` when there is nothing to replay."""
     try:
         return _graph.load(engine.con)
