@@ -11,8 +11,10 @@
 -- CUDA API calls other than launches and syncs), launch (launch calls and launch latency),
 -- sync wait (a sync call's time after the awaited work ended), stream wait (GPU work queued
 -- behind earlier work of its stream or an event), other (before a thread's first event).
--- Steps are step_summary's step ranges (`step N`, ProfilerStep#N, --step-pattern); steps
--- detected in the kernel sequence have no host range and no critical path.
+-- A host gap that holds the end of a collective its rank waited in is attributed to that
+-- collective: the path goes on through its transfer to the rank that arrived last. Steps are
+-- step_summary's (`step N`, ProfilerStep#N, --step-pattern ranges; steps detected in the kernel
+-- sequence run from their first kernel's start to the next iteration's).
 --
 -- @column run_id    id     Run folder the row comes from.
 -- @column step      count  Step number (as step_summary numbers it).
