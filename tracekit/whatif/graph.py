@@ -1,13 +1,15 @@
 """The dependency graph of a run folder (one rank or a whole job) as NumPy arrays.
 
 The edges come from the SQL macros of ``queries/whatif/_macros.sql`` (tk_wi_nodes,
-tk_wi_launch_edges, tk_wi_sync_edges, tk_wi_collectives, tk_wi_steps); this module turns them
+tk_wi_launch_edges, tk_wi_sync_edges, tk_wi_event_edges, tk_wi_collectives, tk_wi_step_nodes,
+tk_wi_ranks); this module turns them
 into arrays and derives, for every node, the measured lags the replay keeps (docs/whatif.md):
 
 - ``lead_ns``: the node's start minus the latest of its chain predecessor's end and its start
-  dependencies (the launch call's start) -- host time before a host node, launch latency or the
-  stream's gap before a GPU node. Negative when the trace's clocks disagree (it is kept, so the
-  replay of the measured durations reproduces the trace);
+  dependencies (the launch call's start, the end of the work an event wait waits for) -- host
+  time before a host node, launch latency or the stream's gap before a GPU node. Negative when
+  the trace's clocks disagree (it is kept, so the replay of the measured durations reproduces
+  the trace);
 - ``d1_ns`` / ``d2_ns``: the node's own time before and after its end dependency: a sync call
   returns ``d2`` after the awaited work ended (d2 = the part of the call after that end, the
   whole call when the work had ended before it began; d1 = 0), a collective kernel of a rank
@@ -15,7 +17,8 @@ into arrays and derives, for every node, the measured lags the replay keeps (doc
 
 Every collective instance adds one *transfer* node (category 'transfer'): it starts when the last
 rank has arrived (the latest start of its kernels) and lasts the last rank's kernel duration; each
-rank's kernel ends when it ends. Cost and memory are linear in the events.
+rank's kernel ends when it ends. Cost and memory grow with the events (docs/performance.md:
+the SQL's sorts over the whole job make the build superlinear in memory past ~1 M nodes).
 """
 
 from __future__ import annotations
