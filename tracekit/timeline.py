@@ -204,10 +204,11 @@ def write_timeline(run_dir: str | os.PathLike, output: str | os.PathLike, *, sta
     processes; ``max_events``: end the window early so that at most this many events are
     written (None or 0: no cut); ``memory_limit``: DuckDB's (e.g. '1GB'; its sort spills past
     it); ``critical_path``: add a process "critical path" with the segments of the replay's
-    critical path in the window (query critical_path, docs/whatif.md). Returns a summary dict: ``events``, ``kernels``, ``kernel_ns``
-    (summed kernel durations written), ``flows``, ``processes``, ``tracks``, ``overlap_tracks``
-    (extra lanes), ``window`` (start, end on the trace clock), ``time_origin_ns``, ``cut``
-    (None, or {"at_ns", "events_total", "events_kept"}), ``by_cat`` {cat: events}.
+    critical path in the window (query critical_path, docs/whatif.md). Returns a summary dict:
+    ``events``, ``kernels``, ``kernel_ns`` (summed kernel durations written), ``flows``,
+    ``processes``, ``tracks``, ``overlap_tracks`` (extra lanes), ``window`` (start, end on the
+    trace clock), ``time_origin_ns``, ``cut`` (None, or {"at_ns", "events_total",
+    "events_kept"}), ``by_cat`` {cat: events}.
     Raises :class:`InputError` for a bad option, an existing output without ``force``, or a
     window with no events; :class:`~tracekit.errors.RunFolderError` for a bad run folder.
     """
