@@ -196,17 +196,19 @@ def resolve_window(eng, *, start_ns=None, end_ns=None, step=None, ranks=None,
 def write_timeline(run_dir: str | os.PathLike, output: str | os.PathLike, *, start_ns=None, end_ns=None,
                    step: int | None = None, ranks: str | None = None,
                    max_events: int | None = DEFAULT_MAX_EVENTS, force: bool = False,
-                   memory_limit: str | None = None) -> dict:
+                   memory_limit: str | None = None, critical_path: bool = False) -> dict:
     """Write the timeline of ``run_dir`` to ``output`` (``.json``, or gzip for ``.json.gz``).
 
     ``start_ns``/``end_ns``: window on the trace clock (ns; text '+N' = N ns after the first
     event); ``step``: the span of training step N instead; ``ranks``: '0,3' keeps those ranks'
     processes; ``max_events``: end the window early so that at most this many events are
     written (None or 0: no cut); ``memory_limit``: DuckDB's (e.g. '1GB'; its sort spills past
-    it). Returns a summary dict: ``events``, ``kernels``, ``kernel_ns``
-    (summed kernel durations written), ``flows``, ``processes``, ``tracks``, ``overlap_tracks``
-    (extra lanes), ``window`` (start, end on the trace clock), ``time_origin_ns``, ``cut``
-    (None, or {"at_ns", "events_total", "events_kept"}), ``by_cat`` {cat: events}.
+    it); ``critical_path``: add a process "critical path" with the segments of the replay's
+    critical path in the window (query critical_path, docs/whatif.md). Returns a summary dict:
+    ``events``, ``kernels``, ``kernel_ns`` (summed kernel durations written), ``flows``,
+    ``processes``, ``tracks``, ``overlap_tracks`` (extra lanes), ``window`` (start, end on the
+    trace clock), ``time_origin_ns``, ``cut`` (None, or {"at_ns", "events_total",
+    "events_kept"}), ``by_cat`` {cat: events}.
     Raises :class:`InputError` for a bad option, an existing output without ``force``, or a
     window with no events; :class:`~tracekit.errors.RunFolderError` for a bad run folder.
     """
@@ -241,7 +243,8 @@ def write_timeline(run_dir: str | os.PathLike, output: str | os.PathLike, *, sta
         def write(fb) -> None:
             raw = gzip.GzipFile(fileobj=fb, mode="wb", mtime=0) if text.endswith(".gz") else fb
             f = io.TextIOWrapper(raw, encoding="utf-8", newline="\n", write_through=False)
-            done.update(_write(eng, f, names, origin, _params(start_ns=w0, end_ns=w1, ranks=ranks)))
+            done.update(_write(eng, f, names, origin, _params(start_ns=w0, end_ns=w1, ranks=ranks),
+                               critical=critical_path))
             f.write('],\n"otherData": ' + json.dumps(meta) + "}\n")
             f.flush()
             f.detach()
@@ -257,7 +260,31 @@ def write_timeline(run_dir: str | os.PathLike, output: str | os.PathLike, *, sta
     return summary
 
 
-def _write(eng, f, names: dict, origin: int, params: dict) -> dict:
+def _critical_track(eng, f, first: bool, origin: int, params: dict, pid: int) -> int:
+    """Write the segments of the replay's critical path (query critical_path) that overlap the
+    window as one track of process ``pid``: name = category, args = rank, event name, step."""
+    lo = int(params["start_ns"]) if params.get("start_ns") not in (None, "NULL") else None
+    hi = int(params["end_ns"]) if params.get("end_ns") not in (None, "NULL") else None
+    buf = []
+    tids: dict = {}  # one track per step: the windows of consecutive job steps overlap
+    for r in eng.query("critical_path").to_pylist():
+        a, b = r["start_ns"], r["start_ns"] + r["dur_ns"]
+        if r["dur_ns"] <= 0 or (lo is not None and b <= lo) or (hi is not None and a >= hi):
+            continue
+        key = (r["run_id"], r["step"])
+        if key not in tids:
+            tids[key] = len(tids) + 1
+            buf.append(json.dumps({"ph": "M", "name": "thread_name", "pid": pid, "tid": tids[key],
+                                   "args": {"name": f"critical path, step {r['step']}"}}))
+        args = json.dumps({"rank": r["rank"], "event": r["name"], "step": r["step"]})
+        buf.append(f'{{"ph":"X","cat":"critical_path","name":{json.dumps(r["category"])},"pid":{pid},'
+                   f'"tid":{tids[key]},"ts":{us(a - origin)},"dur":{us(b - a)},"args":{args}}}')
+    if buf:
+        f.write(("" if first else ",\n") + ",\n".join(buf))
+    return len(buf) - len(tids)
+
+
+def _write(eng, f, names: dict, origin: int, params: dict, critical: bool = False) -> dict:
     tracks = _Tracks(names)
     by_cat: dict[str, int] = {}
     kernels = kernel_ns = flows = 0
@@ -323,9 +350,17 @@ def _write(eng, f, names: dict, origin: int, params: dict) -> dict:
     mem, first, mem_meta = write_memory_counters(eng, f, tracks, params, us, origin, first)
     if mem:
         by_cat["memory"] = mem
+    if critical:
+        cp_pid = len(tracks.pids) + len(gpu_pid) + 1
+        n_cp = _critical_track(eng, f, first, origin, params, cp_pid)
+        if n_cp:
+            by_cat["critical_path"] = n_cp
+            first = False
+            gpu_pid["critical path"] = (cp_pid, None)
     meta = list(tracks.metadata()) + mem_meta
     for gpu, (p, dev) in gpu_pid.items():
-        label = f"GPU {gpu} metrics" + (f" (device {dev})" if dev is not None else "")
+        label = "critical path (tracekit whatif)" if gpu == "critical path" else \
+            f"GPU {gpu} metrics" + (f" (device {dev})" if dev is not None else "")
         meta.append({"ph": "M", "name": "process_name", "pid": p, "args": {"name": label}})
         meta.append({"ph": "M", "name": "process_sort_index", "pid": p, "args": {"sort_index": 2_000_000_000 + p}})
     if meta:

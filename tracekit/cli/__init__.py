@@ -19,6 +19,7 @@ from tracekit.cli import (  # noqa: F401  (registers commands)
     schema_cmd,
     study,  # noqa: F401,E402  (tracekit study, tracekit compare)
     timeline,  # noqa: F401,E402  (tracekit timeline)
+    whatif,  # noqa: F401,E402  (tracekit whatif)
     workloads,  # noqa: F401,E402  (tracekit workloads)
 )
 from tracekit.cli.app import STATE, app

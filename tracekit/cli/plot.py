@@ -116,3 +116,17 @@ def memory(run_dirs: list[Path] = _RUNS, output: Path = _out("memory.png"),
 
     info = plot_memory(run_dirs, output, bins=bins, bin_ns=bin_ns, title=title)
     _done(output, f"{info['devices']} of {info['of']} device(s), {info['bins']} bins of {info['bin_ns']:,} ns")
+
+
+_CRITICAL_OUT = _out("critical-path.png")
+
+
+@_command("critical-path")
+def critical_path(run_dirs: list[Path] = _RUNS, output: Path = _CRITICAL_OUT, title: str = _TITLE):
+    """Share of each step's wall time on its critical path by category (kernel, collective
+    transfer, host, launch, sync wait, ...) and, for jobs, by rank; query critical_path_summary
+    (the replay of tracekit whatif, docs/whatif.md)."""
+    from tracekit.plots.critical_path import plot_critical_path
+
+    info = plot_critical_path(run_dirs, output, title=title)
+    _done(output, f"{info['steps']} steps, {info['ranks']} ranks; {', '.join(info['categories'])}")

@@ -36,6 +36,8 @@ def timeline(
                                    help="End the window early so at most N events are written "
                                    "(0 = no limit); Perfetto UI in a browser holds about 2 GB."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
+    critical_path: bool = typer.Option(False, "--critical-path", help="Add a track with each step's "
+                                       "critical path from the replay (tracekit whatif; docs/whatif.md)."),
     memory_limit: str = MEMORY_LIMIT,
 ):
     """Write the run's timeline as Chrome trace-event JSON: open it at https://ui.perfetto.dev
@@ -47,7 +49,7 @@ def timeline(
         raise typer.BadParameter("use either --step or --start/--end", param_hint="--step")
     s = write_timeline(run_dir, output, start_ns=_time(start, "--start"), end_ns=_time(end, "--end"),
                        step=step, ranks=ranks, max_events=max_events, force=force,
-                       memory_limit=memory_limit)
+                       memory_limit=memory_limit, critical_path=critical_path)
     if s["cut"]:
         c = s["cut"]
         typer.echo(f"warning: --max-events {max_events:,}: the run has {c['events_total']:,} events in the "

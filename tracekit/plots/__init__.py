@@ -6,6 +6,8 @@ their numbers are the tables' numbers; :mod:`tracekit.plots.style` holds what th
 - :mod:`~tracekit.plots.steps`: step time per step and rank, with phases (``step_summary``);
 - :mod:`~tracekit.plots.idle`: GPU idle time by cause and gap lengths (``gpu_idle``, ``gpu_idle_gaps``);
 - :mod:`~tracekit.plots.roofline`: the hierarchical roofline (``roofline``, ``roofline_ceilings``);
+- :mod:`~tracekit.plots.critical_path`: each step's critical path by category and rank
+  (``critical_path_summary``; ``tracekit plot critical-path``);
 - :mod:`~tracekit.plots.study`: the study report's figures (``tracekit study``).
 
 ``tracekit plot KIND RUN... -o FILE.png|.svg`` calls ``plot_KIND``; every function writes the file
@@ -15,7 +17,7 @@ draw, and :class:`~tracekit.errors.ToolNotFoundError` without matplotlib.
 
 from __future__ import annotations
 
-KINDS = ("utilization", "kernels", "steps", "idle", "roofline")
+KINDS = ("utilization", "kernels", "steps", "idle", "roofline", "critical_path")
 
 
 def plot(kind: str, run_dirs, output, **options) -> dict:

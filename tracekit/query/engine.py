@@ -39,6 +39,8 @@ from tracekit.query import catalog
 from tracekit.query.named_queries import NamedQuery, get_query
 from tracekit.runfolder import Run, open_run
 
+_CRITICAL = "tk_critical_path"  # the table tracekit.whatif.critical.register creates
+
 __all__ = ["Engine", "duck_type", "fetch_arrow", "glob_literal", "resolve_step_pattern",
            "set_step_pattern", "STEP_PATTERN_ENV"]
 
@@ -133,6 +135,11 @@ class Engine:
         macros = catalog.macro_statements()
         want = catalog.everything() if text is None else catalog.needed(text)
         want -= self._created
+        if text is not None and _CRITICAL in catalog.identifiers(text) and _CRITICAL not in self._created:
+            from tracekit.whatif.critical import register as _register_critical
+
+            self._created.add(_CRITICAL)
+            _register_critical(self)  # the replay's critical path as a table (docs/whatif.md)
         if not want:
             return
         for name in schema.TABLES:

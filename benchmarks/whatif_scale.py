@@ -1,0 +1,104 @@
+"""Replay cost against job size: an N-rank job built by replicating the ranks of a job run folder.
+
+    python benchmarks/whatif_scale.py JOB_RUN N [N ...]
+
+JOB_RUN is a converted job (e.g. 8 ranks of tests/jobgen.py: ``make_job(out, 8, offsets_ns=[0]*8,
+drifts_ppm=[0.0]*8)`` then ``tracekit convert out/*.json -o JOB_RUN``). For each N, rank r of the
+new job is a copy of rank r % n of JOB_RUN with its pids moved by 100,000 x (r // n) and
+processes.rank = r (collectives keep their sequence numbers, so all N ranks' calls match); the
+job's graph is built and replayed (baseline and no-straggler) in a fresh process, and the wall
+time of each phase and the process's peak RSS are printed as one JSON line per N.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+PID_STEP = 100_000
+
+
+def build(src: Path, n: int, out: Path) -> Path:
+    man = json.loads((src / "manifest.json").read_text())
+    base = len(man["ranks"])
+    out.mkdir(parents=True)
+    tables = {}
+    for name in man["tables"]:
+        files = sorted((src / name).glob("rank-*.parquet"))
+        (out / name).mkdir()
+        rows = 0
+        for r in range(n):
+            t = pq.read_table(files[r % base])
+            shift = PID_STEP * (r // base)
+            if "pid" in t.column_names and shift:
+                i = t.column_names.index("pid")
+                t = t.set_column(i, "pid", pc.add(t.column("pid"), pa.scalar(shift, t.schema.field("pid").type)))
+            if name == "processes":
+                i = t.column_names.index("rank")
+                t = t.set_column(i, "rank", pa.array([r] * t.num_rows, t.schema.field("rank").type))
+            pq.write_table(t, out / name / f"rank-{r:05d}.parquet")
+            rows += t.num_rows
+        tables[name] = {"rows": rows, "files": [f"{name}/rank-{r:05d}.parquet" for r in range(n)]}
+    ranks = []
+    for r in range(n):
+        src_rank = dict(man["ranks"][r % base])
+        shift = PID_STEP * (r // base)
+        src_rank.update(rank=r, pid=src_rank["pid"] + shift, pids=[p + shift for p in src_rank["pids"]])
+        ranks.append(src_rank)
+    man.update(run_id=f"job{n}", tables=tables, ranks=ranks, inputs=[], job={**man["job"], "ranks": n})
+    (out / "manifest.json").write_text(json.dumps(man))
+    return out
+
+
+def measure(run: Path) -> dict:
+    from tracekit.query import Engine
+    from tracekit.whatif import load_graph, step_times
+    from tracekit.whatif.replay import replay
+    from tracekit.whatif.scenarios import apply, parse
+
+    t = time.perf_counter()
+    with Engine([run], memory_limit="4GB") as eng:
+        g = load_graph(eng)
+    t_graph = time.perf_counter() - t
+    t = time.perf_counter()
+    s = replay(g)
+    t_base = time.perf_counter() - t
+    t = time.perf_counter()
+    s2 = replay(g, *apply(g, parse("no-straggler")))
+    t_ns = time.perf_counter() - t
+    base = step_times(g, s)
+    err = float(abs(base - g.steps.column("measured_ns").to_numpy()).max())
+    return {"nodes": g.n, "steps": g.steps.num_rows, "graph_s": round(t_graph, 2),
+            "baseline_s": round(t_base, 2), "baseline_passes": s.passes,
+            "no_straggler_s": round(t_ns, 2), "no_straggler_passes": s2.passes,
+            "max_baseline_error_ns": err,
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+
+
+def main(argv: list[str]) -> None:
+    if argv and argv[0] == "--measure":
+        print(json.dumps({"ranks": int(argv[2]), **measure(Path(argv[1]))}), flush=True)
+        return
+    src, sizes = Path(argv[0]), [int(a) for a in argv[1:]]
+    tmp = Path(tempfile.mkdtemp(prefix="tracekit-whatif-scale-"))
+    try:
+        for n in sizes:
+            run = build(src, n, tmp / f"job{n}")
+            subprocess.run([sys.executable, __file__, "--measure", str(run), str(n)], check=True)
+            shutil.rmtree(run)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

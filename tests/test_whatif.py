@@ -1,0 +1,184 @@
+"""Replay and what-if (tracekit.whatif, `tracekit whatif`, critical_path): a hand-computed run,
+the shared Kineto traces with ProfilerStep, and an 8-rank job from tests/jobgen.py."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tracekit.cli import run as cli
+from tracekit.query import Engine
+from tracekit.whatif import whatif
+
+sys.path.insert(0, str(Path(__file__).parent))
+import jobgen
+
+
+@pytest.fixture
+def tiny(run_factory):
+    """One thread: launch K1 [100,110], launch K2 [120,130], cudaStreamSynchronize [200,900];
+    stream 7: K1 [115,515], K2 [520,870]; step range [0,1000]."""
+    i64 = pa.int64()
+    api = {"start_ns": pa.array([100, 120, 200], i64), "end_ns": pa.array([110, 130, 900], i64),
+           "duration_ns": pa.array([10, 10, 700], i64), "pid": pa.array([1, 1, 1], i64),
+           "tid": pa.array([10, 10, 10], i64), "correlation_id": pa.array([1, 2, 3], i64),
+           "name": ["cudaLaunchKernel", "cudaLaunchKernel", "cudaStreamSynchronize"]}
+    k = {"start_ns": pa.array([115, 520], i64), "end_ns": pa.array([515, 870], i64),
+         "duration_ns": pa.array([400, 350], i64), "device_id": pa.array([0, 0], pa.int32()),
+         "stream_id": pa.array([7, 7], i64), "correlation_id": pa.array([1, 2], i64),
+         "pid": pa.array([1, 1], i64), "name": ["gemm_k1", "elementwise_k2"]}
+    nv = {"start_ns": pa.array([0], i64), "end_ns": pa.array([1000], i64),
+          "duration_ns": pa.array([1000], i64), "range_id": pa.array([1], i64),
+          "pid": pa.array([1], i64), "tid": pa.array([10], i64),
+          "domain": ["pytorch.user_annotation"], "name": ["ProfilerStep#0"]}
+    return run_factory({"cuda_api": api, "kernels": k, "nvtx_ranges": nv})
+
+
+def _pred(run, scenario):
+    with Engine([run]) as e:
+        t = whatif(e, [scenario])
+    return t.column("predicted_ns").to_pylist()
+
+
+def test_tiny_run_by_hand(tiny):
+    assert _pred(tiny, "baseline") == [1000]
+    # K1 200: K2 starts 315 + its 5 ns stream gap, ends 670; the sync returns 30 ns later (700),
+    # then 100 ns of host time to the step's end
+    assert _pred(tiny, "kernels:gemm=0.5") == [800]
+    # launches take no time: K1 [100,500], K2 [500,850], sync returns 880, step end 980
+    assert _pred(tiny, "launch=0") == [980]
+    # host gaps halved: A at 50, K1 [65,465], K2 [470,820], sync 850, end 900
+    assert _pred(tiny, "host=0.5") == [900]
+    assert _pred(tiny, "kernels:gemm=0.5+host=0.5") == [700]  # K1 [65,265], K2 [270,620], 650, 700
+
+
+def test_tiny_critical_path(tiny):
+    with Engine([tiny]) as e:
+        cp = e.query("critical_path").to_pylist()
+    got = [(r["category"], r["name"], r["dur_ns"]) for r in cp]
+    assert got == [("host", "cudaLaunchKernel", 100), ("launch", "gemm_k1", 15),
+                   ("kernel", "gemm_k1", 400), ("stream wait", "elementwise_k2", 5),
+                   ("kernel", "elementwise_k2", 350), ("sync wait", "cudaStreamSynchronize", 30),
+                   ("host", "end ProfilerStep#0", 100)]
+    assert sum(r["dur_ns"] for r in cp) == cp[0]["wall_ns"] == 1000
+
+
+@pytest.mark.parametrize("stem", ["kineto_a100_nccl_2ranks_rank0", "kineto_a100_triton"])
+def test_baseline_matches_step_summary(kineto_run, stem):
+    run = kineto_run(stem)
+    with Engine([run]) as e:
+        steps = {r["step"]: r["wall_ns"] for r in e.query("step_summary").to_pylist()}
+        rows = whatif(e, ["baseline"]).to_pylist()
+    assert rows and {r["step"] for r in rows} == set(steps)
+    for r in rows:
+        assert r["measured_ns"] == steps[r["step"]]
+        assert abs(r["predicted_ns"] - steps[r["step"]]) <= 0.02 * steps[r["step"]]
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    from tracekit.convert import convert
+
+    base = tmp_path_factory.mktemp("whatif_job")
+    out = {}
+    for name, straggler in (("straggler", 3), ("clean", None)):
+        j = jobgen.make_job(base / f"src_{name}", ranks=8, seed=1, offsets_ns=[0] * 8,
+                            drifts_ppm=[0.0] * 8, straggler=straggler, straggler_delay_ns=400_000)
+        out[name] = (convert(j.paths, base / name), j.truth)
+    return out
+
+
+def test_job_baseline_within_2pct_of_truth(job):
+    for run, truth in job.values():
+        with Engine([run]) as e:
+            rows = whatif(e, ["baseline"]).to_pylist()
+        assert len(rows) == 8 * 3
+        steps = sorted({r["step"] for r in rows})
+        for r in rows:
+            true_ns = truth.step_ns[r["rank"]][steps.index(r["step"])]
+            assert abs(r["predicted_ns"] - true_ns) <= 0.02 * true_ns
+            assert r["baseline_err_pct"] == pytest.approx(0.0, abs=2.0)
+
+
+def test_job_critical_path_adds_up_and_sits_on_the_straggler(job):
+    run, truth = job["straggler"]
+    with Engine([run]) as e:
+        cp = e.query("critical_path").to_pylist()
+        summary = e.query("critical_path_summary").to_pylist()
+    by_step: dict[int, list] = {}
+    for r in cp:
+        by_step.setdefault(r["step"], []).append(r)
+    assert len(by_step) == 3
+    for step, segs in by_step.items():
+        wall = segs[0]["wall_ns"]
+        k = sorted(by_step).index(step)
+        true_wall = max(truth.steps[r][k][2] for r in range(8)) - min(truth.steps[r][k][1] for r in range(8))
+        assert wall == true_wall
+        assert abs(sum(s["dur_ns"] for s in segs) - wall) <= 0.001 * wall
+    for step in by_step:
+        shares = [r["share_pct"] for r in summary if r["step"] == step]
+        assert sum(shares) == pytest.approx(100.0, abs=0.1)
+    # the job's non-collective time on the path: at least 80 % on the straggler (rank 3)
+    other = [r for r in cp if r["category"] != "collective transfer"]
+    on_straggler = sum(r["dur_ns"] for r in other if r["rank"] == truth.straggler)
+    assert on_straggler >= 0.8 * sum(r["dur_ns"] for r in other)
+
+
+def test_cli_whatif_formats_and_errors(job, capsys):
+    run, _ = job["straggler"]
+    assert cli(["whatif", str(run), "-s", "baseline", "-s", "comm=0.5+launch=0", "-f", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert len(rows) == 2 * 24
+    assert set(rows[0]) == {"scenario", "run_id", "step", "rank", "measured_ns", "predicted_ns",
+                            "speedup", "baseline_err_pct", "baseline_ns", "pid"}
+    assert all(r["baseline_err_pct"] == 0 for r in rows)
+    assert cli(["whatif", str(run), "-s", "comm=fast"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "comm=fast" in err[0] and "not a number" in err[0]
+    assert cli(["whatif", str(run), "-s", "warp=9"]) == 2
+    assert "unknown scenario 'warp=9'" in capsys.readouterr().err
+
+
+def test_no_straggler_predicts_the_clean_job(job):
+    """The straggler job under no-straggler against the same job generated without the
+    straggler (same jitter seed): error at most 10 % of the straggler's effect, every rank and
+    step."""
+    run_s, truth_s = job["straggler"]
+    _, truth_n = job["clean"]
+    with Engine([run_s]) as e:
+        rows = whatif(e, ["no-straggler"]).to_pylist()
+    steps = sorted({r["step"] for r in rows})
+    for r in rows:
+        k = steps.index(r["step"])
+        clean = truth_n.step_ns[r["rank"]][k]
+        effect = truth_s.step_ns[r["rank"]][k] - clean
+        assert effect > 2_000_000  # milliseconds per step (7 collectives x 400 us)
+        assert abs(r["predicted_ns"] - clean) <= 0.10 * effect
+        assert r["speedup"] > 1.0
+
+
+def test_timeline_track_and_plot(job, tmp_path):
+    run, _ = job["straggler"]
+    with Engine([run]) as e:
+        cp = e.query("critical_path").to_pylist()
+    out = tmp_path / "t.json"
+    assert cli(["timeline", str(run), "-o", str(out), "--critical-path"]) == 0
+    doc = json.loads(out.read_text())
+    ev = [x for x in doc["traceEvents"] if x.get("cat") == "critical_path"]
+    assert len(ev) == len([r for r in cp if r["dur_ns"] > 0])
+    # each step its own track, events in a track never overlap (Perfetto drops partial overlaps)
+    by_tid: dict = {}
+    for x in ev:
+        by_tid.setdefault(x["tid"], []).append((float(x["ts"]), float(x["ts"]) + float(x["dur"])))
+    assert len(by_tid) == 3
+    for spans in by_tid.values():
+        spans.sort()
+        assert all(a[1] <= b[0] + 1e-6 for a, b in itertools.pairwise(spans))
+    png = tmp_path / "cp.png"
+    assert cli(["plot", "critical-path", str(run), "-o", str(png)]) == 0
+    assert png.stat().st_size > 10_000

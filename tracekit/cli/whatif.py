@@ -1,0 +1,71 @@
+"""``tracekit whatif RUN -s SCENARIO [-s ...]``: replay the run's dependency graph with changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from tracekit.cli.app import QUIET, app, set_quiet
+from tracekit.cli.output import Format, render, select_columns
+from tracekit.cli.query import MEMORY_LIMIT, STEP_PATTERN
+from tracekit.outfile import check_output
+
+_SCENARIO_HELP = ("Scenario (repeatable; combine with +): baseline, no-straggler, comm=F "
+                  "(collective transfers x F), launch=0 (no launch overhead), kernels:REGEX=F "
+                  "(matching kernels x F), host=F (host time between calls x F). docs/whatif.md.")
+
+
+_FORMAT = typer.Option(Format.table, "--format", "-f", help="Output format: table (fits the "
+                       "terminal, values in readable units), csv, json or parquet (exact values).")
+_OUTPUT = typer.Option(None, "--output", "-o", help="Write to FILE instead of stdout (`-`: stdout).")
+_COLUMNS = typer.Option(None, "--columns", "-c", help="Only these columns, comma-separated, in "
+                        "this order (every format).")
+_ROWS = typer.Option(None, "--rows", "-n", min=0, help="Rows the table format shows (default: "
+                     "100; 0: all). CSV, JSON and Parquet always hold every row.")
+_RUN_DIRS = typer.Argument(..., help="Run folder (one rank or a job), or several.", show_default=False)
+_SCENARIOS = typer.Option(["baseline"], "--scenario", "-s", help=_SCENARIO_HELP)
+
+
+@app.command(short_help="Predict step times under changes: replay the run's dependency graph.")
+def whatif(
+    run_dirs: list[Path] = _RUN_DIRS,
+    scenario: list[str] = _SCENARIOS,
+    format: Format = _FORMAT,
+    output: Path = _OUTPUT,
+    columns: str | None = _COLUMNS,
+    rows: int | None = _ROWS,
+    memory_limit: str = MEMORY_LIMIT,
+    quiet: bool = QUIET,
+    step_pattern: str = STEP_PATTERN,
+):
+    """Replay the dependency graph of the run (host threads, launches, streams, syncs,
+    collectives matched across ranks) with the measured durations and with each scenario's
+    changes, and print per scenario, step and rank: measured_ns, the baseline replay's time and
+    error, predicted_ns and speedup (baseline / predicted). Every prediction comes with the
+    baseline's error beside it; docs/whatif.md says what the trace does not record. The
+    terminal table shows scenario, step, rank, predicted, speedup and the baseline's error
+    (and measured in 100 columns or more); -f csv/json hold every column."""
+    from tracekit.query import Engine
+    from tracekit.whatif import UNITS
+    from tracekit.whatif import whatif as run_whatif
+    from tracekit.whatif.scenarios import parse
+
+    set_quiet(quiet)
+    for spec in scenario:
+        parse(spec)  # an unknown scenario fails before any run folder is read
+    if output is not None and str(output) != "-":
+        check_output(output, protect=run_dirs)
+    with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as eng:
+        result = run_whatif(eng, scenario)
+    if columns is None and format == Format.table and (output is None or str(output) == "-"):
+        from tracekit.cli.termtable import terminal_width
+
+        keep = ["run_id", "scenario", "step", "rank", "predicted_ns", "speedup", "baseline_err_pct"]
+        if terminal_width() >= 100:  # else the speedup would be the column left out
+            keep.append("measured_ns")
+        if all(v is None for v in result.column("rank").to_pylist()):
+            keep.append("pid")  # no rank known: the process tells the steps apart
+        columns = ",".join(keep)
+    result = select_columns(result, columns)
+    render(result, format, output, title="whatif", units=UNITS, protect=run_dirs, rows=rows)

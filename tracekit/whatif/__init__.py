@@ -1,0 +1,90 @@
+"""Replay and what-if: the dependency graph of a run folder, its replay, scenarios, critical path.
+
+``whatif(engine, ["baseline", "comm=0.5"])`` returns one row per scenario, run, step and rank:
+the measured step time, the baseline replay's time and error, the scenario's predicted time
+and its speedup over the baseline (docs/whatif.md). :mod:`tracekit.whatif.graph` builds the
+graph from the SQL of ``queries/whatif/_macros.sql``, :mod:`tracekit.whatif.replay` schedules
+it, :mod:`tracekit.whatif.scenarios` changes it, :mod:`tracekit.whatif.critical` walks the
+critical path of every step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from tracekit.errors import InputError
+from tracekit.whatif import graph as _graph
+from tracekit.whatif import replay as _replay
+from tracekit.whatif import scenarios as _scenarios
+
+RESULT_SCHEMA = pa.schema([
+    ("scenario", pa.string()), ("run_id", pa.string()), ("step", pa.int64()), ("rank", pa.int32()),
+    ("measured_ns", pa.int64()), ("predicted_ns", pa.int64()), ("speedup", pa.float64()),
+    ("baseline_err_pct", pa.float64()), ("baseline_ns", pa.int64()), ("pid", pa.int64()),
+])
+"""Columns of :func:`whatif` (units: ns, percent for baseline_err_pct, ratio for speedup)."""
+
+UNITS = {
+    "scenario": ("text", "The scenario as given (-s), e.g. comm=0.5 or no-straggler+launch=0."),
+    "run_id": ("id", "Run folder the step comes from."),
+    "step": ("count", "Step number (as step_summary numbers it)."),
+    "rank": ("id", "Rank whose step range it is."),
+    "measured_ns": ("ns", "The step's wall time in the trace (step_summary's wall_ns)."),
+    "baseline_ns": ("ns", "The replay of the measured graph (scenario baseline)."),
+    "baseline_err_pct": ("%", "100 x (baseline_ns - measured_ns) / measured_ns: the replay's own error."),
+    "predicted_ns": ("ns", "The replay with the scenario's changes."),
+    "speedup": ("value", "baseline_ns / predicted_ns (> 1: the scenario is faster)."),
+    "pid": ("id", "OS process ID of the step's process."),
+}
+
+
+def load_graph(engine) -> _graph.Graph:
+    """The dependency graph of every run of ``engine`` (:class:`tracekit.query.Engine`).
+    :class:`InputError` when there is nothing to replay."""
+    try:
+        return _graph.load(engine.con)
+    except ValueError as exc:
+        raise InputError(f"{', '.join(str(r.path) for r in engine.runs)}: {exc}") from None
+
+
+def step_times(g: _graph.Graph, s: _replay.Schedule) -> np.ndarray:
+    """Replayed wall time of every step of ``g.steps``: from its start node's start to its end
+    node's end (end_point 1: marks, a detected step's last kernel) or start (0)."""
+    a = g.steps.column("start_node").to_numpy()
+    b = g.steps.column("end_node").to_numpy()
+    point = g.steps.column("end_point").to_numpy()
+    return np.where(point == 1, s.end[b], s.start[b]) - s.start[a]
+
+
+def whatif(engine, scenarios: list[str], include_warmup: bool = True) -> pa.Table:
+    """Replay every run of ``engine`` under each scenario text; see :data:`RESULT_SCHEMA`.
+    :class:`InputError` for an unknown scenario or a run without steps."""
+    parsed = [(spec, _scenarios.parse(spec)) for spec in scenarios]
+    g = load_graph(engine)
+    if g.steps.num_rows == 0:
+        raise InputError(f"{', '.join(str(r.path) for r in engine.runs)}: no steps to replay "
+                         "(step_summary finds none)")
+    base = step_times(g, _replay.replay(g))
+    measured = g.steps.column("measured_ns").to_numpy()
+    cols = {f.name: [] for f in RESULT_SCHEMA}
+    for spec, changes in parsed:
+        lead, d1, d2, anchor = _scenarios.apply(g, changes)
+        pred = base if all(c.kind == "baseline" for c in changes) else \
+            step_times(g, _replay.replay(g, lead, d1, d2, anchor))
+        n = len(pred)
+        cols["scenario"] += [spec] * n
+        cols["run_id"] += g.steps.column("run_id").to_pylist()
+        cols["step"] += g.steps.column("step").to_pylist()
+        cols["rank"] += g.steps.column("rank").to_pylist()
+        cols["measured_ns"] += measured.tolist()
+        cols["baseline_ns"] += base.tolist()
+        cols["baseline_err_pct"] += (100.0 * (base - measured) / np.maximum(measured, 1)).tolist()
+        cols["predicted_ns"] += pred.tolist()
+        cols["speedup"] += (base / np.maximum(pred, 1)).tolist()
+        cols["pid"] += g.steps.column("pid").to_pylist()
+    out = pa.table(cols, schema=RESULT_SCHEMA)
+    if not include_warmup and "warmup" in g.steps.column_names:
+        keep = np.tile(~g.steps.column("warmup").to_numpy(zero_copy_only=False).astype(bool), len(parsed))
+        out = out.filter(pa.array(keep))
+    return out

@@ -1,0 +1,182 @@
+"""What-if scenarios: changes to a graph's durations and lags before it is replayed.
+
+A scenario is text (``tracekit whatif -s``); several joined with ``+`` combine (applied in order):
+
+- ``baseline``: no change (the replay of the measured durations);
+- ``no-straggler``: each rank's work between two consecutive collectives (host time, API calls,
+  launch lags and GPU work that start after the rank's previous collective ended and before it
+  arrived at the next one, and the work after its last collective up to its last step's end)
+  scaled so that the interval is as long as the shortest interval any rank had between the same
+  two collective instances: no rank waits for another;
+- ``comm=F``: every collective's transfer time x F (the wait for the last rank is not transfer);
+- ``launch=0``: launch API calls take no host time and GPU work starts as soon as its stream and
+  its dependencies allow (no launch latency, no gap on the stream);
+- ``kernels:REGEX=F``: kernels whose name matches REGEX (Python ``re.search``) x F; NCCL kernels
+  are communication (``comm=F``), not matched;
+- ``host=F``: host time between the calls of every host thread x F.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from tracekit.errors import InputError
+from tracekit.whatif.graph import CAT, NEG, Graph
+
+_FACTOR = re.compile(r"^(comm|host|launch)=(.+)$")
+_KERNELS = re.compile(r"^kernels:(.+)=([^=]+)$")
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str  # baseline, no-straggler, comm, launch, kernels, host
+    factor: float = 1.0
+    pattern: str = ""
+
+
+def _factor(text: str, spec: str) -> float:
+    try:
+        f = float(text)
+    except ValueError:
+        raise InputError(f"scenario {spec!r}: {text!r} is not a number (e.g. comm=0.5)") from None
+    if not np.isfinite(f) or f < 0:
+        raise InputError(f"scenario {spec!r}: the factor must be a finite number >= 0")
+    return f
+
+
+def parse(spec: str) -> list[Change]:
+    """The changes of one scenario text; :class:`InputError` naming what is wrong."""
+    out = []
+    for part in spec.split("+"):
+        p = part.strip()
+        if p == "baseline":
+            out.append(Change("baseline"))
+        elif p == "no-straggler":
+            out.append(Change("no-straggler"))
+        elif (m := _KERNELS.match(p)):
+            try:
+                re.compile(m.group(1))
+            except re.error as exc:
+                raise InputError(f"scenario {spec!r}: bad regular expression {m.group(1)!r}: {exc}") from None
+            out.append(Change("kernels", _factor(m.group(2), spec), m.group(1)))
+        elif (m := _FACTOR.match(p)):
+            f = _factor(m.group(2), spec)
+            if m.group(1) == "launch" and f != 0:
+                raise InputError(f"scenario {spec!r}: only launch=0 is defined")
+            out.append(Change(m.group(1), f))
+        else:
+            raise InputError(f"unknown scenario {p!r}: use baseline, no-straggler, comm=F, launch=0, "
+                             "kernels:REGEX=F or host=F (combine with +)")
+    return out
+
+
+def apply(g: Graph, changes: list[Change]):
+    """(lead, d1, d2, anchor) of ``g`` after ``changes`` (copies; ``g`` is not modified)."""
+    lead, d1, d2, anchor = g.lead.copy(), g.d1.copy(), g.d2.copy(), g.anchor.copy()
+    host = g.cat <= CAT["sync"]
+    gpu = (g.cat >= CAT["kernel"]) & (g.cat <= CAT["collective"])
+    for c in changes:
+        if c.kind == "comm":
+            x = g.cat == CAT["transfer"]
+            d1[x] = np.rint(d1[x] * c.factor).astype(np.int64)
+        elif c.kind == "host":
+            x = host & ~g.first & (lead > 0)
+            lead[x] = np.rint(lead[x] * c.factor).astype(np.int64)
+        elif c.kind == "launch":
+            launch = g.cat == CAT["launch"]
+            d1[launch] = 0
+            x = gpu & (lead > 0)
+            lead[x] = 0
+        elif c.kind == "kernels":
+            rx = re.compile(c.pattern)
+            hit = np.array([bool(rx.search(n)) for n in g.names], dtype=bool)
+            x = (g.cat == CAT["kernel"]) & hit[g.name_idx]
+            d1[x] = np.rint(d1[x] * c.factor).astype(np.int64)
+        elif c.kind == "no-straggler":
+            no_straggler(g, lead, d1, d2, anchor)
+    return lead, d1, d2, anchor
+
+
+def straggler_warp(g: Graph):
+    """Per-rank time warps that make every interval of a rank between two collectives (from its
+    previous collective's end, or its first event, to its arrival at the next one) and every
+    collective window (arrival to end) as long as the shortest any rank had for the same
+    instances. Returns (rank key per node, {key: (x, y)} breakpoints of each rank's warp)."""
+    key = g.run.astype(np.int64) * (1 << 32) + g.rank
+    coll = np.flatnonzero((g.instance >= 0) & (g.cat == CAT["collective"]))
+    if not len(coll):
+        return key, {}
+    ck = key[coll]
+    order = np.lexsort((g.start[coll], ck))
+    coll, ck = coll[order], ck[order]
+    new = np.ones(len(coll), dtype=bool)
+    new[1:] = ck[1:] != ck[:-1]
+    ukeys, inv = np.unique(key, return_inverse=True)
+    first_t = np.full(len(ukeys), np.iinfo(np.int64).max)
+    np.minimum.at(first_t, inv, g.start)
+    prev_end = np.empty(len(coll), dtype=np.int64)
+    prev_end[1:] = g.end[coll[:-1]]
+    prev_end[new] = first_t[np.searchsorted(ukeys, ck[new])]
+    inst = g.instance[coll]
+    prev_inst = np.empty(len(coll), dtype=np.int64)
+    prev_inst[1:] = inst[:-1]
+    prev_inst[new] = -1
+    gap = g.start[coll] - prev_end
+    window = g.end[coll] - g.start[coll]
+    pair = (prev_inst + 1) * (int(inst.max()) + 2) + inst
+    gap_t = _shortest(pair, gap)
+    win_t = _shortest(inst, window)
+    warps = {}
+    bounds = np.flatnonzero(np.append(new, True))
+    for a, b in itertools.pairwise(bounds):
+        x = np.empty(2 * (b - a) + 1, dtype=np.float64)
+        x[0] = prev_end[a]
+        x[1::2] = g.start[coll[a:b]]
+        x[2::2] = g.end[coll[a:b]]
+        steps = np.empty(2 * (b - a), dtype=np.float64)
+        steps[0::2] = gap_t[a:b]
+        steps[1::2] = win_t[a:b]
+        y = np.concatenate([[x[0]], x[0] + np.cumsum(steps)])
+        if np.all(np.diff(x) >= 0):
+            warps[int(ck[a])] = (x, y)
+    return key, warps
+
+
+def _shortest(group: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Per row, the smallest non-negative ``value`` among rows of the same ``group``."""
+    u, inv = np.unique(group, return_inverse=True)
+    best = np.full(len(u), np.iinfo(np.int64).max)
+    np.minimum.at(best, inv, np.where(value >= 0, value, np.iinfo(np.int64).max))
+    out = best[inv]
+    return np.where(out == np.iinfo(np.int64).max, np.maximum(value, 0), out)
+
+
+def _warp(x, y, t: np.ndarray) -> np.ndarray:
+    """``t`` through the piecewise-linear warp (x -> y), slope 1 outside it."""
+    t = t.astype(np.float64)
+    out = np.interp(t, x, y)
+    out = np.where(t > x[-1], y[-1] + (t - x[-1]), out)
+    out = np.where(t < x[0], y[0] - (x[0] - t), out)
+    return np.rint(out).astype(np.int64)
+
+
+def no_straggler(g: Graph, lead, d1, d2, anchor) -> None:
+    """Apply :func:`straggler_warp` to the lags and durations of every node but the
+    collectives' own (their kernels and transfers follow from the replay), in place."""
+    key, warps = straggler_warp(g)
+    work = np.flatnonzero((g.cat != CAT["collective"]) & (g.cat != CAT["transfer"]))
+    order = work[np.argsort(key[work], kind="stable")]  # each rank's nodes once, not a scan per rank
+    ks = key[order]
+    for k, (x, y) in warps.items():
+        idx = order[np.searchsorted(ks, k, side="left"):np.searchsorted(ks, k, side="right")]
+        s, e = g.start[idx], g.end[idx]
+        ws, we = _warp(x, y, s), _warp(x, y, e)
+        lead[idx] = ws - _warp(x, y, s - g.lead[idx])
+        d1[idx] = _warp(x, y, s + g.d1[idx]) - ws
+        d2[idx] = we - _warp(x, y, e - g.d2[idx])
+        a = idx[anchor[idx] > NEG // 2]
+        anchor[a] = _warp(x, y, anchor[a])
