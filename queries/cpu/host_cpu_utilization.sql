@@ -39,6 +39,7 @@
 -- @column cores_busy       value  busy_ns / wall_ns: cores kept busy on average.
 -- @column cpus             count  Logical CPUs seen in the run's scheduling data, or the collect manifest's host cores when more.
 -- @column cpu_utilization  value  busy_ns / (wall_ns * cpus), a fraction 0-1.
+-- @key busy_ns cpu_utilization
 -- @requires cpu_thread_state
 WITH tagged AS (
     SELECT run_id, pid, tid, start_ns, end_ns, 'sched' AS cls FROM cpu_thread_state WHERE end_ns > start_ns

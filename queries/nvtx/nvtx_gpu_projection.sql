@@ -36,6 +36,7 @@
 -- @column proj_start_ns     ns     Start of the first GPU operation launched inside the range.
 -- @column proj_end_ns       ns     End of the last one.
 -- @column proj_duration_ns  ns     proj_end_ns - proj_start_ns.
+-- @key proj_duration_ns kernel_ns
 -- @requires nvtx_ranges cuda_api
 -- @empty no NVTX range holds a CUDA call that launched GPU work (kernels, copies, memsets linked by correlation ID) on its thread
 WITH last_ts AS NOT MATERIALIZED (

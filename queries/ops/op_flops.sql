@@ -42,6 +42,7 @@
 -- @column covered_ms     value  Per run: that kernel time, in milliseconds.
 -- @column kernel_ms      value  Per run: all kernel time, in milliseconds.
 -- @column uncovered_top  text   Per run: the operators (innermost) with the most kernel time outside counted calls, with their share of the run's kernel time.
+-- @key flop
 WITH f0 AS MATERIALIZED (SELECT * FROM tk_op_flops()),
 g AS (SELECT * FROM tk_op_gpu()),
 f AS (SELECT f0.*, g.kernels, g.gpu_ns FROM f0 LEFT JOIN g USING (run_id, range_id)),

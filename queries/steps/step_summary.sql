@@ -40,6 +40,7 @@
 -- @column step_source   enum       Where the step comes from: 'tracekit', 'profiler', 'pattern' or 'detected' (tk_steps).
 -- @column pid           id         OS process ID of the step's process.
 -- @column start_ns      ns         Step start on the trace's clock.
+-- @key wall_ns gpu_busy_ns
 -- @requires nvtx_ranges
 -- @empty no NVTX ranges named `step N` or `step N (warmup)` (the training steps tracekit's runners mark; docs/workloads.md)
 WITH steps AS MATERIALIZED (

@@ -15,6 +15,7 @@
 -- @column max_ns     ns     Longest execution.
 -- @column stddev_ns  ns     Sample standard deviation (n - 1); 0 for a single execution, as nsys stats prints.
 -- @column time_pct   %      total_ns as a percentage of all kernel time in the run.
+-- @key total_ns time_pct
 SELECT run_id, name, n AS instances, total_ns, avg_ns, med_ns, min_ns, max_ns, stddev_ns, time_pct
 FROM tk_duration_summary('kernels')
 WHERE getvariable('top') = 0 OR rank_in_run <= getvariable('top')

@@ -35,6 +35,7 @@
 -- @column ts              text   start_ns - origin_ns in microseconds with exactly three decimals (Chrome trace 'ts'), from integer ns.
 -- @column dur             text   end_ns - start_ns the same way (Chrome trace 'dur'); NULL for an open range.
 -- @column fields          text   The event's Chrome trace fields as JSON members: "cat", "name", "ts", "dur" (when it ended), "args".
+-- @key name start_ns
 WITH rk AS (SELECT * FROM tk_ranks()),
 keep AS (
     SELECT CASE WHEN getvariable('ranks') IS NULL THEN NULL

@@ -99,7 +99,8 @@ def query(
             note(why_empty(eng.runs, q, params=params))
     result = select_columns(result, columns)
     units = {c.name: (c.unit, c.description) for c in q.columns}
-    render(result, format, output, title=name, units=units, protect=run_dirs, rows=rows)
+    render(result, format, output, title=name, units=units, protect=run_dirs, rows=rows,
+           keys=q.keys, explicit=bool(columns))
     for line in notices:  # the query's @notice lines (coverage, why a column is NULL)
         note(line)
 
@@ -140,7 +141,8 @@ def sql(
         _warn_runs(eng, tables_read(statement))
         if result.num_rows == 0 and result.num_columns:
             note(why_empty(eng.runs, sql=statement))
-    render(select_columns(result, columns), format, output, protect=run_dirs, rows=rows)
+    render(select_columns(result, columns), format, output, protect=run_dirs, rows=rows,
+           explicit=bool(columns))
 
 
 @app.command()
