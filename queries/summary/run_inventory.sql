@@ -12,9 +12,11 @@
 --   steps, step_source: tk_steps (tracekit, profiler, pattern or detected), as step_summary;
 --   gemm_*_ns     time of GEMM and convolution kernels -- names containing gemm, conv, fprop, dgrad,
 --                 wgrad, xmma, cutlass, nvjet, cudnn, mma or matmul (case ignored) -- by the number
---                 format the name states: bf16 (bf16, bfloat16), fp16 (fp16, f16, half, h884,
---                 h1688, h16816, hgemm; bf16 names excluded), fp32 (sgemm, f32, fp32, tf32, s884,
---                 s1688, s16816, ffma, float); a name stating none is in none of them.
+--                 format the name states, from the table of name tags
+--                 queries/data/kernel_name_tags.csv (tk_kernel_tags(): cuBLASLt nvjet_tst_ = bf16,
+--                 nvjet_hsh_ = fp16, nvjet_sss_ = fp32, HMMA tiles h884/s884/h16816/s16816 = fp16
+--                 inputs, tf32, bf16, ...; each row names its source): bf16, fp16, and fp32 (fp32
+--                 and tf32); fp8, int8, fp64 and names stating no format are in none of them.
 --
 -- @column run_id          id     Run folder the row comes from.
 -- @column gpus            count  GPUs (pid, device_id) with GPU activity.
@@ -56,13 +58,13 @@ main AS (
     GROUP BY p.run_id
 ),
 typed AS (
-    SELECT run_id, end_ns - start_ns AS d,
-           CASE WHEN NOT regexp_matches(name, '(?i)(gemm|conv|fprop|dgrad|wgrad|xmma|cutlass|nvjet|cudnn|mma|matmul)') THEN NULL
-                WHEN regexp_matches(name, '(?i)(bf16|bfloat16)') THEN 'bf16'
-                WHEN regexp_matches(name, '(?i)(fp16|f16|half|h884|h1688|h16816|hgemm)') THEN 'fp16'
-                WHEN regexp_matches(name, '(?i)(sgemm|f32|fp32|tf32|s884|s1688|s16816|ffma|float)') THEN 'fp32'
+    SELECT k.run_id, k.end_ns - k.start_ns AS d,
+           CASE WHEN NOT regexp_matches(k.name, '(?i)(gemm|conv|fprop|dgrad|wgrad|xmma|cutlass|nvjet|cudnn|mma|matmul)') THEN NULL
+                WHEN t.precision = 'tf32' THEN 'fp32'
+                ELSE t.precision
            END AS fmt
-    FROM kernels WHERE end_ns > start_ns
+    FROM kernels k LEFT JOIN tk_kernel_tags() t ON t.run_id = k.run_id AND t.name = k.name
+    WHERE k.end_ns > k.start_ns
 ),
 gemm AS (
     SELECT run_id, count(*) AS kernels,
