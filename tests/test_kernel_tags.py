@@ -26,7 +26,8 @@ NAMES = {  # name -> (precision, tensor_core): published kernel names of each fa
 
 
 def test_every_tag_row_names_a_source_and_a_known_format():
-    rows = list(csv.DictReader(open(data_file("kernel_name_tags.csv"), encoding="utf-8")))
+    with open(data_file("kernel_name_tags.csv"), encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
     assert len({r["priority"] for r in rows}) == len(rows)
     for r in rows:
         assert r["precision"] in {"fp8", "bf16", "fp16", "tf32", "fp32", "fp64", "int8"}

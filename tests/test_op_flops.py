@@ -297,7 +297,7 @@ def test_matmul_vector_cases_and_malformed_shapes(run_factory):
     # bytes of the matrix-vector: (64*128 + 128) * 4 read + 64 * 4 written
     assert by[1]["bytes"] == (64 * 128 + 128) * 4 + 64 * 4 and by[6]["bytes"] is None
     assert not by[6]["counted"]
-    assert notices == ["op_flops: run run1: FLOP modelled for 50.0% of GPU kernel time "
-                       "(0.000 of 0.000 ms); most time without a model: aten::matmul 50.0%; "
-                       "4 call(s) of aten::bmm, aten::matmul, aten::mm with shapes that do not fit "
-                       "the operator: FLOP NULL"]
+    assert notices == [("op_flops: run run1: FLOP modelled for 50.0% of GPU kernel time "
+                        "(0.000 of 0.000 ms); most time without a model: aten::matmul 50.0%; "
+                        "4 call(s) of aten::bmm, aten::matmul, aten::mm with shapes that do not "
+                        "fit the operator: FLOP NULL")]
