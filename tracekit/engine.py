@@ -317,7 +317,7 @@ class Engine:
                     value = p.check(value, q.name)  # type and domain (named_queries.Param)
                 expr = f"CAST({_lit(value)} AS {p.type})"
             try:
-                self._con.execute(f"SET VARIABLE {p.name} = {expr}")
+                self._con.execute(f'SET VARIABLE "{p.name}" = {expr}')
             except duckdb.Error:
                 raise QueryError(
                     f"query {q.name}: parameter {p.name}={value!r} is not a valid {p.type}"
