@@ -18,9 +18,10 @@
 --
 -- rank: processes.rank, else the pid -> rank map `tracekit collect` writes in the manifest
 -- (workload.ranks[].pid), else 0 when the run's steps all come from one process, else NULL.
--- gpu_busy_ns: time at least one kernel ran, over the step's host-side window, unioned over the
--- streams of each GPU the step's process used and summed over those GPUs (tk_busy_between,
--- as gpu_utilization scope 'step'); NULL when the run captured no kernels table (a CPU trace),
+-- gpu_busy_ns: GPU busy time, the one definition of every query (docs/metrics.md, "GPU busy"):
+-- time at least one kernel, memcpy or memset ran, over the step's host-side window, unioned over
+-- the streams of each GPU the step's process used and summed over those GPUs (tk_busy_between('any'),
+-- as gpu_utilization busy_ns scope 'step' and rank_summary gpu_busy_ns); NULL when the run captured no kernels table (a CPU trace),
 -- 0 when kernels were captured but none ran in the step. samples_per_s = the manifest's global
 -- batch (workload.samples_per_step: per-rank batch x world size) / wall time; NULL without it.
 --
@@ -34,7 +35,7 @@
 -- @column backward_ns   ns         Time in `backward` ranges; NULL for steps not from tracekit.
 -- @column optimizer_ns  ns         Time in `optimizer` (or PyTorch `Optimizer.step#...`, `Optimizer.zero_grad#...`) ranges.
 -- @column comm_ns       ns         Time at least one `comm ...` range was open (union), clipped to the step.
--- @column gpu_busy_ns   ns         Time at least one kernel ran on the process's GPUs in the step; NULL when no kernels were captured.
+-- @column gpu_busy_ns   ns         Time at least one kernel, memcpy or memset ran on the process's GPUs in the step (union per GPU, summed over its GPUs); NULL when no kernels were captured.
 -- @column samples_per_s value      Global samples per step / (wall_ns / 1e9): training samples (the workload's batch unit) per second.
 -- @column warmup        flag       True for warm-up steps (`step N (warmup)`).
 -- @column step_source   enum       Where the step comes from: 'tracekit', 'profiler', 'pattern' or 'detected' (tk_steps).
@@ -116,7 +117,7 @@ kernels_captured AS (
 ),
 busy AS (
     SELECT run_id, step_id, CAST(sum(busy_ns) AS BIGINT) AS busy_ns
-    FROM tk_busy_between('kernel') WHERE scope = 'step' GROUP BY run_id, step_id
+    FROM tk_busy_between('any') WHERE scope = 'step' GROUP BY run_id, step_id
 )
 SELECT s.run_id,
        CAST(coalesce(pr.rank, mr.rank, CASE WHEN op.single THEN 0 END) AS INTEGER) AS rank,
