@@ -66,3 +66,17 @@ def test_an_h200_bf16_nvjet_run_is_inferred_bf16(run_factory):
         inv = eng.query("run_inventory").to_pylist()[0]
     assert (inv["gemm_bf16_ns"], inv["gemm_fp16_ns"], inv["gemm_fp32_ns"]) == (1500, 100, 0)
     assert infer(open_run(run), inv)["precision"] == ("bf16", "kernel names (100% of GEMM time bf16)")
+
+
+def test_an_mpi_rank_under_nsys_is_named_after_its_program(run_factory):
+    """`mpirun -np 2 nsys profile ./jacobi`: nsys records the rank processes as nsys-launcher; the
+    main thread (tid = pid) carries the program's name after the exec."""
+    run = run_factory({
+        "kernels": {"start_ns": [0, 10, 20], "end_ns": [5, 15, 25], "device_id": [0, 0, 1],
+                    "pid": [10, 10, 11], "name": ["jacobi_kernel"] * 3},
+        "processes": {"pid": [10, 11, 9], "name": ["nsys-launcher", "nsys-launcher", "mpirun"]},
+        "threads": {"pid": [10, 10, 11], "tid": [10, 12, 11], "name": ["jacobi", "cuda-EvtHandlr", "jacobi"]},
+    })
+    with Engine([run]) as eng:
+        inv = eng.query("run_inventory").to_pylist()[0]
+    assert (inv["main_process"], inv["gpus"]) == ("jacobi", 2)

@@ -17,7 +17,9 @@ Each file holds one query whose header is a block of ``--`` comment lines::
 
 ``@key`` names the query's main measure(s), the columns a reader looks at first: the terminal
 table never leaves them out (:mod:`tracekit.cli.tableview`); every query has one (tests enforce
-it) and each name is one of its ``@column`` lines.
+it) and each name is one of its ``@column`` lines. ``@optional`` names columns that are NULL
+unless a parameter asks for them (kernel_summary's grid and block without ``-p by=grid``): the
+table leaves them out without a note when they are empty.
 
 An optional ``-- @notice SELECT ...`` line holds one SQL statement over the view ``result`` (the
 query's rows); each value of its first column is printed by ``tracekit query`` as one line on
@@ -134,6 +136,7 @@ class NamedQuery:
     empty: str = ""
     notices: tuple[str, ...] = ()
     keys: tuple[str, ...] = ()  # the main measures (@key)
+    optional: tuple[str, ...] = ()  # columns NULL unless a parameter asks for them (@optional)
     _params_by_name: dict = field(default=None, init=False, repr=False, compare=False)
 
     def param(self, name: str) -> Param:
@@ -162,9 +165,12 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
     name, _, description = header[0].partition(":")
     name = name.strip()
     details, params, columns, requires, empty, notices, keys = [], [], [], [], "", [], []
+    optional: list[str] = []
     for line in header[1:]:
         if line.startswith("@key"):
             keys += line[len("@key"):].split()
+        elif line.startswith("@optional"):
+            optional += line[len("@optional"):].split()
         elif line.startswith("@requires"):
             requires += line[len("@requires"):].split()
         elif line.startswith("@empty"):
@@ -204,6 +210,7 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
         empty=empty,
         notices=tuple(notices),
         keys=tuple(keys),
+        optional=tuple(optional),
     )
 
 

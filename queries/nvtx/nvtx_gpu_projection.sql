@@ -46,6 +46,7 @@
 -- @column proj_end_ns       ns     End of the last one.
 -- @column proj_duration_ns  ns     proj_end_ns - proj_start_ns.
 -- @key proj_duration_ns kernel_ns
+-- @optional range_id tid depth parent_range_id
 -- @requires nvtx_ranges cuda_api
 -- @empty no NVTX range holds a CUDA call that launched GPU work (kernels, copies, memsets linked by correlation ID) on its thread
 WITH last_ts AS NOT MATERIALIZED (

@@ -21,6 +21,7 @@
 -- @column stddev_ns  ns     Sample standard deviation (n - 1); 0 for a single execution, as nsys stats prints.
 -- @column time_pct   %      total_ns as a percentage of all kernel time in the run.
 -- @key total_ns time_pct
+-- @optional grid block
 WITH k AS (
     SELECT run_id, name, duration_ns,
            CASE WHEN getvariable('by') = 'grid' THEN grid_x || 'x' || grid_y || 'x' || grid_z END AS grid,

@@ -9,6 +9,8 @@
 --                 (workload.ranks[].rank from `tracekit collect`, or the Kineto traces' ranks);
 --   main_process  the name of the process that ran the most kernels, else of the one with the
 --                 most NVTX ranges / PyTorch annotations (ties: lowest pid); null when unnamed;
+--                 a process named after a launcher (nsys-launcher, mpirun, srun, torchrun, ...)
+--                 takes the name of its main thread (tid = pid): the program it ran;
 --   steps, step_source: tk_steps (tracekit, profiler, pattern or detected), as step_summary;
 --   gemm_*_ns     time of GEMM and convolution kernels -- names containing gemm, conv, fprop, dgrad,
 --                 wgrad, xmma, cutlass, nvjet, cudnn, mma or matmul (case ignored) -- by the number
@@ -50,11 +52,24 @@ per_pid AS (
         SELECT run_id, pid, 0, count(*) FROM nvtx_ranges GROUP BY run_id, pid
     ) GROUP BY run_id, pid
 ),
+-- a process named after a launcher (nsys-launcher execs the MPI rank's program under
+-- `mpirun nsys profile ./app`; the name nsys recorded is the launcher's) is named after its main
+-- thread (tid = pid), which carries the program's name after the exec
+launcher_named AS (
+    SELECT pr.run_id, pr.pid,
+           CASE WHEN lower(pr.name) IN ('nsys-launcher', 'nsys', 'mpirun', 'mpiexec', 'orted', 'prted',
+                                        'hydra_pmi_proxy', 'srun', 'slurmstepd', 'torchrun', 'launcher')
+                THEN coalesce(nullif(t.name, ''), pr.name) ELSE pr.name END AS name
+    FROM (SELECT run_id, pid, any_value(name) AS name FROM processes WHERE coalesce(name, '') <> ''
+          GROUP BY run_id, pid) pr
+    LEFT JOIN (SELECT run_id, pid, any_value(name) AS name FROM threads WHERE tid = pid
+               AND lower(coalesce(name, '')) NOT IN ('nsys-launcher', 'nsys', '') GROUP BY run_id, pid) t
+      ON t.run_id = pr.run_id AND t.pid = pr.pid
+),
 main AS (
     SELECT p.run_id, arg_max(n.name, (p.k, p.r, -p.pid)) AS main_process
     FROM per_pid p
-    JOIN (SELECT run_id, pid, any_value(name) AS name FROM processes WHERE coalesce(name, '') <> ''
-          GROUP BY run_id, pid) n ON n.run_id = p.run_id AND n.pid = p.pid
+    JOIN launcher_named n ON n.run_id = p.run_id AND n.pid = p.pid
     GROUP BY p.run_id
 ),
 typed AS (

@@ -51,7 +51,7 @@ query's order; a note on stderr says how many more there are. CSV, JSON and Parq
 
 def table_lines(result: pa.Table, title: str | None = None, units: dict | None = None,
                 width: int | None = None, hint: str = COLUMNS_HINT, keys=(),
-                explicit: bool = False, full: pa.Table | None = None) -> list[str]:
+                explicit: bool = False, full: pa.Table | None = None, optional=()) -> list[str]:
     """The terminal-table view of ``result``: lines of at most ``width`` cells (the terminal's by
     default) with display units, the main measures ``keys`` always among them, then one note
     naming the columns left out, wrapped to the width (with ``explicit``, the ``--columns``
@@ -59,12 +59,13 @@ def table_lines(result: pa.Table, title: str | None = None, units: dict | None =
     and :mod:`tracekit.cli.display`."""
     from tracekit.cli.tableview import table_lines as view
 
-    return view(result, title, units, width, hint, keys=keys, explicit=explicit, full=full)
+    return view(result, title, units, width, hint, keys=keys, explicit=explicit, full=full,
+                optional=optional)
 
 
 def render(result: pa.Table, fmt: Format, output: Path | None, title: str | None = None,
            units: dict | None = None, protect=(), rows: int | None = None, keys=(),
-           explicit: bool = False) -> None:
+           explicit: bool = False, optional=()) -> None:
     """Write ``result`` in ``fmt`` to ``output`` or stdout (``-`` is stdout too); the file rules
     (devices, symlinks, modes, folders in ``protect`` refused) are
     :func:`tracekit.outfile.write_output`'s. Parquet needs ``output``.
@@ -85,7 +86,7 @@ def render(result: pa.Table, fmt: Format, output: Path | None, title: str | None
         shown = result.slice(0, cap) if 0 < cap < result.num_rows else result
         if shown.num_rows:
             sys.stdout.write("\n".join(table_lines(shown, title, units, keys=keys, explicit=explicit,
-                                                     full=result)) + "\n")
+                                                     full=result, optional=optional)) + "\n")
         if shown.num_rows < result.num_rows:
             from tracekit.cli.messages import note
 

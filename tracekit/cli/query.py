@@ -100,7 +100,7 @@ def query(
     result = select_columns(result, columns)
     units = {c.name: (c.unit, c.description) for c in q.columns}
     render(result, format, output, title=name, units=units, protect=run_dirs, rows=rows,
-           keys=q.keys, explicit=bool(columns))
+           keys=q.keys, explicit=bool(columns), optional=q.optional)
     for line in notices:  # the query's @notice lines (coverage, why a column is NULL)
         note(line)
 

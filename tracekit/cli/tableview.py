@@ -93,12 +93,12 @@ def _blocks(cols: list[Col], width: int) -> list[list[str]]:
 
 def table_lines(result: pa.Table, title: str | None = None, units: dict | None = None,
                 width: int | None = None, hint: str = "", keys=(), explicit: bool = False,
-                full: pa.Table | None = None) -> list[str]:
+                full: pa.Table | None = None, optional=()) -> list[str]:
     """Lines of at most ``width`` cells (the terminal's by default): title, the line of constant
     columns, the table (or its blocks, ``explicit``), then a note naming the columns left out.
     ``keys``: the main measures; ``explicit``: the columns were chosen with ``--columns``;
     ``full``: the whole result when ``result`` is its first rows (a column is constant only if it
-    is in every row of it)."""
+    is in every row of it); ``optional``: columns left out silently when empty (``@optional``)."""
     width = width or terminal_width()
     keys = set(keys)
     cols = columns_of(result, units)
@@ -126,6 +126,8 @@ def table_lines(result: pa.Table, title: str | None = None, units: dict | None =
         for i, b in enumerate(blocks):
             lines += ([""] if i else []) + b
         return lines
+    quiet = set(optional)
+    cols = [c for c in cols if not (c.name in quiet and all(v == "" for v in c.cells))]
     lines, lay = render_lines(cols, width)
     notes = []
     if lay.dropped:
