@@ -8,6 +8,7 @@ from typing import Optional
 import typer
 
 from tracekit.cli.app import QUIET, app, jobs_option, scheduler_option, set_quiet
+from tracekit.cli.filter_opts import filtered
 from tracekit.cli.output import Format, render, select_columns
 from tracekit.errors import QueryError
 from tracekit.outfile import check_output
@@ -51,6 +52,7 @@ def _warn_runs(eng, tables: set[str]) -> None:
 
 
 @app.command()
+@filtered
 def query(
     name: str = typer.Argument(..., help="Named query, e.g. kernel_summary (`tracekit queries` "
                                "lists them).", show_default=False),
@@ -87,6 +89,9 @@ def query(
         if scheduler or (jobs or 1) > 1:  # in parts on workers (docs/multirank.md)
             from tracekit.cluster import query_runs
 
+            if eng.filters is not None:
+                raise QueryError("--step/--window/--rank/--device/--nvtx are not supported with "
+                                 "--jobs or --scheduler yet; run the filtered query in this process")
             eng._set_params(q, params)  # bad parameters fail here, before any worker starts
             result = query_runs(run_dirs, name, params, jobs=jobs, scheduler=scheduler,
                                 memory_limit=memory_limit, step_pattern=step_pattern)
@@ -99,13 +104,15 @@ def query(
             note(why_empty(eng.runs, q, params=params))
     result = select_columns(result, columns)
     units = {c.name: (c.unit, c.description) for c in q.columns}
-    render(result, format, output, title=name, units=units, protect=run_dirs, rows=rows,
+    title = name if eng.filters is None else f"{name} [{eng.filters.describe()}]"
+    render(result, format, output, title=title, units=units, protect=run_dirs, rows=rows,
            keys=q.keys, explicit=bool(columns), optional=q.optional)
     for line in notices:  # the query's @notice lines (coverage, why a column is NULL)
         note(line)
 
 
 @app.command()
+@filtered
 def sql(
     statement: str = typer.Argument(..., help="DuckDB SQL over the run-folder tables (kernels, "
                                     "cuda_api, memcpy, nvtx_ranges, ...; `tracekit schema` "
