@@ -24,6 +24,10 @@
 -- as gpu_utilization busy_ns scope 'step' and rank_summary gpu_busy_ns); NULL when the run captured no kernels table (a CPU trace),
 -- 0 when kernels were captured but none ran in the step. samples_per_s = the manifest's global
 -- batch (workload.samples_per_step: per-rank batch x world size) / wall time; NULL without it.
+-- Detected steps (step_source 'detected') that all lie inside one NVTX range of their process
+-- (8 or more of them) get a note on stderr: repeats of one kernel sequence inside a single host
+-- range are more likely the layers of one forward pass (a vLLM decoder's 35 layers) than
+-- training steps; --step-pattern names the real steps.
 --
 -- @param include_warmup BOOLEAN true  Keep warm-up steps (marked by `warmup`).
 -- @column run_id        id         Run folder the row comes from.
@@ -42,6 +46,7 @@
 -- @column pid           id         OS process ID of the step's process.
 -- @column start_ns      ns         Step start on the trace's clock.
 -- @key wall_ns gpu_busy_ns
+-- @notice SELECT 'step_summary: run ' || d.run_id || ', pid ' || d.pid || ': the ' || d.n || ' detected steps (' || CASE WHEN d.avg_ms < 1 THEN printf('%.1f µs', d.avg_ms * 1000) ELSE printf('%.3f ms', d.avg_ms) END || ' each on average) all lie inside one NVTX range, ' || to_json(r.name)::VARCHAR || ' (' || CASE WHEN r.ms < 1 THEN printf('%.1f µs', r.ms * 1000) ELSE printf('%.3f ms', r.ms) END || '): they may be the layers of one pass, not training steps; --step-pattern REGEX names the real steps' FROM (SELECT run_id, pid, count(*) AS n, avg(wall_ns) / 1e6 AS avg_ms, min(start_ns) AS s0, max(start_ns + wall_ns) AS s1 FROM result WHERE step_source = 'detected' GROUP BY run_id, pid HAVING count(*) >= 8) d JOIN (SELECT run_id, pid, name, start_ns, end_ns, (end_ns - start_ns) / 1e6 AS ms FROM nvtx_ranges WHERE end_ns IS NOT NULL) r ON r.run_id = d.run_id AND r.pid = d.pid AND r.start_ns <= d.s0 AND r.end_ns >= d.s1 QUALIFY row_number() OVER (PARTITION BY d.run_id, d.pid ORDER BY r.end_ns - r.start_ns, r.start_ns) = 1 ORDER BY d.run_id, d.pid
 -- @requires nvtx_ranges
 -- @empty no NVTX ranges named `step N` or `step N (warmup)` (the training steps tracekit's runners mark; docs/workloads.md)
 WITH steps AS MATERIALIZED (
