@@ -31,9 +31,9 @@ def test_repeats_inside_one_range_are_flagged(run_factory):
     # 11 steps of 950 ns, the last one to its last kernel's end (400 ns): 10850 / 12 = 904.2 ns;
     # the range spans 0 .. 13400 ns (12400 after the last kernel's slot, + 1000)
     assert len(rows) == 12 and sorted({r["wall_ns"] for r in rows}) == [400, 950]
-    assert notes == ['step_summary: run run1, pid 1: the 12 detected steps (0.9 µs each on average) '
+    assert notes == [('step_summary: run run1, pid 1: the 12 detected steps (0.9 µs each on average) '
                      'all lie inside one NVTX range, "execute_model" (13.4 µs): they may be the layers '
-                     'of one pass, not training steps; --step-pattern REGEX names the real steps']
+                     'of one pass, not training steps; --step-pattern REGEX names the real steps')]
 
 
 def test_training_iterations_of_a_real_trace_are_not_flagged(nsys_run):
