@@ -103,3 +103,16 @@ def test_kernel_summary_names_distinct_at_80_columns(nsys_run, capsys, monkeypat
     out = capsys.readouterr().out.split("not shown")[0]
     names = [r.split("  ")[0] for r in out.split("\n")[3:] if r.strip()]
     assert len(names) == 41 and len(set(names)) == 41
+
+
+def test_constant_list_columns_of_a_long_result(capsys, monkeypatch):
+    """op_flops' input_dims are lists: the constant-column check of a result longer than the rows
+    shown must not fail on them (ArrowNotImplementedError: 'unique' of list<list<int64>>)."""
+    t = pa.table({"name": ["mm", "mm", "mm"], "input_dims": [[[2, 3]], [[2, 3]], [[4, 5]]],
+                  "flop": [12.0, 12.0, 40.0]})
+    lines = table_lines(t.slice(0, 2), "q", None, width=60, keys=["flop"], full=t)
+    assert lines[1] == "same in every row: name mm"
+    assert lines[2].split() == ["input_dims", "flop"]  # input_dims varies in the whole result
+    lines = table_lines(t.slice(0, 2), "q", None, width=60, keys=["flop"],
+                        full=pa.concat_tables([t.slice(0, 2)] * 2))
+    assert lines[1] == "same in every row: name mm, input_dims [[2, 3]]"

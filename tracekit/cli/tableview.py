@@ -46,7 +46,15 @@ def constant_columns(table: pa.Table) -> set[str]:
         return set()
     out = set()
     for name, col in zip(table.column_names, table.columns):
-        if col.null_count == 0 and len(col.unique()) == 1:
+        if col.null_count:
+            continue
+        t = col.type
+        if pa.types.is_nested(t) or pa.types.is_dictionary(t):  # lists of shapes: no unique kernel
+            first = col[0].as_py()
+            same = all(v == first for v in col.to_pylist())
+        else:
+            same = len(col.unique()) == 1
+        if same:
             out.add(name)
     return out
 
