@@ -116,3 +116,13 @@ def test_constant_list_columns_of_a_long_result(capsys, monkeypatch):
     lines = table_lines(t.slice(0, 2), "q", None, width=60, keys=["flop"],
                         full=pa.concat_tables([t.slice(0, 2)] * 2))
     assert lines[1] == "same in every row: name mm, input_dims [[2, 3]]"
+
+
+def test_a_shortened_text_measure_is_printed_whole_under_the_table():
+    why = "dram_bytes: no dram__bytes counter; fp32_flop: no sm__sass_thread_inst_executed_op_fadd counters"
+    t = pa.table({"kernel_name": ["k1", "k2"], "flop": [None, 5.0], "missing": [why, None]})
+    lines = table_lines(t, "roofline", {"flop": ("FLOP", ""), "missing": ("text", "")}, width=40,
+                        keys=["flop", "missing"])
+    assert "…" in lines[3]  # shortened in the row
+    assert " ".join(lines[5:]) == f"missing: {why}"  # and whole below, wrapped to the width
+    assert all(len(x) <= 40 for x in lines)

@@ -99,6 +99,20 @@ def _blocks(cols: list[Col], width: int) -> list[list[str]]:
     return out
 
 
+def _full_texts(cols: list[Col], keys: set[str], width: int, most: int = 3) -> list[str]:
+    """For a main measure that is text and had to be shortened (roofline's ``missing``: why a
+    number is NULL), its distinct values in full under the table (at most ``most``)."""
+    out = []
+    for c in cols:
+        if c.name in keys and c.kind != "num" and c.natural() > c.width:
+            values = list(dict.fromkeys(v for v in c.cells if v))
+            for v in values[:most]:
+                out += wrap(f"{c.name}: {v}", width)
+            if len(values) > most:
+                out.append(f"{c.name}: {len(values) - most} more (-f csv shows them all)")
+    return out
+
+
 def table_lines(result: pa.Table, title: str | None = None, units: dict | None = None,
                 width: int | None = None, hint: str = "", keys=(), explicit: bool = False,
                 full: pa.Table | None = None, optional=()) -> list[str]:
@@ -143,6 +157,7 @@ def table_lines(result: pa.Table, title: str | None = None, units: dict | None =
     if lay.empty:
         notes.append(f"{', '.join(lay.empty)} (empty in every row)")
     lines = head + lines
+    lines += _full_texts(lay.cols, keys, width)
     if notes:
         text = f"not shown: {'; '.join(notes)}. {hint}".rstrip()
         lines += wrap(visible(text), width)
