@@ -222,11 +222,9 @@ class Engine:
             return
         select = _files_select(name, files, tdef)
         if self.filters is not None:  # tracekit.filters: rows outside the filter are not there
-            from tracekit.filters import predicate
+            from tracekit.filters import narrowed
 
-            cond = predicate(name, self.filters, {"run_id", *tdef.column_names})
-            if cond:
-                select = f"SELECT * FROM ({select}) AS t WHERE {cond}"
+            select = narrowed(select, name, self.filters, {"run_id", *tdef.column_names})
         self._con.execute(f"CREATE VIEW {name} AS " + select)
 
     def _insert(self, table: str, columns: dict[str, list]) -> None:

@@ -17,9 +17,10 @@ every output format (table, CSV, JSON, Parquet) and every plot sees the same eve
   are not narrowed by device;
 - ``--nvtx REGEX``: work launched inside NVTX ranges whose name matches (RE2, searched): as nsys
   stats ``--filter-nvtx``, a GPU activity belongs when the CUDA API call that launched it lies
-  inside a matching range on the same thread; host events (API calls, OS runtime calls, NVTX
-  ranges and marks, scheduling) when they start inside one on the same thread (tables without a
-  thread: of the same process).
+  inside the matching ranges of its thread (their union: a call across the boundary of two
+  overlapping matching ranges counts too); host events (API calls, OS runtime calls, NVTX
+  ranges and marks, scheduling) when they start inside them on the same thread (tables without
+  a thread: of the same process). Each test is one sorted (ASOF) lookup per event.
 
 Filters combine with AND. Tables without times (processes, threads, devices, ncu_metrics) keep
 all rows except for the rank and device filters. Everything the filter needs (steps, run starts,
@@ -140,8 +141,9 @@ def prepare(con, filters: Filters, unfiltered) -> None:
     """Create on ``con`` the tables the view predicates read, from the unfiltered engine
     ``unfiltered``: ``tk_filter_steps`` (the kept steps, tk_steps() columns), ``tk_filter_windows``
     (run_id, pid, w0, w1: kept time windows; pid NULL = every process), ``tk_filter_pids``
-    (run_id, pid of the kept ranks), ``tk_filter_threads`` (run_id, pid, tid, w0, w1 of matching
-    NVTX ranges) and ``tk_filter_launches`` (run_id, pid, correlation_id launched inside them)."""
+    (run_id, pid of the kept ranks), ``tk_filter_threads`` / ``tk_filter_procs`` (run_id, pid
+    [, tid], w0, w1: the matching NVTX ranges' time, merged into disjoint windows per thread /
+    process) and ``tk_filter_launches`` (run_id, pid, correlation_id launched inside them)."""
     steps = unfiltered.sql("SELECT * FROM tk_steps()")
     starts = unfiltered.sql(
         "SELECT run_id, min(t) AS t0 FROM (SELECT run_id, min(start_ns) AS t FROM kernels GROUP BY ALL "
@@ -177,14 +179,32 @@ def prepare(con, filters: Filters, unfiltered) -> None:
         threads = unfiltered.sql(
             "SELECT run_id, pid, tid, start_ns AS w0, coalesce(end_ns, 9223372036854775807) AS w1 "
             "FROM nvtx_ranges WHERE regexp_matches(name, " + _lit(filters.nvtx) + ")")
-        _table(con, "tk_filter_threads", threads)
+        _table(con, "tk_filter_ranges", threads)
+        # disjoint windows per thread and per process: membership is then one ASOF lookup per
+        # event (the last window starting at or before it), linear in the events
+        con.execute("CREATE TEMP TABLE tk_filter_threads AS " + _merged("tk_filter_ranges", "run_id, pid, tid"))
+        con.execute("CREATE TEMP TABLE tk_filter_procs AS " + _merged("tk_filter_ranges", "run_id, pid"))
+        ranges = ("SELECT run_id, pid, tid, start_ns AS w0, coalesce(end_ns, 9223372036854775807) AS w1 "
+                  "FROM nvtx_ranges WHERE regexp_matches(name, " + _lit(filters.nvtx) + ")")
         launches = unfiltered.sql(
+            f"WITH m AS ({_merged(f'({ranges})', 'run_id, pid, tid')}) "
             "SELECT DISTINCT c.run_id, c.pid, c.correlation_id FROM cuda_api c "
-            "JOIN (SELECT run_id, pid, tid, start_ns AS w0, coalesce(end_ns, 9223372036854775807) AS w1 "
-            "      FROM nvtx_ranges WHERE regexp_matches(name, " + _lit(filters.nvtx) + ")) r "
-            "ON r.run_id = c.run_id AND r.pid = c.pid AND r.tid = c.tid "
-            "AND c.start_ns >= r.w0 AND c.end_ns <= r.w1 WHERE c.correlation_id IS NOT NULL")
+            "ASOF JOIN m ON m.run_id = c.run_id AND m.pid = c.pid AND m.tid = c.tid AND c.start_ns >= m.w0 "
+            "WHERE c.end_ns <= m.w1 AND c.correlation_id IS NOT NULL")
         _table(con, "tk_filter_launches", launches)
+
+
+def _merged(table: str, keys: str) -> str:
+    """SELECT of the union of the [w0, w1) intervals of ``table`` per ``keys``, as disjoint
+    intervals (overlapping or touching ones merged)."""
+    return f"""
+        WITH s AS (SELECT {keys}, w0, w1,
+                          max(w1) OVER (PARTITION BY {keys} ORDER BY w0, w1
+                                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_end
+                   FROM {table}),
+        g AS (SELECT *, sum(CASE WHEN prev_end IS NULL OR w0 > prev_end THEN 1 ELSE 0 END)
+                            OVER (PARTITION BY {keys} ORDER BY w0, w1) AS grp FROM s)
+        SELECT {keys}, min(w0) AS w0, max(w1) AS w1 FROM g GROUP BY {keys}, grp"""
 
 
 def _table(con, name: str, data: pa.Table) -> None:
@@ -200,12 +220,13 @@ def _lit(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def predicate(name: str, filters: Filters, columns: set[str]) -> str | None:
-    """SQL condition over the row ``t`` of table ``name`` (its column names ``columns``), or None
-    when the filter keeps every row of it."""
-    conds = []
+def narrowed(select: str, name: str, filters: Filters, columns: set[str]) -> str:
+    """``select`` (the view of table ``name``, its column names ``columns``) narrowed to the rows
+    the filter keeps; ``select`` itself when it keeps every row."""
+    conds, join = [], ""
     tcol = TIME_COLUMN.get(name)
-    if (filters.steps or filters.window) and tcol and tcol in columns:
+    timed = bool(tcol and tcol in columns)
+    if (filters.steps or filters.window) and timed:
         pid = "(w.pid IS NULL OR t.pid IS NULL OR w.pid = t.pid)" if "pid" in columns else "true"
         conds.append(f"EXISTS (SELECT 1 FROM tk_filter_windows w WHERE w.run_id = t.run_id AND {pid} "
                      f"AND t.{tcol} >= w.w0 AND t.{tcol} < w.w1)")
@@ -213,18 +234,23 @@ def predicate(name: str, filters: Filters, columns: set[str]) -> str | None:
         conds.append("EXISTS (SELECT 1 FROM tk_filter_pids p WHERE p.run_id = t.run_id AND p.pid = t.pid)")
     if filters.devices and "device_id" in columns and name in HAS_DEVICE:
         conds.append("t.device_id IN (" + ", ".join(map(str, filters.devices)) + ")")
-    if filters.nvtx and tcol and tcol in columns:
+    if filters.nvtx and timed:
         if name in GPU_TABLES:
             conds.append("EXISTS (SELECT 1 FROM tk_filter_launches l WHERE l.run_id = t.run_id "
                          "AND l.pid = t.pid AND l.correlation_id = t.correlation_id)")
-        else:
-            same = " AND r.tid = t.tid" if "tid" in columns and name in HAS_TID else ""
-            pid = " AND r.pid = t.pid" if "pid" in columns else ""
-            conds.append(f"EXISTS (SELECT 1 FROM tk_filter_threads r WHERE r.run_id = t.run_id{pid}{same} "
+        elif "pid" in columns:
+            by_thread = "tid" in columns and name in HAS_TID
+            windows = "tk_filter_threads" if by_thread else "tk_filter_procs"
+            tid = " AND r.tid = t.tid" if by_thread else ""
+            join = (f" ASOF JOIN {windows} AS r ON r.run_id = t.run_id AND r.pid = t.pid{tid} "
+                    f"AND t.{tcol} >= r.w0")
+            conds.append(f"t.{tcol} < r.w1")
+        else:  # no process: inside any matching range
+            conds.append(f"EXISTS (SELECT 1 FROM tk_filter_procs r WHERE r.run_id = t.run_id "
                          f"AND t.{tcol} >= r.w0 AND t.{tcol} < r.w1)")
-    return " AND ".join(conds) if conds else None
-
-
+    if not conds:
+        return select
+    return f"SELECT t.* FROM ({select}) AS t{join} WHERE {' AND '.join(conds)}"
 
 
 NO_FILTER = Filters()
