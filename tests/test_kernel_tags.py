@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import csv
 
-from tracekit.engine import Engine
-from tracekit.named_queries import data_file
+from tracekit.query.engine import Engine
+from tracekit.query.named_queries import data_file
 
 NAMES = {  # name -> (precision, tensor_core): published kernel names of each family
     "nvjet_hsh_256x128_64x4_2x1_v_bz_coopA_NNT": ("fp16", True),

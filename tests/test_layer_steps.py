@@ -3,7 +3,7 @@ long host range (a vLLM forward pass and its decoder layers) is flagged, trainin
 
 from __future__ import annotations
 
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 
 
 def _layers(run_factory, repeats=12):

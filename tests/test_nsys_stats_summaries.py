@@ -17,7 +17,7 @@ import pytest
 from conftest import FIXTURES, NSYS_FIXTURES, requires_nsys
 from nsys_oracle import close_rounded, run_reports
 
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 
 pytestmark = [requires_nsys, pytest.mark.nsys]
 

@@ -10,7 +10,7 @@ from rich.cells import cell_len
 from tracekit.cli import run as cli
 from tracekit.cli.tableview import table_lines
 from tracekit.cli.termtable import shorten_distinct
-from tracekit.named_queries import all_queries
+from tracekit.query.named_queries import all_queries
 
 SLICE = "nsys2026_h100_2gpu_pytorch_slice"
 

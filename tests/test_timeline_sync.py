@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from tracekit.cli import run as cli
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 
 
 def _sync_tracks(run, tmp_path):

@@ -265,7 +265,7 @@ def current() -> Filters:
 
 @contextlib.contextmanager
 def use(filters: Filters):
-    """Make ``filters`` the default of every :class:`~tracekit.engine.Engine` created inside."""
+    """Make ``filters`` the default of every :class:`~tracekit.query.engine.Engine` created inside."""
     token = _ACTIVE.set(filters)
     try:
         yield filters

@@ -2,7 +2,7 @@
 
 Rules, on top of :mod:`tracekit.cli.termtable`'s layout:
 
-- the query's main measures (its ``@key`` columns, :mod:`tracekit.named_queries`) are never left
+- the query's main measures (its ``@key`` columns, :mod:`tracekit.query.named_queries`) are never left
   out, not even when they are empty: they are dropped last, after everything but the column
   naming the rows;
 - a column with the same value in every row (two rows or more) is not a column: it moves into a

@@ -55,9 +55,12 @@ def _label_value(v) -> str:
 
 
 def _short(text: str, width: int = 34) -> str:
-    from tracekit.cli.termtable import shorten
-
-    return shorten(text, width)
+    """``text`` cut to ``width`` characters with one ``…`` in the middle (two thirds of the room
+    kept from the start), unchanged when it fits."""
+    if len(text) <= width:
+        return text
+    front = (2 * (width - 1) + 2) // 3
+    return text[:front] + "…" + text[len(text) - (width - 1 - front):]
 
 
 def _world_axis(ax, df: pd.DataFrame) -> None:
@@ -85,7 +88,7 @@ def _lines(plt, df: pd.DataFrame, ys: list[tuple[str, str]], title: str,
     fig, axes = plt.subplots(1, len(ys), figsize=(5.2 * len(ys), 3.6), squeeze=False)
     handles, labels = [], []
     for ax, (col, label) in zip(axes[0], ys):
-        for key, g in df.groupby(["workload", "precision", "interconnect"], dropna=False, sort=True):
+        for _key, g in df.groupby(["workload", "precision", "interconnect"], dropna=False, sort=True):
             g = g.sort_values("world_size")
             if g[col].notna().any():
                 (h,) = ax.plot(g["world_size"], g[col], marker="o")
@@ -106,8 +109,9 @@ def _lines(plt, df: pd.DataFrame, ys: list[tuple[str, str]], title: str,
             ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     fig.suptitle(title, fontsize=10)
     if handles:
+        below = -0.02 - 0.045 * ((len(labels) + 1) // 2)  # one row of entries per two labels
         fig.legend(handles, [style.text(x) for x in labels], loc="lower center", fontsize=7,
-                   ncol=min(2, len(labels)), frameon=False, bbox_to_anchor=(0.5, -0.02 - 0.045 * ((len(labels) + 1) // 2)))
+                   ncol=min(2, len(labels)), frameon=False, bbox_to_anchor=(0.5, below))
     fig.tight_layout()
     return _png(fig)
 
