@@ -344,9 +344,12 @@ def test_compare_writes_its_metrics_in_every_format(fixture_runs, capsys, monkey
     assert cli(["compare", a, b]) == 0
     out = capsys.readouterr().out
     assert max(cell_len(x) for x in out.split("\n")) <= 80
-    # 559999448 ns -> 559.999 ms; relative (671764965 - 559999448) / 559999448 = +20.0 %
-    assert [x for x in out.split("\n") if x.startswith("gpu_idle_ns ")][0].split() == \
-        ["gpu_idle_ns", "559.999", "ms", "671.765", "ms", "111.766", "ms", "+20.0%"]
+    # one unit for every duration row (issue 28), the one of the largest (the copies' seconds):
+    # 559999448 ns -> 0.560 s; relative (671764965 - 559999448) / 559999448 = +20.0 %
+    lines = [x.split() for x in out.split("\n") if x.split()[:1] and x.split()[0].endswith("_ns")]
+    assert lines[[x[0] for x in lines].index("gpu_idle_ns")] == \
+        ["gpu_idle_ns", "0.560", "s", "0.672", "s", "0.112", "s", "+20.0%"]
+    assert {x[2] for x in lines if len(x) > 2} == {"s"}
 
 
 def test_every_width_fits_and_keeps_the_row_names(fixture_runs):
