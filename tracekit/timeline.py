@@ -320,7 +320,12 @@ def _write(eng, f, names: dict, origin: int, params: dict) -> dict:
             first = False
     if counters:
         by_cat["gpu_metrics"] = counters
-    meta = list(tracks.metadata())
+    from tracekit.timeline_memory import write_memory_counters
+
+    mem, first, mem_meta = write_memory_counters(eng, f, tracks, params, us, origin, first)
+    if mem:
+        by_cat["memory"] = mem
+    meta = list(tracks.metadata()) + mem_meta
     for gpu, (p, dev) in gpu_pid.items():
         label = f"GPU {gpu} metrics" + (f" (device {dev})" if dev is not None else "")
         meta.append({"ph": "M", "name": "process_name", "pid": p, "args": {"name": label}})

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tracekit.collectors.common import describe_input
+from tracekit.collectors.kineto import memory as MEM
 from tracekit.collectors.kineto import reader as R
 from tracekit.collectors.kineto.finish import (
     collectives_table,
@@ -140,6 +141,7 @@ def column_sources() -> dict[tuple[str, str], str]:
         ("collectives", "process_group"): "args['Process Group Name'] (else 'Process Group Description')",
         ("collectives", "seq"): "args['Seq'] of the NCCL kernel, else of the record_param_comms operator",
     })
+    out.update(MEM.column_sources())
     return out
 
 
@@ -198,6 +200,7 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
     tabs = {t: Columns(t) for t in ALL_PART_COLUMNS}
     FL = tabs["_flows"]
     CM = tabs["_comms"]
+    MEMC = tabs[MEM.PART]
     K, A, MC, MS, SY, NV = (tabs[t] for t in ("kernels", "cuda_api", "memcpy", "memset", "cuda_sync", "nvtx_ranges"))
     counts = st.counts
     skipped = st.skipped
@@ -403,6 +406,10 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
                 FL.n += 1
                 if FL.n >= CHUNK_ROWS:
                     parts.flush(FL, fi)
+        elif ph == "i" and e.get("name") in MEM.EVENT_ACTIONS:
+            MEM.add_event(MEMC, e, st)
+            if MEMC.n >= CHUNK_ROWS:
+                parts.flush(MEMC, fi)
         else:
             key = f"ph={ph}"
             skipped[key] = skipped.get(key, 0) + 1
@@ -489,6 +496,7 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
                                  "a step ran?", path=st.path)
             writer.manifest["inputs"].append(described[st.index].result())
             _warn_dropped(st, writer)
+            MEM.warn_dropped(st, writer)
             st.base_ns = file_base_ns(st)
             st.flow_counts = flow_counts(parts, st)
             st.host_pid = file_host_pid(st)
@@ -510,6 +518,10 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
             writer.write_table("collectives", [collectives_table(parts, states)])
         else:
             writer.not_captured("collectives", "CPU-only trace: no GPU activities were recorded (no CUPTI)")
+        if any(st.memory_rows for st in states):
+            writer.write_table("memory_events", MEM.memory_batches(parts, states))
+        else:
+            writer.not_captured("memory_events", "no [memory] events (trace not taken with profile_memory=True)")
         writer.write_table("processes", [processes_table(states)])
         writer.write_table("threads", [threads_table(states)])
         if any(st.metadata.get("deviceProperties") for st in states):

@@ -89,7 +89,13 @@ COMM_COLUMNS = {"seq": i64, "kernel": b, "external_id": i64, "start_ns": i64, "d
                 "stream_id": i64, "correlation_id": i64, "collective": s, "dtype": s,
                 "in_elements": i64, "out_elements": i64, "group_size": i32, "process_group": s,
                 "pg_seq": i64}
-ALL_PART_COLUMNS = {**PART_COLUMNS, "_flows": FLOW_COLUMNS, "_comms": COMM_COLUMNS}
+# [memory] / [OutOfMemory] events, for memory_events (collectors/kineto/memory.py).
+MEMORY_PART = "_memory"
+MEMORY_COLUMNS = {"seq": i64, "timestamp_ns": i64, "pid": i64, "tid": i64, "device_type": s,
+                  "device_id": i32, "action": s, "bytes": i64, "address": i64,
+                  "total_allocated_bytes": i64, "total_reserved_bytes": i64}
+ALL_PART_COLUMNS = {**PART_COLUMNS, "_flows": FLOW_COLUMNS, "_comms": COMM_COLUMNS,
+                    MEMORY_PART: MEMORY_COLUMNS}
 # An NCCL (or RCCL) kernel: ncclKernel_* (NCCL < 2.19) or ncclDevKernel_* (NCCL >= 2.19), as
 # tk_is_nccl in queries/_macros.sql.
 NCCL_KERNEL = re.compile(r"(^|[^A-Za-z0-9_])nccl(Dev)?Kernel_")
@@ -213,6 +219,7 @@ class FileState:
         self.events_seen = 0
         self.has_tracekit_step = False
         self.nvtx_rows = 0
+        self.memory_rows = 0  # [memory] / [OutOfMemory] events kept (collectors/kineto/memory.py)
         self.metadata: dict = {}
         self.metadata_complete = True
 

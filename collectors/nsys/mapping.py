@@ -428,7 +428,43 @@ DEVICES = TableMap(
     computed={},
 )
 
+# memory_events from CUDA_GPU_MEMORY_USAGE_EVENTS: reports recorded with `nsys profile
+# --cuda-memory-usage=true` (CUDA tracing on): every device memory allocation and free CUPTI sees
+# in the process (cudaMalloc, cudaMallocAsync, cuMemAlloc ... of every library: PyTorch's caching
+# allocator, NCCL, cuBLAS). Columns used: start, globalPid, deviceId, address, bytes, memKind
+# (ENUM_CUDA_MEM_KIND), memoryOperationType (ENUM_CUDA_DEV_MEM_EVENT_OPER: 0 Allocation,
+# 1 Deallocation). No totals: the memory queries accumulate bytes. Host memory allocated through
+# CUDA (Pageable, Pinned) is device_type 'cuda_host', device_id -1, so no GPU total counts it.
+_HOST_KINDS = "(0, 1)"  # ENUM_CUDA_MEM_KIND Pageable, Pinned: host memory
+
+MEMORY_EVENTS = TableMap(
+    "memory_events",
+    ("CUDA_GPU_MEMORY_USAGE_EVENTS",),
+    {
+        "timestamp_ns": (col("start"),),
+        "pid": (pid("globalPid"),),
+        "device_type": (Expr(f"CASE WHEN t.memKind IN {_HOST_KINDS} THEN 'cuda_host' ELSE 'cuda' END",
+                             ("memKind",), "text",
+                             "'cuda_host' for memKind Pageable/Pinned, else 'cuda'"),
+                        Expr("'cuda'", (), "text")),
+        "device_id": (Expr(f"CASE WHEN t.memKind IN {_HOST_KINDS} THEN -1 ELSE t.deviceId END",
+                           ("memKind", "deviceId"), doc="deviceId (-1 for host memory kinds)"),
+                      col("deviceId")),
+        "action": (Expr("CASE t.memoryOperationType WHEN 0 THEN 'alloc' ELSE 'free' END",
+                        ("memoryOperationType",), "text",
+                        "memoryOperationType: 0 (Allocation) -> 'alloc', 1 (Deallocation) -> 'free'"),),
+        "bytes": (col("bytes"),),
+        "address": (col("address"),),
+        "memory_kind": (col("memKind", "enum:ENUM_CUDA_MEM_KIND"),),
+        "source": (Expr("'nsys'", (), "text"),),
+        "seq": (Expr("t.rowid", (), doc="rowid of the CUDA_GPU_MEMORY_USAGE_EVENTS row"),),
+    },
+    where="t.memoryOperationType IN (0, 1)",
+)
+
+
 TABLE_MAPS: dict[str, TableMap] = {
     m.table: m for m in (KERNELS, CUDA_API, MEMCPY, MEMSET, CUDA_SYNC, NVTX_RANGES, NVTX_MARKS, OSRT_API,
-                         PROCESSES, THREADS, DEVICES, CPU_THREAD_STATE, GPU_METRICS)
+                         PROCESSES, THREADS, DEVICES, CPU_THREAD_STATE, GPU_METRICS, MEMORY_EVENTS)
 }
+

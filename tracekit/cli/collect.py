@@ -44,6 +44,10 @@ def collect(
                                   "measured steps (default: the first measured step)."),
     ncu_launch_count: int = typer.Option(None, "--ncu-launch-count", help="ncu only: profile at most "
                                          "this many kernel launches in those steps (default: 50)."),
+    profile_memory: bool = typer.Option(False, "--profile-memory", help="Record every allocation "
+                                        "and free (torch: profile_memory=True; nsys records CUDA "
+                                        "memory usage on GPUs anyway) for memory_summary and "
+                                        "`tracekit plot memory`."),
 ):
     """Train a workload under a profiler and convert its trace into a run folder.
 
@@ -60,7 +64,8 @@ def collect(
     opts = CollectOptions(profiler=profiler, extra_profiler_args=extra_profiler_args, force=force,
                           keep_raw=keep_raw, timeout_s=timeout, ncu_steps=_steps(ncu_steps),
                           ncu_launch_count=(CollectOptions.ncu_launch_count if ncu_launch_count is None
-                                            else ncu_launch_count))
+                                            else ncu_launch_count),
+                          profile_memory=profile_memory)
     do_collect(w, output, opts)
     m = open_run(output).manifest
     rows = ", ".join(f"{n} {t['rows']}" for n, t in m["tables"].items() if t["rows"])

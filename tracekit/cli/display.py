@@ -30,7 +30,7 @@ _KEY_TEXT = {"name", "step", "collective", "range", "kernel", "kernel_name", "sc
 
 
 def is_timestamp(name: str) -> bool:
-    return name in _TIMESTAMP_NAMES or name.endswith(("_start_ns", "_end_ns"))
+    return name in _TIMESTAMP_NAMES or name.endswith(("_start_ns", "_end_ns", "_at_ns"))
 
 
 def kind_of(name: str, unit: str | None, description: str = "", arrow_type=None) -> str:

@@ -103,3 +103,18 @@ def roofline(
     if info["skipped"]:
         msg += f"; {len(info['skipped'])} without FLOP or byte counters not drawn"
     _done(output, msg)
+
+
+@_command("memory")
+def memory(run_dirs: list[Path] = _RUNS, output: Path = _out("memory.png"),
+           bins: int = typer.Option(400, "--bins", help="At most N time bins (width a 1-2-5 step "
+                                    "chosen from the run's length)."),
+           bin_ns: int = typer.Option(0, "--bin-ns", help="Bin width in ns instead of --bins."),
+           title: str = _TITLE):
+    """Allocated and reserved memory over time per device (host and each GPU), training steps
+    shaded and each device's peak marked with its step, phase and operator; queries
+    memory_timeline, memory_summary and step_summary."""
+    from tracekit.plots.memory import plot_memory
+
+    info = plot_memory(run_dirs, output, bins=bins, bin_ns=bin_ns, title=title)
+    _done(output, f"{info['devices']} of {info['of']} device(s), {info['bins']} bins of {info['bin_ns']:,} ns")

@@ -21,6 +21,10 @@ Choices, per profiler:
   ``.ncu-rep`` that is then printed as CSV (``--page raw``).
 - **torch**: the runner itself records ``torch.profiler`` (``--torch-profile DIR``: CPU and, when
   present, CUDA activities over the measured steps) and writes one Chrome trace per rank.
+  ``--profile-memory`` adds ``profile_memory=True``: a ``[memory]`` event per allocation and free
+  of PyTorch's allocators (host and GPU), read into ``memory_events`` (docs/memory.md).
+  Under nsys, CUDA memory usage (``--cuda-memory-usage=true``) is recorded whenever CUDA is
+  present and this nsys has the option, with or without ``--profile-memory``.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ class Workload:
 
 
 def runner_command(w: Workload, result_json: str, *, python: str | None = None,
-                   torch_profile: str | None = None) -> list[str]:
+                   torch_profile: str | None = None, profile_memory: bool = False) -> list[str]:
     """``python -m tracekit.workloads ...``, under ``torch.distributed.run`` (torchrun) with a
     standalone rendezvous on a free port when ``w.nproc > 1``. ``result_json`` may contain
     ``{rank}`` (one result file per rank)."""
@@ -68,6 +72,8 @@ def runner_command(w: Workload, result_json: str, *, python: str | None = None,
     args += ["--result-json", result_json]
     if torch_profile:
         args += ["--torch-profile", torch_profile]
+        if profile_memory:
+            args.append("--profile-memory")
     return head + args
 
 

@@ -49,6 +49,9 @@ class CollectOptions:
     # ncu only: which steps (default: the first measured one) and how many launches at most
     ncu_steps: tuple[int, ...] | None = None
     ncu_launch_count: int = 50
+    # torch: profile_memory=True ([memory] events -> memory_events); nsys records CUDA memory
+    # usage on CUDA machines anyway (commands.nsys_profile_command); ncu cannot
+    profile_memory: bool = False
 
 
 def threads_per_rank(w: C.Workload) -> tuple[int, str]:
@@ -300,7 +303,8 @@ class _TorchPass:
     def run(self, s: _Session) -> tuple[list[Path], dict]:
         w = s.workload
         tdir = s.work / "torch"
-        target = C.runner_command(w, s.result_json, torch_profile=str(tdir))
+        target = C.runner_command(w, s.result_json, torch_profile=str(tdir),
+                                  profile_memory=s.options.profile_memory)
         s.cmds.append(target)
         s.running("torch.profiler")
         try:
@@ -380,7 +384,8 @@ def _collect_manifest(s: _Session, results: list[dict], profiler: str, version: 
             "source": f"/proc/PID/task/TID/{src.get('source')} read by the runner",
             "table": "cpu_thread_state (out_state 'Sampled')"}
     extra_manifest["collect"]["requested"] = {**asdict(s.workload), "profiler": o.profiler,
-                                              "extra_profiler_args": o.extra_profiler_args}
+                                              "extra_profiler_args": o.extra_profiler_args,
+                                              "profile_memory": o.profile_memory}
     if o.keep_raw:
         extra_manifest["collect"]["raw"] = sorted(
             str(Path("raw") / p.relative_to(s.work)) for p in s.work.rglob("*") if p.is_file())
@@ -405,9 +410,15 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
     run_dir = Path(run_dir).absolute()
     check_replaceable(run_dir, force=o.force)
     profiler = choose_profiler(o.profiler, quiet)
+    if o.profile_memory and profiler == "ncu":
+        raise InputError("--profile-memory: ncu does not record memory over time; use --profiler "
+                         "torch (profile_memory=True) or nsys (--cuda-memory-usage=true)")
     extra = shlex.split(o.extra_profiler_args or "")
     cuda = tools.cuda_present()
     _check_machine(workload, cuda)
+    if o.profile_memory and profiler == "nsys" and not cuda:
+        _say("--profile-memory under nsys records CUDA memory usage, and this machine has no GPU: "
+             "no memory events will be recorded (use --profiler torch for host memory)", quiet)
     tpr, tpr_rule = threads_per_rank(workload)
     runner = _PASSES[profiler](cuda)  # the tool checks happen before anything runs
     if not tools.torch_importable():

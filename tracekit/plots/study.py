@@ -17,6 +17,7 @@ TITLES = {
     "characterization": "Compute rate against memory traffic (characterization)",
     "communication": "Communication share of step time and exposed communication",
     "interconnect": "NVLink against PCIe",
+    "memory": "Peak memory per run (allocated and reserved, on the device with the highest peak)",
 }
 
 
@@ -249,6 +250,12 @@ def figures(study: Study) -> dict[str, list[tuple[str, str]]]:
                                    ["workload", "precision", "world_size", "interconnect"]),
                              TITLES["interconnect"])]
                            if len(ic) else missing("interconnect", "interconnect", "samples/s"))
+    mem = t["memory"]
+    out["memory"] = ([(_bars(plt, mem.assign(peak_allocated_mib=mem["peak_allocated_bytes"] / 2**20,
+                                             peak_reserved_mib=mem["peak_reserved_bytes"] / 2**20),
+                             [("peak_allocated_mib", "peak allocated (MiB)"), ("peak_reserved_mib", "peak reserved (MiB)")],
+                             TITLES["memory"], ["workload", "precision", "world_size", "device"]), TITLES["memory"])]
+                     if len(mem) else missing("memory", "run", "MiB"))
     return out
 
 

@@ -149,8 +149,10 @@ def render_html(study: Study, figs: dict[str, list[tuple[str, str]]], title: str
 
 
 # -- writing ------------------------------------------------------------------------------------
-INT_COLUMNS = {"world_size", "batch_size", "steps", "kernels", "cpus", "threads_per_rank"}
-TEXT_COLUMNS = {"workload", "suite", "precision", "interconnect", "source", "tensor_core_source", "runs"}
+INT_COLUMNS = {"world_size", "batch_size", "steps", "kernels", "cpus", "threads_per_rank",
+               "peak_allocated_bytes", "peak_reserved_bytes"}
+TEXT_COLUMNS = {"workload", "suite", "precision", "interconnect", "source", "tensor_core_source", "runs",
+                "device"}
 def _arrow(df: pd.DataFrame, name: str) -> pa.Table:
     df = df[COLUMNS[name]]
     fields = []

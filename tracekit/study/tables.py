@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from tracekit.query import Engine
+from tracekit.study import memory as _memory
 from tracekit.study.runs import RunInfo
 
 # Tensor-core kernels by name: cuBLAS/cuDNN/CUTLASS spellings of HMMA/IMMA tile kernels across
@@ -57,6 +58,7 @@ SOURCES = {
     "characterization": ["roofline", "op_flops"],
     "communication": ["nccl", "gpu_utilization", "step_summary"],
     "interconnect": ["step_summary", "nccl", "gpu_utilization"],
+    "memory": _memory.SOURCES,
 }
 
 COLUMNS = {
@@ -72,6 +74,7 @@ COLUMNS = {
                       "interconnect", "source", "runs"],
     "interconnect": ["workload", "precision", "world_size", "interconnect", "samples_per_s",
                      "step_ns", "comm_share", "exposed_comm_ns", "runs"],
+    "memory": _memory.COLUMNS,
 }
 
 
@@ -147,6 +150,9 @@ def build_tables(infos: list[RunInfo], *, pool: bool = False,
         _characterization(study, eng, ncu, keys, rf)
         _communication(study, eng, pr)
         _interconnect(study)
+        study.tables["memory"], why = _memory.memory_table(eng, keys)
+        if why:
+            study.reasons["memory"] = why
     for name in COLUMNS:
         study.tables.setdefault(name, _empty(name))
     return study

@@ -36,6 +36,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--torch-profile", metavar="DIR", default=None,
                    help="record torch.profiler over the measured steps; one Chrome trace per rank "
                    "in DIR (rankN.json)")
+    p.add_argument("--profile-memory", action="store_true",
+                   help="with --torch-profile: record every allocation and free "
+                   "(torch.profiler profile_memory=True)")
     return p
 
 
@@ -45,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     config = RunConfig(workload=a.workload, preset=a.preset, steps=a.steps, warmup_steps=a.warmup_steps,
                        batch_size=a.batch_size, precision=a.precision, channels_last=a.channels_last,
                        compile=a.compile, device=a.device, seed=a.seed, result_json=a.result_json,
-                       torch_profile=a.torch_profile,
+                       torch_profile=a.torch_profile, profile_memory=a.profile_memory,
                        command=[sys.executable, "-m", "tracekit.workloads", *argv])
     try:
         r = run(config)

@@ -45,6 +45,7 @@ class RunConfig:
     seed: int = 0
     result_json: str | None = None
     torch_profile: str | None = None  # folder for torch.profiler Chrome traces (rank{N}.json)
+    profile_memory: bool = False  # torch.profiler profile_memory=True ([memory] events)
     command: list[str] = field(default_factory=list)
 
     def validate(self) -> RunConfig:
@@ -182,10 +183,11 @@ def _write_json(path: Path, data: dict) -> None:
         raise
 
 
-def _torch_profiler(torch, cuda: bool):
-    """torch.profiler over the measured steps (``--torch-profile``): CPU and, on GPUs, CUDA."""
+def _torch_profiler(torch, cuda: bool, memory: bool = False):
+    """torch.profiler over the measured steps (``--torch-profile``): CPU and, on GPUs, CUDA;
+    every allocation and free too with ``memory`` (``--profile-memory``)."""
     acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if cuda else [])
-    return torch.profiler.profile(activities=acts, record_shapes=True)
+    return torch.profiler.profile(activities=acts, record_shapes=True, profile_memory=memory)
 
 
 def _recorded_range(torch):
@@ -269,7 +271,7 @@ def _train(torch, dist, config, spec, device, batch_size, world, rank, local_ran
 
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     total = config.warmup_steps + config.steps
-    prof = _torch_profiler(torch, cuda) if config.torch_profile else None
+    prof = _torch_profiler(torch, cuda, config.profile_memory) if config.torch_profile else None
     sampler = None  # host CPU time per thread while the torch profiler records (cpusample.py)
     nvtx_range = _annotate.nvtx_range if prof is None else _recorded_range(torch)
     step_ns, losses = [], []
