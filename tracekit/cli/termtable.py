@@ -115,7 +115,7 @@ def shorten_distinct(values: list[str], width: int, where: str = "middle") -> li
         if v not in g:
             g.append(v)
     fix: dict[str, str] = {}
-    for o, vs in groups.items():
+    for vs in groups.values():
         if len(vs) > 1:
             fix.update(_distinct(vs, width))
     return [fix.get(v, o) for v, o in zip(values, out)] if fix else out
