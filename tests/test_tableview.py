@@ -126,3 +126,24 @@ def test_a_shortened_text_measure_is_printed_whole_under_the_table():
     assert "…" in lines[3]  # shortened in the row
     assert " ".join(lines[5:]) == f"missing: {why}"  # and whole below, wrapped to the width
     assert all(len(x) <= 40 for x in lines)
+
+
+def test_op_flops_and_roofline_show_their_main_measures_at_80_columns(kineto_run, tmp_path, capsys,
+                                                                   monkeypatch):
+    from conftest import FIXTURES
+    from tracekit.convert import convert
+
+    monkeypatch.setenv("COLUMNS", "80")
+    assert cli(["query", "op_flops", str(kineto_run("kineto_mi250_rocm")), "-n", "5"]) == 0
+    out = capsys.readouterr().out.split("\n")
+    header = out[next(i for i, x in enumerate(out) if x.startswith("─")) - 1]
+    assert "FLOP" in header and max(cell_len(x) for x in out) <= 80
+    ncu = convert([FIXTURES / "ncu" / "ncu_v100_gene_dram_time.ncu-rep",
+                   FIXTURES / "ncu" / "ncu_v100_gene_flops_time.ncu-rep"], tmp_path / "gene")
+    assert cli(["query", "roofline", str(ncu), "-p", "merge_passes=true"]) == 0
+    out = capsys.readouterr().out.split("\n")
+    header = out[next(i for i, x in enumerate(out) if x.startswith("─")) - 1].split()
+    # kernel_name, MFLOP, dram MB, pct_of_roof %, missing: FLOP and bytes in their SI unit
+    assert header[0] == "kernel_name" and header[1] == "MFLOP" and header[2:4] == ["dram", "MB"], header
+    assert "pct_of_roof" in header and "missing" in header
+    assert max(cell_len(x) for x in out) <= 80
