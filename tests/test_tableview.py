@@ -131,6 +131,7 @@ def test_a_shortened_text_measure_is_printed_whole_under_the_table():
 def test_op_flops_and_roofline_show_their_main_measures_at_80_columns(kineto_run, tmp_path, capsys,
                                                                    monkeypatch):
     from conftest import FIXTURES
+
     from tracekit.convert import convert
 
     monkeypatch.setenv("COLUMNS", "80")
