@@ -6,6 +6,7 @@ import json
 
 import pandas as pd
 import pytest
+from conftest import FIXTURES
 
 from tracekit.cli import run as cli
 from tracekit.errors import InputError
@@ -139,13 +140,15 @@ def test_fail_if_slower_gate(kineto_run, tmp_path, capsys):
     a = kineto_run("kineto_a100_nccl_2ranks_rank0")
     assert cli(["compare", str(a), str(a), "--fail-if-slower", "5", "-f", "csv"]) == 0
     err = capsys.readouterr().err
-    assert "step_ns (mean step time): a 222.368 ms, b 222.368 ms, change +0.00%: within 5%" in err
+    assert ("step_ns (mean step time): a 222.368 ms, b 222.368 ms: b takes the same time; passes "
+            "(limit: 5% slower)") in err
     b = _doubled(a, tmp_path / "slow")
     assert cli(["compare", str(a), str(b), "--fail-if-slower", "5", "-f", "csv"]) == 3
     err = capsys.readouterr().err
-    assert "a 222.368 ms, b 444.737 ms, change +100.00%: slower by more than 5%" in err
-    # the other way round B is faster: passes; a limit above the change passes too
+    assert "a 222.368 ms, b 444.737 ms: b is 100.00% slower; fails: more than 5% slower" in err
+    # the other way round B is faster (-50 %): passes, and says so with the sign that reads right
     assert cli(["compare", str(b), str(a), "--fail-if-slower", "5", "-f", "csv"]) == 0
+    assert "a 444.737 ms, b 222.368 ms: b is 50.00% faster; passes (limit: 5% slower)" in capsys.readouterr().err
     assert cli(["compare", str(a), str(b), "--fail-if-slower", "150", "-f", "csv"]) == 0
     assert cli(["compare", str(a), str(b), "--fail-if-slower", "-1", "-f", "csv"]) == 2
 
@@ -158,7 +161,7 @@ def test_gate_without_steps_uses_gpu_busy_time():
     g = gate(m, 5)
     assert (g.metric, g.slower, round(g.change_pct, 6)) == ("gpu_busy_run_ns", False, 4.9)
     assert gate(m.assign(b=[None, 1051.0]), 5).slower
-    with pytest.raises(InputError, match="neither"):
+    with pytest.raises(InputError, match="do not both have steps or GPU busy time"):
         gate(m.assign(a=[None, None]), 5)
 
 
@@ -175,3 +178,24 @@ def test_memcpy_per_kind_nvlink_against_host_staged(nsys_run):
     with Engine([a, b]) as eng:
         ms = eng.query("memcpy_summary").to_pandas()
     assert m.loc["memcpy_DtoH_ns", "b"] == ms[(ms.run_id == b.name) & (ms.kind == "DtoH")].total_ns.sum()
+
+
+def test_compare_refuses_runs_of_different_kinds_and_is_quiet(kineto_run, nsys_run, tmp_path, capsys,
+                                                             monkeypatch):
+    """An ncu pass against a timeline pass is refused (issue 28); -q silences the summary; the
+    metric table reads down each column in one unit."""
+    from tracekit.convert import convert
+
+    ncu = convert([FIXTURES / "ncu" / "ncu2022.3_rtx2080ti_two_kernels.raw.csv"], tmp_path / "ncu")
+    a = kineto_run("kineto_a100_nccl_2ranks_rank0")
+    assert cli(["compare", str(a), str(ncu)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a timeline pass" in err[0] and "an ncu pass" in err[0]
+    b = _doubled(a, tmp_path / "slow")
+    monkeypatch.setenv("COLUMNS", "100")
+    assert cli(["compare", str(a), str(b), "-q", "--top", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    rows = [ln.split() for ln in out.split("\n\n")[0].splitlines()[3:] if ln.endswith("%") or " ms" in ln]
+    units = {r[0]: r[2] for r in rows if r[0].endswith("_ns") and len(r) > 2}
+    assert units and set(units.values()) == {"ms"}, units

@@ -396,7 +396,10 @@ def test_host_cpu_utilization(run_factory):
     assert whole["cpu_utilization"] == pytest.approx(2 / 3)
     main = rows["run", None, "thread", 1, 1]
     assert (main["thread_name"], main["busy_ns"], main["osrt_ns"], main["cores_busy"]) == ("main", 90, 10, 0.9)
+    # a thread's utilization is of one core (issue 28): 90 / 100, not 90 / (100 * 3)
+    assert main["cpu_utilization"] == 0.9
     assert rows["run", None, "process", 1, None]["busy_ns"] == 190
+    assert rows["run", None, "process", 1, None]["cpu_utilization"] == pytest.approx(190 / 300)
     # step 0 [0,50): thread 1 40, thread 2 50, thread 3 10 -> 100 busy, 2 cores; step 1: 50 + 50 = 100
     assert rows["step", "step 0", "all", None, None]["busy_ns"] == 100
     assert rows["step", "step 0", "thread", 1, 1]["osrt_ns"] == 10

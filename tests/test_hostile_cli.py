@@ -239,7 +239,8 @@ def test_valid_parameter_values_still_work(small_run, capsys):
     capsys.readouterr()
     assert run(["query", "kernel_summary", str(small_run), "-p", "top=1", "-f", "csv"]) == 0
     rows = capsys.readouterr().out.splitlines()
-    assert len(rows) == 2 and rows[1].startswith('"run","add_one(const float *, float *, int)",3,3840,')
+    # grid and block (NULL without -p by=grid) follow the name
+    assert len(rows) == 2 and rows[1].startswith('"run","add_one(const float *, float *, int)",,,3,3840,')
 
 
 # -- tracekit sql: external access ------------------------------------------------------------------

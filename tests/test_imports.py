@@ -19,7 +19,7 @@ LAYERS = {
     "tracekit.collect": 4, "tracekit.study": 4, "tracekit.plots": 4, "tracekit.timeline": 4,
     "tracekit.timeline_memory": 4,
     "tracekit.workloads": 4, "tracekit.whatif": 3,
-    "tracekit.convert": 3, "tracekit.query": 3, "tracekit.roofline": 3,
+    "tracekit.convert": 3, "tracekit.query": 3, "tracekit.filters": 3, "tracekit.roofline": 3,
     "tracekit.integrity": 3, "tracekit.outfile": 3, "tracekit.schema.docs": 3,
     "tracekit.collectors": 2,
     "tracekit.runfolder": 1, "tracekit.schema": 1, "tracekit.duck": 1, "tracekit.progress": 1,

@@ -267,3 +267,37 @@ def test_plans_stay_linear(model_run, name):
     with Engine([model_run]) as eng:
         plan = "\n".join(r[1] for r in eng.con.sql("EXPLAIN " + query.sql).fetchall())
     assert not re.findall(r"Piecewise Merge Join|IE Join", plan)
+
+
+def test_matmul_vector_cases_and_malformed_shapes(run_factory):
+    """torch.matmul's 1-D rules (issue 28): a 1-D operand is a vector, not a batch."""
+    ops = ops_table([
+        # [64, 128] @ [128]: matrix-vector, 2*64*128 = 16384 (was 2,097,152: the 128 as a batch)
+        (1, "aten::matmul", 0, 10, 0, [[64, 128], [128]], F4 * 2, ["", ""]),
+        # [128] @ [128]: dot product, 2*128 = 256
+        (2, "aten::matmul", 20, 30, 0, [[128], [128]], F4 * 2, ["", ""]),
+        # [128] @ [128, 32]: vector-matrix, 2*128*32 = 8192
+        (3, "aten::matmul", 40, 50, 0, [[128], [128, 32]], F4 * 2, ["", ""]),
+        # [5, 64, 128] @ [128]: batched matrix-vector, 2*5*64*128 = 81920
+        (4, "aten::matmul", 60, 70, 0, [[5, 64, 128], [128]], F4 * 2, ["", ""]),
+        # [128] @ [5, 128, 32]: vector by a batch of matrices, 2*5*128*32 = 40960
+        (5, "aten::matmul", 80, 90, 0, [[128], [5, 128, 32]], F4 * 2, ["", ""]),
+        # malformed: inner sizes differ, mm of 3-D, a missing shape, bmm batch mismatch
+        (6, "aten::matmul", 100, 110, 0, [[64, 128], [127]], F4 * 2, ["", ""]),
+        (7, "aten::mm", 120, 130, 0, [[2, 64, 128], [128, 4]], F4 * 2, ["", ""]),
+        (8, "aten::mm", 140, 150, 0, [[], [128, 4]], F4 * 2, ["", ""]),
+        (9, "aten::bmm", 160, 170, 0, [[3, 4, 5], [2, 5, 6]], F4 * 2, ["", ""]),
+    ])
+    api, k = launches([(1, 2, 1, 3, 9), (101, 102, 2, 103, 109)])
+    run = run_factory({"nvtx_ranges": ops, "cuda_api": api, "kernels": k})
+    rows, notices = q(run, "op_flops")
+    flop = {r["range_id"]: r["flop"] for r in rows}
+    assert flop == {1: 16384, 2: 256, 3: 8192, 4: 81920, 5: 40960, 6: None, 7: None, 8: None, 9: None}
+    by = {r["range_id"]: r for r in rows}
+    # bytes of the matrix-vector: (64*128 + 128) * 4 read + 64 * 4 written
+    assert by[1]["bytes"] == (64 * 128 + 128) * 4 + 64 * 4 and by[6]["bytes"] is None
+    assert not by[6]["counted"]
+    assert notices == [("op_flops: run run1: FLOP modelled for 50.0% of GPU kernel time "
+                        "(0.000 of 0.000 ms); most time without a model: aten::matmul 50.0%; "
+                        "4 call(s) of aten::bmm, aten::matmul, aten::mm with shapes that do not "
+                        "fit the operator: FLOP NULL")]

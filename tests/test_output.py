@@ -170,7 +170,8 @@ def test_tables_fit_an_80_column_terminal(fixture_runs, query):
     assert max(cell_len(line) for line in lines) <= 80, text
     assert "\x1b" not in text  # no colour or cursor escapes either
     assert lines[0] == f"{query} (run {SLICE})"
-    header = lines[1].split()
+    const = lines[1].startswith("same in every row: ")  # constant columns, under the title
+    header = lines[1 + const].split()
     if query == "kernel_summary":
         # the columns a reader needs first; stddev and min/max go when there is no room
         assert header[:3] == ["name", "instances", "total"] and header[-2:] == ["time", "%"]
@@ -178,7 +179,7 @@ def test_tables_fit_an_80_column_terminal(fixture_runs, query):
         assert len(lines) > 40  # one line per kernel name, never folded
     if query == "gpu_utilization":
         assert header[0] == "scope" and {"pid", "device_id"} <= set(header)  # identifiers stay
-        runs = [row.split()[:3] for row in lines[3:] if row.startswith("run ")]
+        runs = [row.split()[:3] for row in lines[3 + const:] if row.startswith("run ")]
         assert runs == [["run", "111", "0"], ["run", "112", "1"]]
 
 
@@ -343,9 +344,12 @@ def test_compare_writes_its_metrics_in_every_format(fixture_runs, capsys, monkey
     assert cli(["compare", a, b]) == 0
     out = capsys.readouterr().out
     assert max(cell_len(x) for x in out.split("\n")) <= 80
-    # 559999448 ns -> 559.999 ms; relative (671764965 - 559999448) / 559999448 = +20.0 %
-    assert [x for x in out.split("\n") if x.startswith("gpu_idle_ns ")][0].split() == \
-        ["gpu_idle_ns", "559.999", "ms", "671.765", "ms", "111.766", "ms", "+20.0%"]
+    # one unit for every duration row (issue 28), the one of the largest (the copies' seconds):
+    # 559999448 ns -> 0.560 s; relative (671764965 - 559999448) / 559999448 = +20.0 %
+    lines = [x.split() for x in out.split("\n") if x.split()[:1] and x.split()[0].endswith("_ns")]
+    assert lines[[x[0] for x in lines].index("gpu_idle_ns")] == \
+        ["gpu_idle_ns", "0.560", "s", "0.672", "s", "0.112", "s", "+20.0%"]
+    assert {x[2] for x in lines if len(x) > 2} == {"s"}
 
 
 def test_every_width_fits_and_keeps_the_row_names(fixture_runs):
@@ -361,7 +365,8 @@ def test_every_width_fits_and_keeps_the_row_names(fixture_runs):
             lines = table_lines(t.slice(0, 50), q, units[q], width)
             assert max(cell_len(x) for x in lines) <= width, (q, width)
             if width >= 40 and "name" in t.column_names:  # the row names are the last to go
-                assert "name" in lines[1].split(), (q, width, lines[1])
+                header = lines[next(i for i, x in enumerate(lines) if x.startswith("─")) - 1]
+                assert "name" in header.split(), (q, width, header)
 
 
 def test_shorten_and_visible():

@@ -37,7 +37,8 @@ def test_kernel_summary_two_runs_and_nonpositive_durations(run_factory):
     rows = _query([a, b], "kernel_summary")
     assert [(r["run_id"], r["name"]) for r in rows] == [("a", "k1"), ("a", "k2"), ("b", "k1")]
     # a/k1: total 90, mean 30, median 20; deviations -20, -10, 30 -> sqrt((400+100+900)/2) = sqrt(700)
-    assert rows[0] == {"run_id": "a", "name": "k1", "instances": 3, "total_ns": 90, "avg_ns": 30.0,
+    assert rows[0] == {"run_id": "a", "name": "k1", "grid": None, "block": None, "instances": 3,
+                       "total_ns": 90, "avg_ns": 30.0,
                        "med_ns": 20.0, "min_ns": 10, "max_ns": 60,
                        "stddev_ns": pytest.approx(math.sqrt(700)), "time_pct": pytest.approx(90.0)}
     # a/k2: a single execution: stddev 0.0 as nsys prints, 10 of 100 ns = 10 %

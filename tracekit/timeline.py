@@ -123,6 +123,8 @@ class _Tracks:
         for (key, track, device, stream, tid, lane), t in self.tids.items():
             if track == "stream":
                 label = f"GPU {device} stream {stream}"
+            elif track == "sync" and stream is None:  # event syncs and context-wide syncs
+                label = f"GPU {device} context synchronization"
             elif track == "sync":
                 label = f"GPU {device} stream {stream} synchronization"
             elif track == "ranges":

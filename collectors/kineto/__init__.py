@@ -472,7 +472,8 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
     """Convert one or more Kineto traces (e.g. one per rank) into ``writer``'s run folder.
 
     Raises :class:`InputError` for a file that is not JSON, is truncated, has no traceEvents
-    array, or has a malformed ``baseTimeNanoseconds``.
+    array or no timed event in it (``{"traceEvents": []}``, metadata only), or has a malformed
+    ``baseTimeNanoseconds``.
     """
     paths = [Path(p) for p in paths]
     for i, p in enumerate(paths):
@@ -489,6 +490,10 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
         for st in states:
             with _gc_paused():
                 _read_file(st, parts, progress, range_counter)
+            if not st.counts:  # nothing timed: no run folder of empty tables (exit 2)
+                raise InputError("holds no profiler events (traceEvents is empty or has only "
+                                 "metadata): nothing to convert; was the profiler stopped before "
+                                 "a step ran?", path=st.path)
             writer.manifest["inputs"].append(described[st.index].result())
             _warn_dropped(st, writer)
             MEM.warn_dropped(st, writer)

@@ -25,6 +25,7 @@
 -- @column max_value    value  Largest sample value.
 -- @column first_ns     ns     First sample time.
 -- @column last_ns      ns     Last sample time.
+-- @key avg_value
 -- @requires gpu_metrics
 -- @empty no NVLink or PCIe metric (a name with NVLink, NVL or PCIe) among the GPU metric samples
 WITH m AS (

@@ -30,6 +30,7 @@
 -- @column p90_bytes_per_s    bytes/s  90th percentile of per-copy throughput.
 -- @column max_bytes_per_s    bytes/s  Highest per-copy throughput.
 -- @column avg_bytes          bytes    Mean copy size.
+-- @key bytes_per_s total_bytes
 -- @requires memcpy
 WITH c AS (
     SELECT run_id, pid, device_id, kind,

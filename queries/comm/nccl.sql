@@ -63,6 +63,7 @@
 -- @column gpu_nccl_ns         ns       Union of ALL the GPU's NCCL kernels (every row of the GPU repeats it).
 -- @column gpu_overlap_ns      ns       Of which overlapped by the GPU's compute kernels.
 -- @column gpu_exposed_ns      ns       gpu_nccl_ns - gpu_overlap_ns.
+-- @key nccl_ns exposed_ns busbw_bytes_per_s
 -- @requires kernels
 -- @empty no NCCL kernels (names with ncclKernel_ or ncclDevKernel_: the trace holds no NCCL communication)
 WITH nk AS (

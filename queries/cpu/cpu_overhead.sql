@@ -43,6 +43,7 @@
 -- @column gpu_wall_ns          ns     Sum of the GPU windows' lengths.
 -- @column gpu_idle_host_ns     ns     GPU idle time waiting on the host, summed over the GPUs.
 -- @column host_bound_fraction  value  gpu_idle_host_ns / gpu_wall_ns, a fraction 0-1.
+-- @key host_ns_per_launch host_bound_fraction
 -- @requires cuda_api
 WITH api AS (
     SELECT run_id, pid, tid, start_ns, end_ns, regexp_replace(name, '_v\d+$', '') AS name

@@ -19,7 +19,10 @@
 --   cpus            = logical CPUs that appear in the run's scheduling data (a lower bound on
 --                     the machine's CPU count), or the host's logical cores that `tracekit
 --                     collect` records (manifest environment.host_cpu.cores) when more;
---   cpu_utilization = busy_ns / (wall_ns * cpus), a fraction 0-1.
+--   cpu_utilization = a fraction 0-1: for a thread (level 'thread'), of one core, busy_ns /
+--                     wall_ns (a thread runs on one core at a time: 7.93 s busy in a 12.36 s
+--                     window is 0.64, whatever the machine's size); for a process and for all
+--                     threads (levels 'process', 'all'), of the machine, busy_ns / (wall_ns * cpus).
 --
 -- @column run_id           id     Run folder the row comes from.
 -- @column scope            enum   'run' or 'step'.
@@ -38,7 +41,8 @@
 -- @column osrt_ns          ns     Time inside traced OS runtime calls, summed over the level's threads.
 -- @column cores_busy       value  busy_ns / wall_ns: cores kept busy on average.
 -- @column cpus             count  Logical CPUs seen in the run's scheduling data, or the collect manifest's host cores when more.
--- @column cpu_utilization  value  busy_ns / (wall_ns * cpus), a fraction 0-1.
+-- @column cpu_utilization  value  A fraction 0-1: thread level, of one core (busy_ns / wall_ns); process and all levels, of the machine (busy_ns / (wall_ns * cpus)).
+-- @key busy_ns cpu_utilization
 -- @requires cpu_thread_state
 WITH tagged AS (
     SELECT run_id, pid, tid, start_ns, end_ns, 'sched' AS cls FROM cpu_thread_state WHERE end_ns > start_ns
@@ -118,7 +122,9 @@ SELECT l.run_id, l.scope, l.step_id, l.step, l.step_number, l.step_source, l.lev
        CAST(coalesce(l.osrt_ns, 0) AS BIGINT) AS osrt_ns,
        CASE WHEN sc.run_id IS NOT NULL THEN coalesce(l.busy_ns, 0) / nullif(l.w1 - l.w0, 0) END AS cores_busy,
        rc.cpus,
-       CASE WHEN sc.run_id IS NOT NULL THEN coalesce(l.busy_ns, 0) / nullif((l.w1 - l.w0) * rc.cpus, 0) END AS cpu_utilization
+       CASE WHEN sc.run_id IS NULL THEN NULL
+            WHEN l.level = 'thread' THEN coalesce(l.busy_ns, 0) / nullif(l.w1 - l.w0, 0)
+            ELSE coalesce(l.busy_ns, 0) / nullif((l.w1 - l.w0) * rc.cpus, 0) END AS cpu_utilization
 FROM levels l
 LEFT JOIN sched_captured sc ON sc.run_id = l.run_id
 LEFT JOIN run_cpus rc ON rc.run_id = l.run_id

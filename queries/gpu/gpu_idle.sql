@@ -38,6 +38,7 @@
 -- @column idle_other_ns   ns     Idle with the next work already launched, or unexplained.
 -- @column idle_fraction   value  idle_ns / wall_ns, a fraction 0-1.
 -- @column host_fraction   value  idle_host_ns / wall_ns: share of the window the GPU waited on the host.
+-- @key idle_ns idle_fraction
 -- @requires kernels
 SELECT i.run_id, scope, step_id, step, step_number, step_source, i.pid, rk.rank, device_id,
        w0 AS window_start_ns, w1 - w0 AS wall_ns, gaps, idle_ns,

@@ -16,6 +16,7 @@
 -- @column cause             enum   host, sync, copy or other (see gpu_idle).
 -- @column next_activity     enum   kernel, memcpy or memset that ended the gap; null for the gap after the last activity.
 -- @column next_launch_name  text   The API call that launched that activity, when recorded.
+-- @key gap_ns cause
 SELECT g.run_id, g.pid, r.rank, g.device_id, g.gap_start AS start_ns, g.gap_end AS end_ns, g.gap_ns, g.cause,
        g.next_activity, g.next_launch_name
 FROM tk_gpu_gaps() g LEFT JOIN tk_ranks() r ON r.run_id = g.run_id AND r.pid = g.pid

@@ -32,6 +32,7 @@
 -- @column idle_ns           ns     wall_ns - busy_ns: nothing ran (gpu_idle classifies it).
 -- @column utilization       value  kernel_busy_ns / wall_ns, a fraction 0-1 (null for an empty window).
 -- @column busy_fraction     value  busy_ns / wall_ns, a fraction 0-1: kernels or copies.
+-- @key busy_ns utilization
 -- @requires kernels
 WITH k AS (SELECT * FROM tk_busy_between('kernel')),
 c AS (SELECT * FROM tk_busy_between('copy')),

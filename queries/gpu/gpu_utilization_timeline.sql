@@ -21,6 +21,7 @@
 -- @column busy_ns         ns     Time any kernel, memcpy or memset ran in the bin.
 -- @column utilization     value  kernel_busy_ns / wall_ns, a fraction 0-1.
 -- @column busy_fraction   value  busy_ns / wall_ns, a fraction 0-1.
+-- @key utilization
 WITH act AS MATERIALIZED (SELECT run_id, pid, device_id, start_ns, end_ns FROM tk_gpu_activity()),
 span AS (
     SELECT run_id, min(start_ns) AS t0, max(end_ns) AS t1,

@@ -36,6 +36,7 @@
 -- @column has_queue          flag   queue_delay_ns >= 0 (the launches nsys kernexecsum counts in QCount).
 -- @column total_ns           ns     max(call end, kernel end) - call start.
 -- @column clock_skew         flag   launch_latency_ns < 0: the kernel started before its launch call (clock skew).
+-- @key launch_latency_ns
 -- @requires kernels cuda_api
 -- @empty no kernel launch call (cuda_api) linked to a kernel by its correlation ID
 SELECT k.run_id, k.pid, rk.rank, k.device_id, k.stream_id, k.correlation_id, k.name,

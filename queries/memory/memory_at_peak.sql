@@ -27,6 +27,7 @@
 -- @column peak_at_ns            ns     Time of the peak event.
 -- @column source                enum   'kineto', 'nsys' or 'snapshot'.
 -- @column pid                   id     Process (null for a snapshot).
+-- @key bytes share
 -- @requires memory_events
 -- @empty no memory events (a Kineto trace taken without profile_memory=True, an nsys report without --cuda-memory-usage=true)
 WITH ev AS MATERIALIZED (SELECT * FROM tk_memory_context()),

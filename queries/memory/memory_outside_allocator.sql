@@ -24,6 +24,7 @@
 -- @column allocator_segments     count  nsys allocations at a segment address of the snapshot.
 -- @column peak_at_ns             ns     Time of the device peak (nsys clock).
 -- @column pid                    id     Process (nsys).
+-- @key outside_at_peak_bytes outside_share
 -- @requires memory_events allocator_events
 -- @empty no device has both nsys memory usage events and an allocator snapshot in the same run folder
 WITH ev AS MATERIALIZED (SELECT * FROM tk_memory_events() WHERE source = 'nsys' AND device_type = 'cuda'),

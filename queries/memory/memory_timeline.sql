@@ -24,6 +24,7 @@
 -- @column events               count  Memory events in the bin.
 -- @column source               enum   'kineto', 'nsys' or 'snapshot'.
 -- @column pid                  id     Process (null for a snapshot).
+-- @key allocated_bytes reserved_bytes
 -- @requires memory_events
 -- @empty no memory events (a Kineto trace taken without profile_memory=True, an nsys report without --cuda-memory-usage=true)
 WITH ev AS MATERIALIZED (SELECT * FROM tk_memory_events()),

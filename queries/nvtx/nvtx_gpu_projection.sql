@@ -18,6 +18,14 @@
 -- inputs come from materialized CTEs; tests/test_summary_queries.py checks the plan.) Sorted as
 -- nsys stats: by projected start, then longest projected duration first.
 --
+-- With -p by=name the ranges are rolled up per run, domain, name (PyTorch's `, seq = N`,
+-- `, op_id = N`, `, sizes = [...]` suffixes removed, as nvtx_summary), style and process: ranges
+-- counts them, duration_ns, launches, gpu_ops, kernels, kernel_ns and proj_duration_ns are sums
+-- over them (a range nested in one of the same name counts in both), start_ns / proj_start_ns
+-- the first and proj_end_ns the last; range_id, tid, depth and parent_range_id are NULL. Sorted
+-- by summed projected duration, longest first.
+--
+-- @param by VARCHAR range [range|name]  One row per range (as nsys stats nvtxgpuproj) or per range name.
 -- @column run_id            id     Run folder the row comes from.
 -- @column range_id          id     The range (nvtx_ranges.range_id; nsys: NVTX_EVENTS rowid, nvtxgpuproj's RangeId).
 -- @column domain            text   NVTX domain; '' for the default domain.
@@ -29,6 +37,7 @@
 -- @column parent_range_id   id     Enclosing push/pop range on the same thread, NULL at depth 0.
 -- @column start_ns          ns     Range start.
 -- @column duration_ns       ns     Range duration (to the last NVTX timestamp of the run when never closed).
+-- @column ranges            count  Ranges in the row (1 per range; with by=name, the ranges of that name).
 -- @column launches          count  API calls inside the range that launched GPU work (distinct correlation IDs; nvtxgpuproj's NumGPUOps).
 -- @column gpu_ops           count  GPU operations they launched (kernels, memcpys, memsets; a graph launch counts each of its operations).
 -- @column kernels           count  Kernel executions among them.
@@ -36,6 +45,8 @@
 -- @column proj_start_ns     ns     Start of the first GPU operation launched inside the range.
 -- @column proj_end_ns       ns     End of the last one.
 -- @column proj_duration_ns  ns     proj_end_ns - proj_start_ns.
+-- @key proj_duration_ns kernel_ns
+-- @optional range_id tid depth parent_range_id
 -- @requires nvtx_ranges cuda_api
 -- @empty no NVTX range holds a CUDA call that launched GPU work (kernels, copies, memsets linked by correlation ID) on its thread
 WITH last_ts AS NOT MATERIALIZED (
@@ -117,12 +128,36 @@ projected AS NOT MATERIALIZED (
     JOIN call_keys AS c
       ON r.k_start <= c.k_start AND c.k_end <= r.k_end
     GROUP BY r.run_id, r.thread_key, r.range_id
+),
+per_range AS NOT MATERIALIZED (
+    SELECT r.run_id, r.range_id, r.domain, r.name, r.style, r.pid, r.tid, r.depth, r.parent_range_id,
+           r.start_ns, r.end_ns - r.start_ns AS duration_ns,
+           p.launches, p.gpu_ops::BIGINT AS gpu_ops, p.kernels::BIGINT AS kernels,
+           p.kernel_ns::BIGINT AS kernel_ns, p.proj_start_ns, p.proj_end_ns,
+           p.proj_end_ns - p.proj_start_ns AS proj_duration_ns
+    FROM projected AS p
+    JOIN ranges AS r USING (run_id, range_id)
+),
+by_name AS NOT MATERIALIZED (
+    SELECT run_id, CAST(NULL AS BIGINT) AS range_id, domain,
+           regexp_replace(name, '(, (seq|op_id) = \d+|, (sizes|input_op_ids) = \[).*$', '', 's') AS name,
+           style, pid, CAST(NULL AS BIGINT) AS tid, CAST(NULL AS INTEGER) AS depth,
+           CAST(NULL AS BIGINT) AS parent_range_id, min(start_ns) AS start_ns,
+           sum(duration_ns)::BIGINT AS duration_ns, count(*) AS ranges, sum(launches)::BIGINT AS launches,
+           sum(gpu_ops)::BIGINT AS gpu_ops, sum(kernels)::BIGINT AS kernels,
+           sum(kernel_ns)::BIGINT AS kernel_ns, min(proj_start_ns) AS proj_start_ns,
+           max(proj_end_ns) AS proj_end_ns, sum(proj_duration_ns)::BIGINT AS proj_duration_ns
+    FROM per_range
+    WHERE getvariable('by') = 'name'
+    GROUP BY ALL
 )
-SELECT r.run_id, r.range_id, r.domain, r.name, r.style, r.pid, r.tid, r.depth, r.parent_range_id,
-       r.start_ns, r.end_ns - r.start_ns AS duration_ns,
-       p.launches, p.gpu_ops::BIGINT AS gpu_ops, p.kernels::BIGINT AS kernels,
-       p.kernel_ns::BIGINT AS kernel_ns, p.proj_start_ns, p.proj_end_ns,
-       p.proj_end_ns - p.proj_start_ns AS proj_duration_ns
-FROM projected AS p
-JOIN ranges AS r USING (run_id, range_id)
-ORDER BY r.run_id, p.proj_start_ns, proj_duration_ns DESC, r.range_id;
+SELECT run_id, range_id, domain, name, style, pid, tid, depth, parent_range_id, start_ns, duration_ns,
+       1::BIGINT AS ranges, launches, gpu_ops, kernels, kernel_ns, proj_start_ns, proj_end_ns, proj_duration_ns
+FROM per_range
+WHERE getvariable('by') = 'range'
+UNION ALL
+SELECT run_id, range_id, domain, name, style, pid, tid, depth, parent_range_id, start_ns, duration_ns,
+       ranges, launches, gpu_ops, kernels, kernel_ns, proj_start_ns, proj_end_ns, proj_duration_ns
+FROM by_name
+ORDER BY run_id, CASE WHEN getvariable('by') = 'name' THEN -proj_duration_ns END NULLS LAST,
+         proj_start_ns, proj_duration_ns DESC, range_id, name;

@@ -33,6 +33,7 @@
 -- @column stddev_ns  ns     Sample standard deviation (n - 1); 0 for a single range, as nsys stats prints.
 -- @column time_pct   %      total_ns as a percentage of all NVTX range time in the run.
 -- @column raw_names  count  Distinct range texts grouped into the row (1 with raw=true).
+-- @key total_ns time_pct
 WITH last_ts AS (
     SELECT run_id, max(ts) AS last_ns
     FROM (

@@ -131,19 +131,32 @@ m AS (
 ),
 mm AS (
     SELECT m.*,
-        -- M, K, N and the batch of a matmul-family call
+        -- M, K, N and the batch of a matmul-family call, with torch.matmul's rules for 1-D
+        -- operands: a 1-D x is a row vector (M = 1), a 1-D w a column vector (N = 1); batch dims
+        -- are those before the last two (x [B, M, K] by w [K]: B x M x K multiply-adds)
         CASE WHEN family <> 'matmul' THEN NULL
              WHEN base = 'linear' THEN w[2] ELSE x[len(x)] END AS k_,
         CASE WHEN family <> 'matmul' THEN NULL
              WHEN base = 'linear' THEN w[1] WHEN len(w) >= 2 THEN w[len(w)] ELSE 1 END AS n_,
         CASE WHEN family <> 'matmul' THEN NULL
-             WHEN base = 'linear' THEN coalesce(list_product(x[1:len(x) - 1]), 1)
+             WHEN base = 'linear' THEN CASE WHEN len(x) >= 2 THEN list_product(x[1:len(x) - 1]) ELSE 1 END
              WHEN len(x) >= 2 THEN x[len(x) - 1] ELSE 1 END AS m_,
         CASE WHEN family <> 'matmul' OR base = 'linear' THEN 1
-             WHEN base IN ('bmm', 'baddbmm') THEN x[1]
-             WHEN base = 'addbmm' THEN x[1]
-             WHEN base = 'matmul' THEN greatest(coalesce(list_product(x[1:len(x) - 2]), 1), coalesce(list_product(w[1:len(w) - 2]), 1))
+             WHEN base IN ('bmm', 'baddbmm', 'addbmm') THEN x[1]
+             WHEN base = 'matmul' THEN greatest(CASE WHEN len(x) > 2 THEN list_product(x[1:len(x) - 2]) ELSE 1 END,
+                                                CASE WHEN len(w) > 2 THEN list_product(w[1:len(w) - 2]) ELSE 1 END)
              ELSE 1 END AS b_,
+        -- the shapes fit the operator: the ranks it takes, matching inner (K) and batch sizes,
+        -- no negative size; else its FLOP and bytes are NULL (counted as unmodelled)
+        CASE WHEN family <> 'matmul' THEN NULL
+             WHEN x IS NULL OR w IS NULL OR len(x) = 0 OR len(w) = 0
+                  OR list_count(x) < len(x) OR list_count(w) < len(w)
+                  OR list_min(x) < 0 OR list_min(w) < 0 THEN false
+             WHEN base IN ('mm', 'addmm') THEN len(x) = 2 AND len(w) = 2 AND x[2] = w[1]
+             WHEN base IN ('bmm', 'baddbmm', 'addbmm') THEN len(x) = 3 AND len(w) = 3 AND x[1] = w[1] AND x[3] = w[2]
+             WHEN base = 'linear' THEN len(w) = 2 AND x[len(x)] = w[2]
+             ELSE x[len(x)] = CASE WHEN len(w) >= 2 THEN w[len(w) - 1] ELSE w[1] END
+        END AS mm_ok,
         -- convolution: transposed flag and the product over spatial dims of output x kernel size
         CASE WHEN family = 'convolution' AND i_transposed IS NOT NULL THEN lower(ci[i_transposed]) = 'true' ELSE false END AS transposed,
         CASE WHEN family = 'attention' THEN lower(ci[i_causal]) = 'true' END AS causal
@@ -171,7 +184,7 @@ conv AS (
 SELECT run_id, range_id, pid, tid, start_ns, end_ns, depth, op, d AS input_dims, dtype, family,
     CASE WHEN list_count(d) < len(d) AND family IN ('elementwise', 'copy', 'reduction') THEN NULL
     ELSE CASE family
-        WHEN 'matmul' THEN 2.0 * b_ * m_ * k_ * n_
+        WHEN 'matmul' THEN CASE WHEN mm_ok THEN 2.0 * b_ * m_ * k_ * n_ END
         WHEN 'convolution' THEN 2.0 * conv_macs * conv_passes
         WHEN 'attention' THEN
             2.0 * d[i_q][1] * d[i_q][2]
@@ -186,7 +199,7 @@ SELECT run_id, range_id, pid, tid, start_ns, end_ns, depth, op, d AS input_dims,
     END END AS flop,
     CASE WHEN list_count(d) < len(d) AND family IN ('elementwise', 'copy', 'reduction') THEN NULL
     ELSE CASE family
-        WHEN 'matmul' THEN in_bytes + b_ * m_ * n_ * eb
+        WHEN 'matmul' THEN CASE WHEN mm_ok THEN in_bytes + b_ * m_ * n_ * eb END
         WHEN 'convolution' THEN CASE WHEN conv_macs IS NOT NULL THEN in_bytes + CASE WHEN base = 'convolution_backward' THEN 0
             ELSE conv_macs / coalesce(list_product(w[2:len(w)]), 1) * eb END END
         WHEN 'attention' THEN in_bytes + CASE WHEN base LIKE '%backward' THEN 0 ELSE tk_numel(d[1]) / d[1][4] * d[3][4] * eb END

@@ -39,6 +39,7 @@
 -- @column device_id           id      GPU the process ran the most kernel time on.
 -- @column peak                text    Which peak: 'tensor fp16', 'flop fp32', ... (gpu_peaks resource and datatype).
 -- @column missing             text    Why mfu is NULL, when it is.
+-- @key mfu flop
 WITH f0 AS MATERIALIZED (SELECT run_id, range_id, pid, start_ns, depth, dtype, flop, counted FROM tk_op_flops()),
 f AS (SELECT * FROM f0 WHERE counted),
 -- launches inside a counted operator call (counted calls never nest: the last one starting before

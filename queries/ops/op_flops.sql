@@ -19,7 +19,7 @@
 --
 -- @param all_ops BOOLEAN false  Also list operator calls without a model (flop and bytes NULL).
 -- @param op_dtype VARCHAR NULL  Element type for traces that record no argument types (nsys NVTX): fp32, fp16, bf16, ...; without it their bytes are NULL.
--- @notice SELECT 'op_flops: run ' || run_id || ': FLOP modelled for ' || printf('%.1f', coverage_pct) || '% of GPU kernel time (' || printf('%.3f', covered_ms) || ' of ' || printf('%.3f', kernel_ms) || ' ms)' || coalesce('; most time without a model: ' || uncovered_top, '') FROM (SELECT DISTINCT run_id, coverage_pct, covered_ms, kernel_ms, uncovered_top FROM result WHERE coverage_pct IS NOT NULL) ORDER BY run_id
+-- @notice SELECT 'op_flops: run ' || r.run_id || ': FLOP modelled for ' || printf('%.1f', r.coverage_pct) || '% of GPU kernel time (' || printf('%.3f', r.covered_ms) || ' of ' || printf('%.3f', r.kernel_ms) || ' ms)' || coalesce('; most time without a model: ' || r.uncovered_top, '') || coalesce('; ' || b.n || ' call(s) of ' || b.ops || ' with shapes that do not fit the operator: FLOP NULL', '') FROM (SELECT DISTINCT run_id, coverage_pct, covered_ms, kernel_ms, uncovered_top FROM result WHERE coverage_pct IS NOT NULL) r LEFT JOIN (SELECT run_id, count(*) AS n, string_agg(DISTINCT name, ', ' ORDER BY name) AS ops FROM result WHERE family IS NOT NULL AND flop IS NULL AND family <> 'embedding' GROUP BY run_id) b ON b.run_id = r.run_id ORDER BY r.run_id
 -- @column run_id         id     Run folder the row comes from.
 -- @column pid            id     Process of the operator call.
 -- @column tid            id     Thread of the operator call.
@@ -42,6 +42,7 @@
 -- @column covered_ms     value  Per run: that kernel time, in milliseconds.
 -- @column kernel_ms      value  Per run: all kernel time, in milliseconds.
 -- @column uncovered_top  text   Per run: the operators (innermost) with the most kernel time outside counted calls, with their share of the run's kernel time.
+-- @key flop
 WITH f0 AS MATERIALIZED (SELECT * FROM tk_op_flops()),
 g AS (SELECT * FROM tk_op_gpu()),
 f AS (SELECT f0.*, g.kernels, g.gpu_ns FROM f0 LEFT JOIN g USING (run_id, range_id)),

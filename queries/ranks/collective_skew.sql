@@ -36,6 +36,7 @@
 -- @column bytes               bytes    Message size of the last rank's call (max of input and output buffers); null when unrecorded.
 -- @column algo_bw_bytes_per_s bytes/s  Algorithm bandwidth: bytes / transfer_ns.
 -- @column bus_bw_bytes_per_s  bytes/s  Bus bandwidth: algo_bw_bytes_per_s x bus factor.
+-- @key skew_ns
 WITH a AS (SELECT * FROM tk_comm_arrivals()),
 inst AS (
     SELECT run_id, process_group, collective, seq,

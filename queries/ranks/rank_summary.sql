@@ -41,6 +41,7 @@
 -- @column exposed_comm_ns_vs_median   value  exposed_comm_ns / its median over ranks.
 -- @column idle_ns_vs_median           value  idle_ns / its median over ranks.
 -- @column host_overhead_ns_vs_median  value  host_overhead_ns / its median over ranks.
+-- @key step_ns step_ns_vs_median
 WITH steps AS MATERIALIZED (
     SELECT * FROM tk_steps() WHERE getvariable('include_warmup') OR NOT is_warmup
 ),

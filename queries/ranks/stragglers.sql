@@ -21,6 +21,7 @@
 -- @column delay_caused_ns   ns     Sum over its last arrivals of its start - the next-latest start.
 -- @column mean_wait_ns      ns     Mean over its collectives of the last arrival's start - its start.
 -- @column step_ns_vs_median value  Mean step time of the rank / median over ranks of the mean step time.
+-- @key delay_caused_ns
 WITH a AS (SELECT * FROM tk_comm_arrivals() WHERE ranks > 1),
 per_rank AS (
     SELECT run_id, rank, count(*) AS collectives,

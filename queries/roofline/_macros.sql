@@ -300,3 +300,15 @@ SELECT run_id, launch_id, kernel_name, function_name, device_name, compute_capab
     ), '') AS notes
 FROM src;
 
+
+
+-- tk_kernel_tags(): the number format and tensor-core use each kernel name states, by the first
+-- (lowest priority) row of queries/data/kernel_name_tags.csv whose pattern it matches: one row per
+-- run and distinct kernel name (names matching no pattern are absent). Columns: run_id, name,
+-- precision (fp8, bf16, fp16, tf32, fp32, fp64, int8), tensor_core, library.
+CREATE OR REPLACE TEMP MACRO tk_kernel_tags() AS TABLE
+SELECT n.run_id, n.name, arg_min(t.precision, t.priority) AS precision,
+       arg_min(t.tensor_core, t.priority) AS tensor_core, arg_min(t.library, t.priority) AS library
+FROM (SELECT DISTINCT run_id, name FROM kernels) n
+JOIN kernel_name_tags t ON regexp_matches(n.name, t.pattern)
+GROUP BY n.run_id, n.name;

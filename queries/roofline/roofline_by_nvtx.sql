@@ -49,6 +49,7 @@
 -- @column ncu_launches  count  ncu launches in the run.
 -- @column ncu_matched  count  ncu launches matched to an nsys kernel of the targeted range.
 -- @column missing  text  Why a column is NULL.
+-- @key flop dram_bytes flop_per_s
 -- @requires ncu_launches kernels nvtx_ranges
 -- @empty no ncu launch matched a kernel of the nsys timeline inside an NVTX range (same name, in launch order; check --param range and name_regex)
 WITH target AS (

@@ -13,6 +13,7 @@
 -- @column l2               bytes/s  Peak L2 bandwidth.
 -- @column l1               bytes/s  Peak L1 bandwidth.
 -- @column tensor_datatype  text     Datatype of the tensor ceiling.
+-- @key tensor dram
 SELECT device_name,
        avg(peak_fp64_flop_per_s) AS fp64, avg(peak_fp32_flop_per_s) AS fp32,
        avg(peak_fp16_flop_per_s) AS fp16, avg(peak_tensor_flop_per_s) AS tensor,

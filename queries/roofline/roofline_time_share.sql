@@ -8,6 +8,7 @@
 -- @column run_id       id     Run folder the row comes from.
 -- @column kernel_name  text   Kernel name as ncu_launches spells it.
 -- @column share        value  Share of the run's kernel time, a fraction 0-1.
+-- @key share
 WITH n AS (
     SELECT run_id, key, t / sum(t) OVER (PARTITION BY run_id) AS share
     FROM (SELECT run_id, tk_kernel_key(name) AS key, sum(end_ns - start_ns) AS t

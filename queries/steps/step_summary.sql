@@ -18,11 +18,16 @@
 --
 -- rank: processes.rank, else the pid -> rank map `tracekit collect` writes in the manifest
 -- (workload.ranks[].pid), else 0 when the run's steps all come from one process, else NULL.
--- gpu_busy_ns: time at least one kernel ran, over the step's host-side window, unioned over the
--- streams of each GPU the step's process used and summed over those GPUs (tk_busy_between,
--- as gpu_utilization scope 'step'); NULL when the run captured no kernels table (a CPU trace),
+-- gpu_busy_ns: GPU busy time, the one definition of every query (docs/metrics.md, "GPU busy"):
+-- time at least one kernel, memcpy or memset ran, over the step's host-side window, unioned over
+-- the streams of each GPU the step's process used and summed over those GPUs (tk_busy_between('any'),
+-- as gpu_utilization busy_ns scope 'step' and rank_summary gpu_busy_ns); NULL when the run captured no kernels table (a CPU trace),
 -- 0 when kernels were captured but none ran in the step. samples_per_s = the manifest's global
 -- batch (workload.samples_per_step: per-rank batch x world size) / wall time; NULL without it.
+-- Detected steps (step_source 'detected') that all lie inside one NVTX range of their process
+-- (8 or more of them) get a note on stderr: repeats of one kernel sequence inside a single host
+-- range are more likely the layers of one forward pass (a vLLM decoder's 35 layers) than
+-- training steps; --step-pattern names the real steps.
 --
 -- @param include_warmup BOOLEAN true  Keep warm-up steps (marked by `warmup`).
 -- @column run_id        id         Run folder the row comes from.
@@ -34,12 +39,14 @@
 -- @column backward_ns   ns         Time in `backward` ranges; NULL for steps not from tracekit.
 -- @column optimizer_ns  ns         Time in `optimizer` (or PyTorch `Optimizer.step#...`, `Optimizer.zero_grad#...`) ranges.
 -- @column comm_ns       ns         Time at least one `comm ...` range was open (union), clipped to the step.
--- @column gpu_busy_ns   ns         Time at least one kernel ran on the process's GPUs in the step; NULL when no kernels were captured.
+-- @column gpu_busy_ns   ns         Time at least one kernel, memcpy or memset ran on the process's GPUs in the step (union per GPU, summed over its GPUs); NULL when no kernels were captured.
 -- @column samples_per_s value      Global samples per step / (wall_ns / 1e9): training samples (the workload's batch unit) per second.
 -- @column warmup        flag       True for warm-up steps (`step N (warmup)`).
 -- @column step_source   enum       Where the step comes from: 'tracekit', 'profiler', 'pattern' or 'detected' (tk_steps).
 -- @column pid           id         OS process ID of the step's process.
 -- @column start_ns      ns         Step start on the trace's clock.
+-- @key wall_ns gpu_busy_ns
+-- @notice SELECT 'step_summary: run ' || d.run_id || ', pid ' || d.pid || ': the ' || d.n || ' detected steps (' || CASE WHEN d.avg_ms < 1 THEN printf('%.1f µs', d.avg_ms * 1000) ELSE printf('%.3f ms', d.avg_ms) END || ' each on average) all lie inside one NVTX range, ' || to_json(r.name)::VARCHAR || ' (' || CASE WHEN r.ms < 1 THEN printf('%.1f µs', r.ms * 1000) ELSE printf('%.3f ms', r.ms) END || '): they may be the layers of one pass, not training steps; --step-pattern REGEX names the real steps' FROM (SELECT run_id, pid, count(*) AS n, avg(wall_ns) / 1e6 AS avg_ms, min(start_ns) AS s0, max(start_ns + wall_ns) AS s1 FROM result WHERE step_source = 'detected' GROUP BY run_id, pid HAVING count(*) >= 8) d JOIN (SELECT run_id, pid, name, start_ns, end_ns, (end_ns - start_ns) / 1e6 AS ms FROM nvtx_ranges WHERE end_ns IS NOT NULL) r ON r.run_id = d.run_id AND r.pid = d.pid AND r.start_ns <= d.s0 AND r.end_ns >= d.s1 QUALIFY row_number() OVER (PARTITION BY d.run_id, d.pid ORDER BY r.end_ns - r.start_ns, r.start_ns) = 1 ORDER BY d.run_id, d.pid
 -- @requires nvtx_ranges
 -- @empty no NVTX ranges named `step N` or `step N (warmup)` (the training steps tracekit's runners mark; docs/workloads.md)
 WITH steps AS MATERIALIZED (
@@ -115,7 +122,7 @@ kernels_captured AS (
 ),
 busy AS (
     SELECT run_id, step_id, CAST(sum(busy_ns) AS BIGINT) AS busy_ns
-    FROM tk_busy_between('kernel') WHERE scope = 'step' GROUP BY run_id, step_id
+    FROM tk_busy_between('any') WHERE scope = 'step' GROUP BY run_id, step_id
 )
 SELECT s.run_id,
        CAST(coalesce(pr.rank, mr.rank, CASE WHEN op.single THEN 0 END) AS INTEGER) AS rank,

@@ -9,12 +9,16 @@
 --                 (workload.ranks[].rank from `tracekit collect`, or the Kineto traces' ranks);
 --   main_process  the name of the process that ran the most kernels, else of the one with the
 --                 most NVTX ranges / PyTorch annotations (ties: lowest pid); null when unnamed;
+--                 a process named after a launcher (nsys-launcher, mpirun, srun, torchrun, ...)
+--                 takes the name of its main thread (tid = pid): the program it ran;
 --   steps, step_source: tk_steps (tracekit, profiler, pattern or detected), as step_summary;
 --   gemm_*_ns     time of GEMM and convolution kernels -- names containing gemm, conv, fprop, dgrad,
 --                 wgrad, xmma, cutlass, nvjet, cudnn, mma or matmul (case ignored) -- by the number
---                 format the name states: bf16 (bf16, bfloat16), fp16 (fp16, f16, half, h884,
---                 h1688, h16816, hgemm; bf16 names excluded), fp32 (sgemm, f32, fp32, tf32, s884,
---                 s1688, s16816, ffma, float); a name stating none is in none of them.
+--                 format the name states, from the table of name tags
+--                 queries/data/kernel_name_tags.csv (tk_kernel_tags(): cuBLASLt nvjet_tst_ = bf16,
+--                 nvjet_hsh_ = fp16, nvjet_sss_ = fp32, HMMA tiles h884/s884/h16816/s16816 = fp16
+--                 inputs, tf32, bf16, ...; each row names its source): bf16, fp16, and fp32 (fp32
+--                 and tf32); fp8, int8, fp64 and names stating no format are in none of them.
 --
 -- @column run_id          id     Run folder the row comes from.
 -- @column gpus            count  GPUs (pid, device_id) with GPU activity.
@@ -27,6 +31,7 @@
 -- @column gemm_bf16_ns    ns     Time of GEMM/convolution kernels whose name says bf16.
 -- @column gemm_fp16_ns    ns     Time of GEMM/convolution kernels whose name says fp16 / half.
 -- @column gemm_fp32_ns    ns     Time of GEMM/convolution kernels whose name says fp32 / tf32.
+-- @key kernels gpus
 WITH act AS (
     SELECT run_id, count(DISTINCT (pid, device_id)) AS gpus, count(DISTINCT pid) AS gpu_processes
     FROM tk_gpu_activity() GROUP BY run_id
@@ -47,21 +52,34 @@ per_pid AS (
         SELECT run_id, pid, 0, count(*) FROM nvtx_ranges GROUP BY run_id, pid
     ) GROUP BY run_id, pid
 ),
+-- a process named after a launcher (nsys-launcher execs the MPI rank's program under
+-- `mpirun nsys profile ./app`; the name nsys recorded is the launcher's) is named after its main
+-- thread (tid = pid), which carries the program's name after the exec
+launcher_named AS (
+    SELECT pr.run_id, pr.pid,
+           CASE WHEN lower(pr.name) IN ('nsys-launcher', 'nsys', 'mpirun', 'mpiexec', 'orted', 'prted',
+                                        'hydra_pmi_proxy', 'srun', 'slurmstepd', 'torchrun', 'launcher')
+                THEN coalesce(nullif(t.name, ''), pr.name) ELSE pr.name END AS name
+    FROM (SELECT run_id, pid, any_value(name) AS name FROM processes WHERE coalesce(name, '') <> ''
+          GROUP BY run_id, pid) pr
+    LEFT JOIN (SELECT run_id, pid, any_value(name) AS name FROM threads WHERE tid = pid
+               AND lower(coalesce(name, '')) NOT IN ('nsys-launcher', 'nsys', '') GROUP BY run_id, pid) t
+      ON t.run_id = pr.run_id AND t.pid = pr.pid
+),
 main AS (
     SELECT p.run_id, arg_max(n.name, (p.k, p.r, -p.pid)) AS main_process
     FROM per_pid p
-    JOIN (SELECT run_id, pid, any_value(name) AS name FROM processes WHERE coalesce(name, '') <> ''
-          GROUP BY run_id, pid) n ON n.run_id = p.run_id AND n.pid = p.pid
+    JOIN launcher_named n ON n.run_id = p.run_id AND n.pid = p.pid
     GROUP BY p.run_id
 ),
 typed AS (
-    SELECT run_id, end_ns - start_ns AS d,
-           CASE WHEN NOT regexp_matches(name, '(?i)(gemm|conv|fprop|dgrad|wgrad|xmma|cutlass|nvjet|cudnn|mma|matmul)') THEN NULL
-                WHEN regexp_matches(name, '(?i)(bf16|bfloat16)') THEN 'bf16'
-                WHEN regexp_matches(name, '(?i)(fp16|f16|half|h884|h1688|h16816|hgemm)') THEN 'fp16'
-                WHEN regexp_matches(name, '(?i)(sgemm|f32|fp32|tf32|s884|s1688|s16816|ffma|float)') THEN 'fp32'
+    SELECT k.run_id, k.end_ns - k.start_ns AS d,
+           CASE WHEN NOT regexp_matches(k.name, '(?i)(gemm|conv|fprop|dgrad|wgrad|xmma|cutlass|nvjet|cudnn|mma|matmul)') THEN NULL
+                WHEN t.precision = 'tf32' THEN 'fp32'
+                ELSE t.precision
            END AS fmt
-    FROM kernels WHERE end_ns > start_ns
+    FROM kernels k LEFT JOIN tk_kernel_tags() t ON t.run_id = k.run_id AND t.name = k.name
+    WHERE k.end_ns > k.start_ns
 ),
 gemm AS (
     SELECT run_id, count(*) AS kernels,

@@ -11,6 +11,7 @@
 -- @column metric_name   text   Metric name as nsys lists it.
 -- @column timestamp_ns  ns     Sample time.
 -- @column value         value  Sample value, in the unit the metric name states.
+-- @key value
 SELECT run_id, gpu_id, device_id, metric_name, timestamp_ns, value
 FROM gpu_metrics
 WHERE (getvariable('end_ns') IS NULL OR timestamp_ns < getvariable('end_ns'))

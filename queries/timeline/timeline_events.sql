@@ -4,7 +4,9 @@
 -- CUDA API call, push/pop NVTX range (and framework annotation), OS runtime call and NVTX mark
 -- (track 'thread': one per (pid, tid)), start/end NVTX range (track 'ranges': one per process, as
 -- such ranges may cross threads) and CUDA synchronization (track 'sync': one per (pid,
--- device_id, stream_id)). Rows come sorted by track, then start_ns, then end_ns descending (an
+-- device_id, stream_id); the device is that of the sync's CUDA context -- the GPU its kernels,
+-- copies and memsets ran on -- since nsys records device 0 for every sync; a sync of no single
+-- stream, CUPTI's stream 0xFFFFFFFF: event and context-wide syncs, has stream_id NULL). Rows come sorted by track, then start_ns, then end_ns descending (an
 -- enclosing event before the events inside it; open NVTX ranges, end_ns NULL, first), so a
 -- writer can place each track's events on nesting lanes in one pass.
 --
@@ -35,7 +37,18 @@
 -- @column ts              text   start_ns - origin_ns in microseconds with exactly three decimals (Chrome trace 'ts'), from integer ns.
 -- @column dur             text   end_ns - start_ns the same way (Chrome trace 'dur'); NULL for an open range.
 -- @column fields          text   The event's Chrome trace fields as JSON members: "cat", "name", "ts", "dur" (when it ended), "args".
+-- @key name start_ns
 WITH rk AS (SELECT * FROM tk_ranks()),
+-- the GPU of each CUDA context, from the kernels, copies and memsets it ran: nsys records
+-- deviceId 0 for every synchronization (CUPTI leaves it unset), whichever GPU the context is on
+ctx_device AS (
+    SELECT run_id, pid, context_id, min(device_id) AS device_id
+    FROM (SELECT run_id, pid, context_id, device_id FROM kernels
+          UNION ALL SELECT run_id, pid, context_id, device_id FROM memcpy
+          UNION ALL SELECT run_id, pid, context_id, device_id FROM memset)
+    WHERE context_id IS NOT NULL AND device_id IS NOT NULL
+    GROUP BY ALL
+),
 keep AS (
     SELECT CASE WHEN getvariable('ranks') IS NULL THEN NULL
                 ELSE CAST(string_split(getvariable('ranks'), ',') AS INTEGER[]) END AS ranks
@@ -112,10 +125,15 @@ ev AS (
            to_json({domain: domain, category: category})::VARCHAR
     FROM nvtx_marks
     UNION ALL
-    SELECT run_id, pid, 'sync', device_id, stream_id, NULL, 0, 'cuda_sync', coalesce(sync_type, 'Synchronization'),
-           start_ns, end_ns, NULL, NULL,
-           to_json({correlation_id: correlation_id, device: device_id, stream: stream_id, event_id: event_id})::VARCHAR
-    FROM cuda_sync
+    SELECT s.run_id, s.pid, 'sync', coalesce(cd.device_id, s.device_id),
+           CASE WHEN s.stream_id = 4294967295 THEN NULL ELSE s.stream_id END, NULL, 0, 'cuda_sync',
+           coalesce(s.sync_type, 'Synchronization'), s.start_ns, s.end_ns, NULL, NULL,
+           to_json({correlation_id: s.correlation_id, device: coalesce(cd.device_id, s.device_id),
+                    context: s.context_id,
+                    stream: CASE WHEN s.stream_id = 4294967295 THEN NULL ELSE s.stream_id END,
+                    event_id: s.event_id})::VARCHAR
+    FROM cuda_sync s
+    LEFT JOIN ctx_device cd ON cd.run_id = s.run_id AND cd.pid IS NOT DISTINCT FROM s.pid AND cd.context_id = s.context_id
 )
 SELECT e.run_id, e.pid, r.rank, e.track, e.device_id, e.stream_id, e.tid, e.cat, e.name, e.start_ns, e.end_ns,
        e.flow_id, e.flow_out, e.args,

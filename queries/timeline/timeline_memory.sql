@@ -13,6 +13,7 @@
 -- @column timestamp_ns     ns     Event time.
 -- @column allocated_bytes  bytes  Allocated total after the event.
 -- @column reserved_bytes   bytes  Reserved total after the event (null for nsys).
+-- @key allocated_bytes
 -- @requires memory_events
 SELECT run_id, pid, device, source, timestamp_ns, allocated_bytes, reserved_bytes
 FROM tk_memory_events()

@@ -10,6 +10,7 @@
 -- @column device_id  id     CUDA device ordinal (device rows).
 -- @column rank       id     Distributed rank (process rows; NULL when unknown).
 -- @column name       text   Process name, thread name or GPU product name.
+-- @key name
 SELECT p.run_id, 'process' AS kind, p.pid, CAST(NULL AS BIGINT) AS tid, CAST(NULL AS INTEGER) AS device_id,
        coalesce(r.rank, p.rank) AS rank, p.name
 FROM processes p LEFT JOIN tk_ranks() r ON r.run_id = p.run_id AND r.pid = p.pid

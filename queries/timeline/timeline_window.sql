@@ -21,6 +21,7 @@
 -- @column cut_ns          ns     Where the max_events cut ends the window; NULL when no cut applies.
 -- @column kept_events     count  Events written after the cut (events when no cut applies).
 -- @column steps           text   The step numbers the run has (comma-separated), for messages.
+-- @key events kept_events
 WITH rk AS (SELECT * FROM tk_ranks()),
 keep AS (
     SELECT CASE WHEN getvariable('ranks') IS NULL THEN NULL

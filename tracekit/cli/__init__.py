@@ -23,7 +23,10 @@ from tracekit.cli import (  # noqa: F401  (registers commands)
     workloads,  # noqa: F401,E402  (tracekit workloads)
 )
 from tracekit.cli.app import STATE, app
+from tracekit.cli.helptext import reflow
 from tracekit.errors import TracekitError, one_line
+
+reflow(app)  # docstrings as paragraphs: no sentence broken where its source line ended
 
 try:  # typer >= 0.16 vendors its own copy of click (and no longer depends on click)
     from typer._click import exceptions as _cx

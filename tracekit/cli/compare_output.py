@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from tracekit.cli.display import column
-from tracekit.cli.messages import info
+from tracekit.cli.messages import info, note
 from tracekit.cli.output import Format, render, table_lines
 from tracekit.cli.serialize import csv_bytes, json_rows
 from tracekit.cli.termtable import Col, render_lines, terminal_width, wrap
@@ -35,22 +35,30 @@ def _signed_pct(v) -> str:
 
 
 def metric_lines(metrics: pa.Table, title: str, width: int) -> list[str]:
-    """The metrics as a terminal table: metric, a, b, delta (each in the row's unit), relative."""
-    names, cells, empty = [], {"a": [], "b": [], "delta": []}, []
-    rel = []
+    """The metrics as a terminal table: metric, a, b, delta, relative. Rows of one kind
+    (durations, bytes, rates) share one unit, the one that shows the largest of their values
+    with at most four digits before the point, so a column reads down in one unit."""
+    rows, empty = [], []
     for row in metrics.to_pylist():
         if row["a"] is None and row["b"] is None:
             empty.append(row["metric"])
-            continue
-        c = column("v", [row["a"], row["b"], row["delta"]], _KIND.get(row["unit"], "value"))
+        else:
+            rows.append(row)
+    texts: dict[int, list[str]] = {}
+    by_kind: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_kind.setdefault(_KIND.get(row["unit"], "value"), []).append(i)
+    for kind, idx in by_kind.items():
+        values = [rows[i][k] for i in idx for k in ("a", "b", "delta")]
+        c = column("v", values, kind)
         label = c.header.split(" ")[-1] if c.header != "v" else ""
-        for key, text in zip(("a", "b", "delta"), c.cells):
-            cells[key].append(f"{text} {label}".strip() if text else "")
-        names.append(row["metric"])
-        rel.append(_signed_pct(row["relative"]))
+        for j, i in enumerate(idx):
+            texts[i] = [f"{t} {label}".strip() if t else "" for t in c.cells[3 * j:3 * j + 3]]
+    names = [r["metric"] for r in rows]
     cols = [Col("metric", "metric", names, kind="key")]
-    cols += [Col(k, k, v, "right", "num", 4) for k, v in cells.items()]
-    cols.append(Col("relative", "relative", rel, "right", "num", 4))
+    cols += [Col(k, k, [texts[i][n] for i in range(len(rows))], "right", "num", 4)
+             for n, k in enumerate(("a", "b", "delta"))]
+    cols.append(Col("relative", "relative", [_signed_pct(r["relative"]) for r in rows], "right", "num", 4))
     lines, _ = render_lines(cols, width, title)
     if empty:
         lines += wrap(f"no value in either run: {', '.join(empty)}", width)
@@ -80,7 +88,7 @@ def write_compare(res: dict, fmt: Format, output: Path | None, *, top: int, thre
         lines += [""] + table_lines(shown, f"kernels by |delta_ns| ({len(shown)} of {len(kernels)})",
                                     KERNEL_UNITS, width, hint="`-f csv` shows them all.")
         sys.stdout.write("\n".join(lines) + "\n")
-        info(summary)
+        note(summary)  # --quiet silences it
     elif fmt == Format.json:
         doc = {"a": res["a"], "b": res["b"], "threshold": threshold, "kernel_counts": c,
                "metrics": json_rows(metrics), "kernels": json_rows(kernels)}

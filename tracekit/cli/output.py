@@ -9,9 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracekit.cli.display import columns_of, format_plain
+from tracekit.cli.display import format_plain
 from tracekit.cli.serialize import csv_bytes, json_text
-from tracekit.cli.termtable import render_lines, terminal_width, visible, wrap
 from tracekit.errors import InputError
 from tracekit.outfile import write_output
 from tracekit.suggest import did_you_mean
@@ -51,31 +50,22 @@ query's order; a note on stderr says how many more there are. CSV, JSON and Parq
 
 
 def table_lines(result: pa.Table, title: str | None = None, units: dict | None = None,
-                width: int | None = None, hint: str = COLUMNS_HINT) -> list[str]:
+                width: int | None = None, hint: str = COLUMNS_HINT, keys=(),
+                explicit: bool = False, full: pa.Table | None = None, optional=()) -> list[str]:
     """The terminal-table view of ``result``: lines of at most ``width`` cells (the terminal's by
-    default) with display units, then one note naming the columns left out, wrapped to the width.
-    See :mod:`tracekit.cli.termtable` and :mod:`tracekit.cli.display`."""
-    width = width or terminal_width()
-    cols = columns_of(result, units)
-    if result.num_rows and "run_id" in result.column_names:
-        ids = result.column("run_id").unique().to_pylist()
-        if len(ids) == 1 and ids[0] is not None:
-            cols = [c for c in cols if c.name != "run_id"]
-            title = f"{title} (run {ids[0]})" if title else f"run {ids[0]}"
-    lines, lay = render_lines(cols, width, title)
-    notes = []
-    if lay.dropped:
-        notes.append(f"{', '.join(lay.dropped)} (no room in {width} columns)")
-    if lay.empty:
-        notes.append(f"{', '.join(lay.empty)} (empty in every row)")
-    if notes:
-        text = f"not shown: {'; '.join(notes)}. {hint}"
-        lines += wrap(visible(text), width)
-    return lines
+    default) with display units, the main measures ``keys`` always among them, then one note
+    naming the columns left out, wrapped to the width (with ``explicit``, the ``--columns``
+    choice, none is left out). See :mod:`tracekit.cli.tableview`, :mod:`tracekit.cli.termtable`
+    and :mod:`tracekit.cli.display`."""
+    from tracekit.cli.tableview import table_lines as view
+
+    return view(result, title, units, width, hint, keys=keys, explicit=explicit, full=full,
+                optional=optional)
 
 
 def render(result: pa.Table, fmt: Format, output: Path | None, title: str | None = None,
-           units: dict | None = None, protect=(), rows: int | None = None) -> None:
+           units: dict | None = None, protect=(), rows: int | None = None, keys=(),
+           explicit: bool = False, optional=()) -> None:
     """Write ``result`` in ``fmt`` to ``output`` or stdout (``-`` is stdout too); the file rules
     (devices, symlinks, modes, folders in ``protect`` refused) are
     :func:`tracekit.outfile.write_output`'s. Parquet needs ``output``.
@@ -83,7 +73,8 @@ def render(result: pa.Table, fmt: Format, output: Path | None, title: str | None
     ``fmt`` table on stdout is the terminal view (:func:`table_lines`; ``units`` = {column:
     (unit, description)} from a named query); nothing is printed for an empty result (the caller
     explains it on stderr); it shows the first ``rows`` rows (default :data:`TABLE_ROWS`, 0: all)
-    and says on stderr how many it left out. ``fmt`` table with ``output`` writes CSV (every row).
+    and says on stderr how many it left out; ``keys`` (main measures) and ``explicit`` (columns
+    chosen with ``--columns``) as :func:`table_lines`. ``fmt`` table with ``output`` writes CSV (every row).
     CSV and JSON: see :mod:`tracekit.cli.serialize`.
     """
     if output is not None and str(output) == "-":
@@ -94,7 +85,8 @@ def render(result: pa.Table, fmt: Format, output: Path | None, title: str | None
         cap = TABLE_ROWS if rows is None else rows
         shown = result.slice(0, cap) if 0 < cap < result.num_rows else result
         if shown.num_rows:
-            sys.stdout.write("\n".join(table_lines(shown, title, units)) + "\n")
+            sys.stdout.write("\n".join(table_lines(shown, title, units, keys=keys, explicit=explicit,
+                                                     full=result, optional=optional)) + "\n")
         if shown.num_rows < result.num_rows:
             from tracekit.cli.messages import note
 

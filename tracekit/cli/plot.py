@@ -25,7 +25,9 @@ def _out(default: str):
 def _command(name: str):
     """plot_app.command with the docstring as one paragraph (typer would keep its line breaks)."""
     def deco(fn):
-        return plot_app.command(name, help=" ".join((fn.__doc__ or "").split()))(fn)
+        from tracekit.cli.filter_opts import filtered
+
+        return plot_app.command(name, help=" ".join((fn.__doc__ or "").split()))(filtered(fn))
     return deco
 
 

@@ -8,8 +8,10 @@ from typing import Optional
 import typer
 
 from tracekit.cli.app import QUIET, app, jobs_option, scheduler_option, set_quiet
+from tracekit.cli.filter_opts import filtered
 from tracekit.cli.output import Format, render, select_columns
 from tracekit.errors import QueryError
+from tracekit.filters import current
 from tracekit.outfile import check_output
 
 _RUNS = typer.Argument(..., help="One or more run folders (made by `tracekit convert` or "
@@ -53,6 +55,7 @@ def _report(res) -> None:
 
 
 @app.command()
+@filtered
 def query(
     name: str = typer.Argument(..., help="Named query, e.g. kernel_summary (`tracekit queries` "
                                "lists them).", show_default=False),
@@ -86,13 +89,16 @@ def query(
     res = run(q, run_dirs, params, memory_limit=memory_limit, step_pattern=step_pattern,
               jobs=jobs, scheduler=scheduler)
     _report(res)
-    render(select_columns(res.table, columns), format, output, title=name, units=res.units,
-           protect=run_dirs, rows=rows)
+    filters = current()  # --step/--window/--rank/--device/--nvtx (tracekit.cli.filter_opts)
+    title = f"{name} [{filters.describe()}]" if filters else name
+    render(select_columns(res.table, columns), format, output, title=title, units=res.units,
+           protect=run_dirs, rows=rows, keys=q.keys, explicit=bool(columns), optional=q.optional)
     for line in res.notices:  # the query's @notice lines (coverage, why a column is NULL)
         note(line)
 
 
 @app.command()
+@filtered
 def sql(
     statement: str = typer.Argument(..., help="DuckDB SQL over the run-folder tables (kernels, "
                                     "cuda_api, memcpy, nvtx_ranges, ...; `tracekit schema` "
@@ -123,7 +129,8 @@ def sql(
     res = run(statement, run_dirs, sql=True, memory_limit=memory_limit,
               external_access=allow_external, step_pattern=step_pattern)
     _report(res)
-    render(select_columns(res.table, columns), format, output, protect=run_dirs, rows=rows)
+    render(select_columns(res.table, columns), format, output, protect=run_dirs, rows=rows,
+           explicit=bool(columns))
 
 
 @app.command()

@@ -59,6 +59,8 @@ def describe(q: NamedQuery, width: int | None = None) -> str:
     out = wrap(f"{q.name} ({q.topic}): {q.description}", width) + [""]
     out += reflow(q.details, width)
     out += [""] + _params_and_columns(q, width)
+    if q.keys:  # the columns the terminal table always shows (tracekit.cli.tableview)
+        out += [""] + wrap(f"main measures: {', '.join(q.keys)}", width)
     if q.empty:
         out += [""] + wrap(f"an empty result means: {q.empty}", width)
     return "\n".join(out).replace("\n\n\n", "\n\n") + "\n"

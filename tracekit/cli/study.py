@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from tracekit.cli.app import app
+from tracekit.cli.app import QUIET, app, set_quiet
 from tracekit.cli.output import Format
 from tracekit.cli.query import STEP_PATTERN
 
@@ -59,6 +59,7 @@ def compare(
                                          "(GPU busy time without steps) is more than PCT percent "
                                          "above A's; the verdict goes to stderr."),
     step_pattern: str = STEP_PATTERN,
+    quiet: bool = QUIET,
 ):
     """Compare two runs: step time, per-kernel time, GPU idle time, overlap and copies per kind.
 
@@ -68,6 +69,8 @@ def compare(
     regression gate (exit 3).
     """
     from tracekit.cli.compare_output import write_compare
+
+    set_quiet(quiet)
     from tracekit.outfile import check_output
     from tracekit.study import compare_runs
 

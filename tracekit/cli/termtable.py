@@ -103,6 +103,65 @@ def shorten(text: str, width: int, where: str = "middle") -> str:
     return head + ELLIPSIS + _take_end(text, room - cell_len(head))
 
 
+def shorten_distinct(values: list[str], width: int, where: str = "middle") -> list[str]:
+    """Each of ``values`` shortened to ``width`` cells (:func:`shorten`) so that different values
+    stay different: values that would become the same text (kernel names that differ only in
+    the middle) show the part where they differ between two ellipses, and if that is not enough
+    end in ``~1``, ``~2``, ... in the order of their first row."""
+    out = [shorten(v, width, where) for v in values]
+    groups: dict[str, list[str]] = {}
+    for v, o in zip(values, out):
+        g = groups.setdefault(o, [])
+        if v not in g:
+            g.append(v)
+    fix: dict[str, str] = {}
+    for vs in groups.values():
+        if len(vs) > 1:
+            fix.update(_distinct(vs, width))
+    return [fix.get(v, o) for v, o in zip(values, out)] if fix else out
+
+
+def _lcp(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _distinct(vs: list[str], width: int) -> dict[str, str]:
+    """Shortened texts of ``vs`` (different values with the same plain shortening) that keep the
+    place where each differs from all the others: one ``…`` moved so that the kept start (or end)
+    reaches past that place, or else the start, ``…``, a window around it, ``…``, the end."""
+    room = width - 1
+    context = 3
+    out = {}
+    for v in vs:
+        others = [u for u in vs if u != v]
+        at = max(_lcp(v, u) for u in others)  # v differs from every other value by position at
+        back_at = max(_lcp(v[::-1], u[::-1]) for u in others)
+        default = (room * 2 + 2) // 3
+        if at + 1 + context <= room - 4:
+            front = min(max(default, at + 1 + context), room - 4)
+            out[v] = _take(v, front) + ELLIPSIS + _take_end(v, room - front)
+        elif back_at + 1 + context <= room - 4:
+            back = min(max(room - default, back_at + 1 + context), room - 4)
+            out[v] = _take(v, room - back) + ELLIPSIS + _take_end(v, back)
+        else:
+            head = room // 4
+            mid = room - 1 - head
+            start = max(head, at - context)
+            out[v] = _take(v, head) + ELLIPSIS + _take(v[start:], mid) + ELLIPSIS
+        if width_of(out[v]) > width:
+            out[v] = shorten(v, width)
+    texts = [out[v] for v in vs]
+    for i, v in enumerate(vs, 1):  # still equal to another: numbered
+        if texts.count(out[v]) > 1 or any(out[v] == t for t in texts[:i - 1]):
+            mark = f"~{i}"
+            out[v] = _take(out[v], width - len(mark) - 1) + ELLIPSIS + mark
+    return out
+
+
 @dataclass
 class Col:
     """One displayed column. ``cells`` are final texts (already :func:`visible`).
@@ -196,7 +255,7 @@ def render_lines(cols: list[Col], width: int, title: str | None = None) -> tuple
     for c in lay.cols:  # one padded list per column; ASCII columns take str's C paths
         texts = [shorten(c.header, c.width, "end")] + c.cells
         if c.natural() > c.width:
-            texts = [shorten(v, c.width, c.where) for v in texts]
+            texts = texts[:1] + shorten_distinct(texts[1:], c.width, c.where)
         if all(v.isascii() for v in texts):
             just = str.rjust if c.align == "right" else str.ljust
             columns.append([just(v, c.width) for v in texts])

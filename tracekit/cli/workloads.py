@@ -34,7 +34,6 @@ def workloads_cmd(
         return
     from rich.console import Console
     from rich.markup import escape
-    from rich.table import Table
 
     console = Console()
     if name is not None:
@@ -44,15 +43,29 @@ def workloads_cmd(
         for preset, p in s.presets.items():
             console.print(f"[bold]{preset}[/bold]: batch {p.batch_size}/rank; {escape(p.describe())}")
         return
-    t = Table(header_style="bold")
-    t.add_column("workload", no_wrap=True)
-    t.add_column("suite", no_wrap=True)
-    t.add_column("task")
-    t.add_column("batch tiny / full", justify="right", no_wrap=True)
-    t.add_column("description", ratio=1)
-    for s in specs:
-        t.add_row(s.name, s.suite, s.task,
-                  f"{s.presets['tiny'].batch_size} / {s.presets['full'].batch_size}", escape(s.description))
-    console.print(t)
-    console.print("presets: tiny (seconds on a CPU), full (published shapes); "
-                  "shapes: tracekit workloads NAME; run: python -m tracekit.workloads NAME")
+    _table(specs)
+    from tracekit.cli.termtable import terminal_width, wrap
+
+    print("\n".join(wrap("batch: per rank, presets tiny (seconds on a CPU) / full (published "
+                          "shapes); shapes and the "
+                          "whole description: tracekit workloads NAME; run: python -m "
+                          "tracekit.workloads NAME", terminal_width())))
+
+
+def _table(specs) -> None:
+    """One line per workload, fitting the terminal: the description is cut at the end (…) when
+    there is no room (``tracekit workloads NAME`` prints it whole), never folded. batch: the
+    per-rank batch of the tiny / full preset."""
+    from tracekit.cli.termtable import Col, render_lines, terminal_width, visible
+
+    cols = [
+        Col("workload", "workload", [s.name for s in specs], kind="key", priority=6),
+        Col("suite", "suite", [s.suite for s in specs], kind="key", priority=5),
+        Col("task", "task", [visible(s.task) for s in specs], kind="text", priority=4),
+        Col("batch", "batch", [f"{s.presets['tiny'].batch_size}/{s.presets['full'].batch_size}"
+                                         for s in specs], align="right", priority=4),
+        Col("description", "description", [visible(s.description) for s in specs], kind="text",
+            priority=3, shortenable=True, where="end", min_width=12),
+    ]
+    lines, _ = render_lines(cols, terminal_width())
+    print("\n".join(lines))

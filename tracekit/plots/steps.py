@@ -55,13 +55,15 @@ def plot_steps(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike,
             s = sorted(s, key=lambda r: r["step"])
             ax.plot([r["step"] for r in s], [r["wall_ns"] / div for r in s], marker="o", ms=3,
                     label=style.text(f"{run_id} {lab}" if many_runs else lab))
-        ax.legend(fontsize=7, ncol=4)
+        # above the panel, never over the lines (a 220 ms rank ran under it)
+        ax.legend(fontsize=7, ncol=min(4, len(by_series)), loc="lower center", bbox_to_anchor=(0.5, 1.0),
+                  frameon=False)
     else:
         per = {st: [r["wall_ns"] / div for r in rows if r["step"] == st] for st in steps}
         ax.fill_between(steps, [min(per[s]) for s in steps], [max(per[s]) for s in steps], alpha=0.3,
                         label=f"min-max over {len(by_series)} ranks")
         ax.plot(steps, [float(np.median(per[s])) for s in steps], marker="o", ms=3, label="median rank")
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, ncol=2, loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
     warm = sorted({r["step"] for r in rows if r["warmup"]})
     if warm:
         ax.axvspan(min(warm) - 0.5, max(warm) + 0.5, color="0.9", zorder=0)
@@ -80,7 +82,7 @@ def plot_steps(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike,
                 v = [float(r[col]) for r in rows if r["step"] == st and r[col] is not None]
                 vals.append(sum(v) / len(v) / div if v else 0)
             axp.bar([s - 0.4 + width * (i + 0.5) for s in steps], vals, width=width,
-                    color=style.PHASE_COLORS[name], label="GPU busy (kernels)" if name == "gpu_busy" else name)
+                    color=style.PHASE_COLORS[name], label="GPU busy (kernels, copies)" if name == "gpu_busy" else name)
         axp.set_xlabel("step")
         axp.set_ylabel(f"time per step ({unit}, mean over ranks)")
         axp.legend(fontsize=7, ncol=len(phases), loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)

@@ -88,9 +88,15 @@ def run_title(what: str, runs: list[str], gpus: list[str]) -> str:
 
 
 def gpu_names(eng) -> list[str]:
-    """GPU product names the runs record (devices table, via the timeline_names query)."""
-    return sorted({r["name"] for r in eng.query("timeline_names").to_pylist()
-                   if r["kind"] == "device" and r["name"]})
+    """GPU product names the runs record (devices table, via the timeline_names query), and
+    ``model not recorded in N run(s)`` when some runs record none while others do (a title naming
+    only the V100 of two runs, one of them on H100s, would be wrong)."""
+    rows = [r for r in eng.query("timeline_names").to_pylist() if r["kind"] == "device" and r["name"]]
+    names = sorted({r["name"] for r in rows})
+    missing = len({r.run_id for r in eng.runs} - {r["run_id"] for r in rows})
+    if names and missing:
+        names.append(f"model not recorded in {missing} run{'s' if missing > 1 else ''}")
+    return names
 
 
 def single(run_dirs):

@@ -61,16 +61,20 @@ def plot_utilization(run_dirs: Sequence[str | os.PathLike], output: str | os.Pat
                       label="kernels or copies")
             ax.stairs(k, xs, fill=True, color=style.CATEGORY_COLORS["compute"], alpha=0.9, label="kernels")
             ax.set_ylim(0, 105)
-            ax.set_ylabel(f"{style.text(lab)}\nbusy (%)")
+            ax.set_ylabel("busy (%)")
             ax.grid(alpha=0.3)
             total_k = sum(r["kernel_busy_ns"] for r in s) / max(sum(r["wall_ns"] for r in s), 1)
-            ax.text(0.995, 0.93, f"kernels busy {100 * total_k:.1f}% of the span", transform=ax.transAxes,
-                    ha="right", va="top", fontsize=7, bbox={"facecolor": "white", "alpha": 0.8, "lw": 0})
-        axes[0, 0].legend(loc="upper left", fontsize=7, ncol=2)
+            # the row's name and its total above its panel, never over the bars (nor rotated into
+            # the next row's label, as a two-line y label of a long run id was)
+            ax.set_title(style.text(lab), loc="left", fontsize=8)
+            ax.set_title(f"kernels busy {100 * total_k:.1f}% of the span", loc="right", fontsize=7)
+        handles, names = axes[0, 0].get_legend_handles_labels()
+        legend = (handles, names)
         axes[-1, 0].set_xlabel(f"time since the first GPU activity ({unit})")
     else:
         import numpy as np
 
+        legend = None
         fig, ax = plt.subplots(figsize=(10, 1.5 + 0.28 * len(series)))
         mesh = None
         for i, s in enumerate(series.values()):
@@ -86,8 +90,16 @@ def plot_utilization(run_dirs: Sequence[str | os.PathLike], output: str | os.Pat
         ax.set_ylabel("GPU")
         cb = fig.colorbar(mesh, ax=ax, pad=0.01)
         cb.set_label("kernel busy (%)")
-    fig.suptitle(head, fontsize=10)
+    import textwrap
+
+    head_lines = textwrap.wrap(head, 110) or [""]
+    h_in = fig.get_size_inches()[1]
+    top = 1 - (0.17 * len(head_lines) + (0.17 if legend else 0)) / h_in  # title, legend: above the panels
+    fig.suptitle("\n".join(head_lines), fontsize=10, y=0.995, va="top")
+    if legend:
+        fig.legend(*legend, loc="upper center", fontsize=7, ncol=2, frameon=False,
+                   bbox_to_anchor=(0.5, 1 - (0.22 * len(head_lines) + 0.02) / h_in))
     fig.text(0.5, 0.005, style.text(subtitle), ha="center", va="bottom", fontsize=7, color="0.35")
-    fig.tight_layout(rect=(0, 0.03, 1, 0.97))
+    fig.tight_layout(rect=(0, 0.03, 1, top))
     style.save(fig, output, protect=run_dirs)
     return {"gpus": len(series), "bins": max(len(s) for s in series.values()), "bin_ns": width}

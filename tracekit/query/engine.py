@@ -76,11 +76,15 @@ class Engine:
     the environment variable ``TRACEKIT_STEP_PATTERN``; '' or unset means none. Steps come from the
     first source a run has: tracekit's ``step N`` ranges, PyTorch's ``ProfilerStep#N``, this
     pattern, else iterations detected in the kernel sequence (``tk_steps()``, docs/metrics.md).
+
+    ``filters``: a :class:`tracekit.filters.Filters` (``--step``, ``--window``, ``--rank``,
+    ``--device``, ``--nvtx``) narrowing every table's view; None: those of the caller's context
+    (:func:`tracekit.filters.use`, none by default).
     """
 
     def __init__(self, run_dirs: Sequence[str | os.PathLike], *, threads: int | None = None,
                  memory_limit: str | None = None, external_access: bool = True,
-                 step_pattern: str | None = None):
+                 step_pattern: str | None = None, filters=None):
         self.runs: list[Run] = [open_run(p) for p in run_dirs]
         seen: dict[str, Run] = {}
         for r in self.runs:
@@ -122,6 +126,21 @@ class Engine:
                 self.close()
                 raise
         self.notices: list[str] = []  # lines of the last named query's @notice statements
+        if filters is None:  # the filters of the caller's context (tracekit.filters.use)
+            from tracekit.filters import current
+
+            filters = current()
+        self.filters = filters if filters else None  # tracekit.filters.Filters: narrowed views
+        if self.filters is not None:
+            from tracekit.filters import NO_FILTER, prepare
+
+            try:
+                with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern,
+                            filters=NO_FILTER) as raw:
+                    prepare(self._con, self.filters, raw)
+            except BaseException:
+                self.close()
+                raise
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -167,8 +186,9 @@ class Engine:
         the macro read it: a step-based query calls it several times (every window of
         ``tk_busy_between``, ``tk_idle_between``, ...), and detecting iterations reads every
         kernel. The runs and the step pattern are fixed for the engine's lifetime."""
+        source = "tk_filter_steps" if self.filters is not None else "tk_steps()"  # kept steps only
         try:
-            self._con.execute("CREATE TEMP TABLE tk_steps_cache AS SELECT * FROM tk_steps()")
+            self._con.execute(f"CREATE TEMP TABLE tk_steps_cache AS SELECT * FROM {source}")
             self._con.execute("CREATE OR REPLACE TEMP MACRO tk_steps() AS TABLE "
                               "SELECT * FROM tk_steps_cache")
         except duckdb.Error as exc:
@@ -188,7 +208,12 @@ class Engine:
             )
             self._con.execute(f"CREATE VIEW {name} AS SELECT {cols} WHERE false")
             return
-        self._con.execute(f"CREATE VIEW {name} AS " + _files_select(name, files, tdef))
+        select = _files_select(name, files, tdef)
+        if self.filters is not None:  # tracekit.filters: rows outside the filter are not there
+            from tracekit.filters import narrowed
+
+            select = narrowed(select, name, self.filters, {"run_id", *tdef.column_names})
+        self._con.execute(f"CREATE VIEW {name} AS " + select)
 
     def _insert(self, table: str, columns: dict[str, list]) -> None:
         """Append rows given as columns (equal-length lists) to ``table`` in one statement: one
@@ -309,7 +334,7 @@ class Engine:
                     value = p.check(value, q.name)  # type and domain (named_queries.Param)
                 expr = f"CAST({lit(value)} AS {p.type})"
             try:
-                self._con.execute(f"SET VARIABLE {p.name} = {expr}")
+                self._con.execute(f'SET VARIABLE "{p.name}" = {expr}')
             except duckdb.Error:
                 raise QueryError(
                     f"query {q.name}: parameter {p.name}={value!r} is not a valid {p.type}"

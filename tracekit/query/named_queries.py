@@ -11,8 +11,15 @@ Each file holds one query whose header is a block of ``--`` comment lines::
     -- @column run_id     id     Run folder the row comes from.
     -- @column name       text   Demangled kernel name.
     -- @column total_ns   ns     Sum of kernel durations.
+    -- @key total_ns
     -- @requires kernels
     -- @empty no kernel matched
+
+``@key`` names the query's main measure(s), the columns a reader looks at first: the terminal
+table never leaves them out (:mod:`tracekit.cli.tableview`); every query has one (tests enforce
+it) and each name is one of its ``@column`` lines. ``@optional`` names columns that are NULL
+unless a parameter asks for them (kernel_summary's grid and block without ``-p by=grid``): the
+table leaves them out without a note when they are empty.
 
 An optional ``-- @notice SELECT ...`` line holds one SQL statement over the view ``result`` (the
 query's rows); each value of its first column is printed by ``tracekit query`` as one line on
@@ -129,6 +136,8 @@ class NamedQuery:
     requires: tuple[str, ...] = ()
     empty: str = ""
     notices: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()  # the main measures (@key)
+    optional: tuple[str, ...] = ()  # columns NULL unless a parameter asks for them (@optional)
     _params_by_name: dict = field(default=None, init=False, repr=False, compare=False)
 
     def param(self, name: str) -> Param:
@@ -156,9 +165,14 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
         raise QueryError(f"{path}: the first line must be '-- NAME: description'")
     name, _, description = header[0].partition(":")
     name = name.strip()
-    details, params, columns, requires, empty, notices = [], [], [], [], "", []
+    details, params, columns, requires, empty, notices, keys = [], [], [], [], "", [], []
+    optional: list[str] = []
     for line in header[1:]:
-        if line.startswith("@requires"):
+        if line.startswith("@key"):
+            keys += line[len("@key"):].split()
+        elif line.startswith("@optional"):
+            optional += line[len("@optional"):].split()
+        elif line.startswith("@requires"):
             requires += line[len("@requires"):].split()
         elif line.startswith("@empty"):
             empty = line[len("@empty"):].strip()
@@ -196,6 +210,8 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
         requires=tuple(requires),
         empty=empty,
         notices=tuple(notices),
+        keys=tuple(keys),
+        optional=tuple(optional),
     )
 
 

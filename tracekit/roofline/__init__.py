@@ -47,7 +47,8 @@ def macros_text() -> str:
 
 
 def register(con: duckdb.DuckDBPyConnection) -> None:
-    """Create gpu_peaks, tensor_factors, tk_ncu_spec and the roofline macros on ``con``."""
+    """Create gpu_peaks, tensor_factors, gpu_aliases, kernel_name_tags, tk_ncu_spec and the
+    roofline macros on ``con``."""
     try:
         con.execute(
             "CREATE OR REPLACE TEMP TABLE gpu_peaks AS SELECT * FROM read_csv(?, header = true, "
@@ -63,6 +64,11 @@ def register(con: duckdb.DuckDBPyConnection) -> None:
             "columns = {'alias': 'VARCHAR', 'compute_capability': 'VARCHAR', 'sm_count': 'INTEGER', "
             "'device_name': 'VARCHAR', 'source': 'VARCHAR'})",
             [data_file("gpu_aliases.csv")])
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE kernel_name_tags AS SELECT * FROM read_csv(?, header = true, "
+            "quote = '\"', columns = {'priority': 'INTEGER', 'pattern': 'VARCHAR', 'precision': 'VARCHAR', "
+            "'tensor_core': 'BOOLEAN', 'library': 'VARCHAR', 'source': 'VARCHAR'})",
+            [data_file("kernel_name_tags.csv")])
         rows = [(alias, name, prio) for alias, names in INPUTS.items() for prio, name in enumerate(names)]
         con.execute("CREATE OR REPLACE TEMP TABLE tk_ncu_spec (alias VARCHAR, metric_name VARCHAR, prio INTEGER)")
         con.executemany("INSERT INTO tk_ncu_spec VALUES (?, ?, ?)", rows)

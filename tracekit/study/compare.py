@@ -89,6 +89,25 @@ def _kernel_rows(eng: Engine, a: str, b: str, threshold: float) -> pd.DataFrame:
                                    "total_ns_b", "delta_ns", "relative"]].reset_index(drop=True)
 
 
+_KIND_TEXT = {"timeline": "a timeline pass (nsys or PyTorch profiler)",
+              "ncu": "an ncu pass (per-kernel counters, no timeline)",
+              "empty": "a run with neither a timeline nor ncu results"}
+
+
+def run_kind(run) -> str:
+    """'timeline' (kernels, CUDA API calls or NVTX ranges with rows), 'ncu' (ncu launches only)
+    or 'empty', from the manifest's row counts."""
+    tables = run.manifest.get("tables", {})
+
+    def rows(name):
+        info = tables.get(name) or {}
+        n = info.get("rows") if isinstance(info, dict) else None
+        return n if isinstance(n, int) else 0
+    if any(rows(t) for t in ("kernels", "cuda_api", "nvtx_ranges", "memcpy", "osrt_api")):
+        return "timeline"
+    return "ncu" if rows("ncu_launches") else "empty"
+
+
 def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, *,
                  threshold: float = 0.05, step_pattern: str | None = None) -> dict:
     """{"a", "b": run ids, "metrics": DataFrame, "kernels": DataFrame, "kernel_counts": dict}.
@@ -96,6 +115,10 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, *,
     if threshold < 0:
         raise InputError(f"--threshold must be at least 0, got {threshold}")
     ra, rb = open_run(run_a), open_run(run_b)
+    ka, kb = run_kind(ra), run_kind(rb)
+    if ka != kb:  # an ncu pass has no steps, idle time or kernel timeline to set against a trace's
+        raise InputError(f"run A ({ra.run_id}) is {_KIND_TEXT[ka]} and run B ({rb.run_id}) "
+                         f"{_KIND_TEXT[kb]}: compare needs two runs of the same kind")
     same = ra.path.resolve() == rb.path.resolve()
     if ra.run_id == rb.run_id and not same:
         raise InputError(f"both runs have run_id {ra.run_id!r}: compare two different runs")

@@ -32,10 +32,12 @@ class GateResult:
 
     def message(self) -> str:
         what = {"step_ns": "mean step time", "gpu_busy_run_ns": "GPU busy time (no steps)"}[self.metric]
-        verdict = (f"slower by more than {self.limit_pct:g}%" if self.slower
-                   else f"within {self.limit_pct:g}%")
-        return (f"{self.metric} ({what}): a {_ms(self.a)}, b {_ms(self.b)}, change "
-                f"{self.change_pct:+.2f}%: {verdict}")
+        c = self.change_pct
+        how = (f"b is {c:.2f}% slower" if c > 0 else f"b is {-c:.2f}% faster" if c < 0
+               else "b takes the same time")
+        verdict = (f"fails: more than {self.limit_pct:g}% slower" if self.slower
+                   else f"passes (limit: {self.limit_pct:g}% slower)")
+        return f"{self.metric} ({what}): a {_ms(self.a)}, b {_ms(self.b)}: {how}; {verdict}"
 
 
 def _ms(ns: float) -> str:
@@ -53,5 +55,5 @@ def gate(metrics: pd.DataFrame, limit_pct: float) -> GateResult:
             a, b = rows.at[name, "a"], rows.at[name, "b"]
             if pd.notna(a) and pd.notna(b) and a > 0:
                 return GateResult(name, float(a), float(b), 100.0 * (b - a) / a, limit_pct)
-    raise InputError("--fail-if-slower: neither run pair has steps or GPU busy time to compare "
-                     "(CPU-only traces without steps)")
+    raise InputError("--fail-if-slower: the two runs do not both have steps or GPU busy time "
+                     "(traces of the CPU only, without steps); nothing to gate on")

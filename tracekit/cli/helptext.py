@@ -1,0 +1,42 @@
+"""Help texts that read at any width: every command's docstring reflowed into paragraphs.
+
+typer keeps a docstring's line breaks inside a paragraph, so at 80 columns a sentence broke where
+the source line ended ("... zero or negative durations," / "duplicate rows ..."). :func:`reflow`
+joins the lines of each paragraph (paragraphs are separated by blank lines; a line starting a
+list item, ``- ``, starts a new one) and lets the terminal wrap them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+
+_ITEM = re.compile(r"^\s*(- |\* |\d+\. )")
+
+
+def paragraphs(text: str) -> str:
+    """``text`` with the lines of each paragraph joined by spaces; blank lines kept between."""
+    out = []
+    for para in re.split(r"\n\s*\n", inspect.cleandoc(text)):
+        lines, cur = [], ""
+        for line in para.splitlines():
+            if _ITEM.match(line) and cur:
+                lines.append(cur)
+                cur = line.strip()
+            else:
+                cur = f"{cur} {line.strip()}" if cur else line.strip()
+        if cur:
+            lines.append(cur)
+        out.append("\n\n".join(lines))
+    return "\n\n".join(p for p in out if p)
+
+
+def reflow(app) -> None:
+    """Set the help of every command of ``app`` and its sub-apps from its reflowed docstring."""
+    for cmd in app.registered_commands:
+        text = cmd.help or (cmd.callback.__doc__ if cmd.callback else None)
+        if text:
+            cmd.help = paragraphs(text)
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            reflow(group.typer_instance)
