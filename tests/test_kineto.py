@@ -525,3 +525,15 @@ def test_kernel_totals_match_hta_live(name, runs, tmp_path):
     n, total = _sql(Engine([runs(name)]), "SELECT count(*), coalesce(sum(duration_ns), 0) FROM kernels")[0]
     assert n == len(k)
     assert abs(int(total) / 1000 - float(k["dur"].sum())) < 1e-6 * max(1, int(total))
+
+
+def test_every_args_key_of_the_mapping_is_documented():
+    """collectors/kineto/mapping.py ARG holds every args key the collector reads; column_sources()
+    (docs/schema.md) names each of them, so the documented provenance follows the data."""
+    from tracekit.collectors.kineto import column_sources
+    from tracekit.collectors.kineto.mapping import ARG
+
+    text = "\n".join(column_sources().values())
+    missing = [k for k in ARG.values() if f"args.{k}" not in text and f"args['{k}']" not in text]
+    assert missing == []
+    assert ARG["registers_per_thread"] == "registers per thread" and ARG["collective"] == "Collective name"

@@ -273,10 +273,18 @@ def test_cli_study_and_errors(gpu_runs, tmp_path, capsys):
     ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<__half, float, int, 128, true, 1, true>(int)", False),
     ("ncclKernel_AllReduce_RING_LL_Sum_half", False),
 ])
-def test_tensor_core_name_rule(name, tc):
+def test_tensor_core_name_rule(name, tc, run_factory):
     from tracekit.study.tables import is_tensor_core_name
 
     assert is_tensor_core_name(name) is tc
+    # the SQL rule the study runs (study_tensor_core_names) says the same: a run with this kernel
+    # (3 us) and a plain one (1 us) has 3/4 of its kernel time on tensor cores, or none
+    run = run_factory({"kernels": {"name": [name, "elementwise_kernel"], "start_ns": [0, 5000],
+                                   "end_ns": [3000, 6000], "duration_ns": [3000, 1000],
+                                   "pid": [1, 1], "device_id": [0, 0], "stream_id": [7, 7]}})
+    with Engine([run]) as eng:
+        [row] = eng.query("study_tensor_core_names").to_pylist()
+    assert (row["tc_ns"], row["total_ns"], row["tc_share"]) == ((3000, 4000, 0.75) if tc else (0, 4000, 0.0))
 
 
 # -- the HTML -----------------------------------------------------------------------------------

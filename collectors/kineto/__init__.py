@@ -51,6 +51,7 @@ from tracekit.collectors.kineto.mapping import (
     ALL_PART_COLUMNS,
     ANNOTATION_DOMAINS,
     API_CATEGORIES,
+    ARG,
     CHUNK_ROWS,
     COMM_OP,
     GPU_TABLES,
@@ -108,7 +109,9 @@ def column_sources() -> dict[tuple[str, str], str]:
         ("cuda_api", "api"): "'runtime' for cat=cuda_runtime, 'driver' for cat=cuda_driver",
         ("cuda_api", "correlation_id"): "args.correlation",
         ("memcpy", "bytes"): "args.bytes (ROCm: args.size of the API call with the same correlation)",
-        ("memcpy", "kind"): "from the name 'Memcpy HtoD (Pageable -> Device)'",
+        ("memcpy", "kind"): "args.kind when text, else from the name 'Memcpy HtoD (Pageable -> Device)'",
+        ("memcpy", "src_device_id"): "args.fromDevice (else args['src device'])",
+        ("memcpy", "dst_device_id"): "args.toDevice (else args['dst device'])",
         ("memset", "bytes"): "args.bytes",
         ("memset", "mem_kind"): "from the name 'Memset (Device)'",
         ("cuda_sync", "sync_type"): "args.cuda_sync_kind (else name), e.g. 'Stream Sync' -> 'Stream synchronize'",
@@ -138,7 +141,7 @@ def column_sources() -> dict[tuple[str, str], str]:
         ("collectives", "in_elements"): "args['In msg nelems'] (same source)",
         ("collectives", "out_elements"): "args['Out msg nelems'] (same source)",
         ("collectives", "group_size"): "args['Group size'] (same source)",
-        ("collectives", "process_group"): "args['Process Group Name'] (else 'Process Group Description')",
+        ("collectives", "process_group"): "args['Process Group Name'] (else args['Process Group Description'])",
         ("collectives", "seq"): "args['Seq'] of the NCCL kernel, else of the record_param_comms operator",
     })
     out.update(MEM.column_sources())
@@ -212,12 +215,12 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
         c["start_ns"].append(start)
         c["end_ns"].append(start + dur)
         c["duration_ns"].append(dur)
-        dev = a.get("device")
+        dev = a.get(ARG["device_id"])
         c["device_id"].append(to_int(dev) if dev is not None else to_int(e.get("pid")))
-        c["context_id"].append(to_int(a.get("context")))
-        stream_id = a.get("stream")
+        c["context_id"].append(to_int(a.get(ARG["context_id"])))
+        stream_id = a.get(ARG["stream_id"])
         c["stream_id"].append(to_int(stream_id) if stream_id is not None else to_int(e.get("tid")))
-        corr = a.get("correlation")
+        corr = a.get(ARG["correlation_id"])
         c["correlation_id"].append(to_int(corr))
 
     def comm_row(kernel, a, start=None, device=None, stream=None, corr=None):
@@ -226,20 +229,20 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
         c["seq"].append(st.comm_rows)
         st.comm_rows += 1
         c["kernel"].append(kernel)
-        c["external_id"].append(to_int(a.get("External id")))
+        c["external_id"].append(to_int(a.get(ARG["external_id"])))
         c["start_ns"].append(start)
         c["device_id"].append(device)
         c["stream_id"].append(stream)
         c["correlation_id"].append(corr)
-        coll, dtype = a.get("Collective name"), a.get("dtype")
+        coll, dtype = a.get(ARG["collective"]), a.get(ARG["dtype"])
         c["collective"].append(coll if coll is None or type(coll) is str else str(coll))
         c["dtype"].append(dtype if dtype is None or type(dtype) is str else str(dtype))
-        c["in_elements"].append(fit(to_int(a.get("In msg nelems")), I64_MAX))
-        c["out_elements"].append(fit(to_int(a.get("Out msg nelems")), I64_MAX))
-        c["group_size"].append(fit(to_int(a.get("Group size")), I32_MAX))
-        pg = a.get("Process Group Name", a.get("Process Group Description"))
+        c["in_elements"].append(fit(to_int(a.get(ARG["in_elements"])), I64_MAX))
+        c["out_elements"].append(fit(to_int(a.get(ARG["out_elements"])), I64_MAX))
+        c["group_size"].append(fit(to_int(a.get(ARG["group_size"])), I32_MAX))
+        pg = a.get(ARG["process_group"], a.get(ARG["process_group_alt"]))
         c["process_group"].append(pg if pg is None or type(pg) is str else str(pg))
-        c["pg_seq"].append(fit(to_int(a.get("Seq")), I64_MAX))
+        c["pg_seq"].append(fit(to_int(a.get(ARG["pg_seq"])), I64_MAX))
         CM.n += 1
         if CM.n >= CHUNK_ROWS:
             parts.flush(CM, fi)
@@ -272,16 +275,16 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
                 c = K.cols
                 gpu_common(c, e, a, start, dur)
                 c["name"].append(name)
-                g = a.get("grid")
-                bl = a.get("block")
+                g = a.get(ARG["grid"])
+                bl = a.get(ARG["block"])
                 c["grid_x"].append(dim(g, 0))
                 c["grid_y"].append(dim(g, 1))
                 c["grid_z"].append(dim(g, 2))
                 c["block_x"].append(dim(bl, 0))
                 c["block_y"].append(dim(bl, 1))
                 c["block_z"].append(dim(bl, 2))
-                c["registers_per_thread"].append(to_int(a.get("registers per thread")))
-                if "Collective name" in a or ("nccl" in name and NCCL_KERNEL.search(name)):
+                c["registers_per_thread"].append(to_int(a.get(ARG["registers_per_thread"])))
+                if ARG["collective"] in a or ("nccl" in name and NCCL_KERNEL.search(name)):
                     comm_row(True, a, start, c["device_id"][-1], c["stream_id"][-1], c["correlation_id"][-1])
                 K.n += 1
                 if K.n >= CHUNK_ROWS:
@@ -294,12 +297,12 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
                 c["duration_ns"].append(dur)
                 c["pid"].append(pid)
                 c["tid"].append(to_int(e.get("tid")))
-                corr = to_int(a.get("correlation"))
+                corr = to_int(a.get(ARG["correlation_id"]))
                 c["correlation_id"].append(corr)
                 c["name"].append(e.get("name") or "")
                 c["api"].append(API_CATEGORIES[cat])
                 st.api_pids.add(pid)
-                size = a.get("size") if "bytes" not in a else a.get("bytes")
+                size = a.get(ARG["api_copy_bytes"]) if ARG["bytes"] not in a else a.get(ARG["bytes"])
                 if size is not None and corr is not None:
                     st.copy_sizes[corr] = to_int(size)
                 A.n += 1
@@ -310,14 +313,14 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
                 gpu_common(c, e, a, start, dur)
                 name = e.get("name") or ""
                 m = MEMCPY_NAME.match(name)
-                kind = a.get("kind") if type(a.get("kind")) is str and not a.get("kind").isdigit() else None
+                kind = k if type(k := a.get(ARG["memcpy_kind"])) is str and not k.isdigit() else None
                 c["kind"].append(kind or (m.group(1) if m else "Unknown"))
                 c["src_kind"].append(m.group(2) if m else None)
                 c["dst_kind"].append(m.group(3) if m else None)
-                c["bytes"].append(to_int(a.get("bytes")))
-                c["src_device_id"].append(to_int(a.get("fromDevice", a.get("src device"))))
-                c["dst_device_id"].append(to_int(a.get("toDevice", a.get("dst device"))))
-                bw = to_float(a.get("memory bandwidth (GB/s)"))
+                c["bytes"].append(to_int(a.get(ARG["bytes"])))
+                c["src_device_id"].append(to_int(a.get(ARG["src_device_id"], a.get(ARG["src_device_id_alt"]))))
+                c["dst_device_id"].append(to_int(a.get(ARG["dst_device_id"], a.get(ARG["dst_device_id_alt"]))))
+                bw = to_float(a.get(ARG["recorded_bandwidth_gb_s"]))
                 finite = bw is not None and bw > 0 and bw == bw and bw != float("inf")
                 c["recorded_bytes_per_s"].append(bw * 1e9 if finite else None)
                 MC.n += 1
@@ -328,14 +331,14 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
                 gpu_common(c, e, a, start, dur)
                 m = MEMSET_NAME.match(e.get("name") or "")
                 c["mem_kind"].append(m.group(1) if m else None)
-                c["bytes"].append(to_int(a.get("bytes")))
+                c["bytes"].append(to_int(a.get(ARG["bytes"])))
                 MS.n += 1
                 if MS.n >= CHUNK_ROWS:
                     parts.flush(MS, fi)
             elif cat == "cuda_sync":
                 c = SY.cols
                 gpu_common(c, e, a, start, dur)
-                kind = a.get("cuda_sync_kind") or e.get("name") or ""
+                kind = a.get(ARG["sync_type"]) or e.get("name") or ""
                 c["sync_type"].append(SYNC_TYPES.get(kind, kind))
                 SY.n += 1
                 if SY.n >= CHUNK_ROWS:
@@ -350,18 +353,18 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
                 c["duration_ns"].append(dur)
                 c["name"].append(name)
                 c["domain"].append(ANNOTATION_DOMAINS[cat])
-                if cat == "cpu_op" and "Input Dims" in a:
+                if cat == "cpu_op" and ARG["input_dims"] in a:
                     # operator arguments (record_shapes=True): shapes, types, scalar values
-                    c["input_dims"].append(input_dims(a.get("Input Dims")))
-                    c["input_types"].append(text_list(a.get("Input type")))
-                    c["concrete_inputs"].append(text_list(a.get("Concrete Inputs")))
+                    c["input_dims"].append(input_dims(a.get(ARG["input_dims"])))
+                    c["input_types"].append(text_list(a.get(ARG["input_types"])))
+                    c["concrete_inputs"].append(text_list(a.get(ARG["concrete_inputs"])))
                 else:
                     c["input_dims"].append(None)
                     c["input_types"].append(None)
                     c["concrete_inputs"].append(None)
                 if cat == "cpu_op":
-                    c["op_id"].append(fit(to_int(a.get("Record function id")), I64_MAX))
-                    c["sequence_number"].append(fit(to_int(a.get("Sequence number")), I64_MAX))
+                    c["op_id"].append(fit(to_int(a.get(ARG["op_id"])), I64_MAX))
+                    c["sequence_number"].append(fit(to_int(a.get(ARG["sequence_number"])), I64_MAX))
                 else:
                     c["op_id"].append(None)
                     c["sequence_number"].append(None)

@@ -272,3 +272,50 @@ class Parts:
         for v in cols.cols.values():
             v.clear()
         cols.n = 0
+
+# Kineto event args -> run-folder columns, as data: {what is read: the args key}. The collector's
+# pass over the events (collectors/kineto/__init__.py) looks every args key up here; the keys are
+# those PyTorch's profiler (Kineto/CUPTI, and roctracer on ROCm) writes. column_sources() (docs/
+# schema.md) says for each column which of these keys it reads; tests/test_kineto.py checks that
+# every key here is named there. A "_alt" entry is read when its first key is absent.
+ARG = {
+    # GPU activities (cat kernel, gpu_memcpy, gpu_memset, cuda_sync): kernels, memcpy, memset,
+    # cuda_sync columns device_id (else the event's pid), context_id, stream_id (else the
+    # event's tid), correlation_id; cuda_api.correlation_id
+    "device_id": "device",
+    "context_id": "context",
+    "stream_id": "stream",
+    "correlation_id": "correlation",
+    # kernels: grid_x/y/z and block_x/y/z from the 3-element lists, registers_per_thread
+    "grid": "grid",
+    "block": "block",
+    "registers_per_thread": "registers per thread",
+    # memcpy and memset bytes; ROCm's copy API calls carry the size instead (matched by correlation)
+    "bytes": "bytes",
+    "api_copy_bytes": "size",
+    # memcpy: kind (when text, else from the event name), peer devices, recorded bandwidth (GB/s)
+    "memcpy_kind": "kind",
+    "src_device_id": "fromDevice",
+    "src_device_id_alt": "src device",
+    "dst_device_id": "toDevice",
+    "dst_device_id_alt": "dst device",
+    "recorded_bandwidth_gb_s": "memory bandwidth (GB/s)",
+    # cuda_sync.sync_type (else the event name), decoded by SYNC_TYPES
+    "sync_type": "cuda_sync_kind",
+    # nvtx_ranges of cpu_op events (record_shapes=True for the inputs)
+    "input_dims": "Input Dims",
+    "input_types": "Input type",
+    "concrete_inputs": "Concrete Inputs",
+    "op_id": "Record function id",
+    "sequence_number": "Sequence number",
+    # collectives: from NCCL kernels or record_param_comms operators (matched by External id)
+    "collective": "Collective name",
+    "dtype": "dtype",
+    "in_elements": "In msg nelems",
+    "out_elements": "Out msg nelems",
+    "group_size": "Group size",
+    "process_group": "Process Group Name",
+    "process_group_alt": "Process Group Description",
+    "pg_seq": "Seq",
+    "external_id": "External id",
+}

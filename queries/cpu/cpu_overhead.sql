@@ -57,30 +57,14 @@ tagged AS (
     SELECT run_id, pid, tid, start_ns, end_ns, 'launch' FROM api
     WHERE tk_launch_kind(name) IS NOT NULL
 ),
-swept AS (
-    SELECT *, max(end_ns) OVER (PARTITION BY run_id, pid, tid, cls ORDER BY start_ns, end_ns
-                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max_end
-    FROM tagged
-),
-numbered AS (
-    SELECT *, sum(CASE WHEN prev_max_end IS NULL OR start_ns >= prev_max_end THEN 1 ELSE 0 END)
-                  OVER (PARTITION BY run_id, pid, tid, cls ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS island
-    FROM swept
-),
-islands AS (
-    SELECT run_id, pid, tid, cls, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-    FROM numbered GROUP BY run_id, pid, tid, cls, island
-),
-cum AS (
-    SELECT *, coalesce(CAST(sum(end_ns - start_ns) OVER (PARTITION BY run_id, pid, tid, cls ORDER BY start_ns
-                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS BIGINT), 0) AS cum_before_ns
-    FROM islands
-),
+-- per thread and class, the union of the calls as islands (queries/cpu/_macros.sql); touching
+-- calls stay separate islands, so two back-to-back launch calls are two launches
+cum AS (SELECT * FROM tk_interval_islands('tagged', false)),
 -- a launch is an island of launch calls on one thread: a driver launch nested in a runtime
 -- launch (both traced) is one launch
 launch_calls AS (
     SELECT run_id, pid, start_ns, row_number() OVER (PARTITION BY run_id, pid ORDER BY start_ns) AS n
-    FROM islands WHERE cls = 'launch'
+    FROM cum WHERE cls = 'launch'
 ),
 proc_span AS (
     SELECT run_id, pid, min(start_ns) AS w0, max(end_ns) AS w1 FROM (
@@ -100,23 +84,12 @@ wt AS (
     FROM windows w JOIN (SELECT DISTINCT run_id, pid, tid, cls FROM cum) t
       ON t.run_id = w.run_id AND t.pid = w.pid
 ),
-probes AS (
-    SELECT wt.*, false AS is_end, w0 AS t FROM wt
-    UNION ALL
-    SELECT wt.*, true, w1 FROM wt
-),
-probed AS (
-    SELECT p.*, coalesce(c.cum_before_ns + least(p.t, c.end_ns) - c.start_ns, 0) AS b
-    FROM probes p ASOF LEFT JOIN cum c
-      ON p.run_id = c.run_id AND p.pid = c.pid AND p.tid IS NOT DISTINCT FROM c.tid
-     AND p.cls = c.cls AND p.t >= c.start_ns
-),
 host_time AS (
     SELECT run_id, scope, step_id, pid, w0, w1,
-           CAST(sum(CASE WHEN is_end THEN b ELSE -b END) FILTER (WHERE cls = 'all') AS BIGINT) AS api_ns,
-           CAST(sum(CASE WHEN is_end THEN b ELSE -b END) FILTER (WHERE cls = 'sync') AS BIGINT) AS sync_api_ns,
-           CAST(sum(CASE WHEN is_end THEN b ELSE -b END) FILTER (WHERE cls = 'launch') AS BIGINT) AS launch_api_ns
-    FROM probed GROUP BY run_id, scope, step_id, pid, w0, w1
+           CAST(sum(union_ns) FILTER (WHERE cls = 'all') AS BIGINT) AS api_ns,
+           CAST(sum(union_ns) FILTER (WHERE cls = 'sync') AS BIGINT) AS sync_api_ns,
+           CAST(sum(union_ns) FILTER (WHERE cls = 'launch') AS BIGINT) AS launch_api_ns
+    FROM tk_union_between('wt', 'cum') GROUP BY run_id, scope, step_id, pid, w0, w1
 ),
 -- launch calls starting in [w0, w1): (calls starting before w1) - (calls starting before w0)
 launch_probes AS (

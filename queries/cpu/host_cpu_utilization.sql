@@ -49,25 +49,9 @@ WITH tagged AS (
     UNION ALL
     SELECT run_id, pid, tid, start_ns, end_ns, 'osrt' FROM osrt_api WHERE end_ns > start_ns
 ),
-swept AS (
-    SELECT *, max(end_ns) OVER (PARTITION BY run_id, pid, tid, cls ORDER BY start_ns, end_ns
-                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max_end
-    FROM tagged
-),
-numbered AS (
-    SELECT *, sum(CASE WHEN prev_max_end IS NULL OR start_ns > prev_max_end THEN 1 ELSE 0 END)
-                  OVER (PARTITION BY run_id, pid, tid, cls ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS island
-    FROM swept
-),
-islands AS (
-    SELECT run_id, pid, tid, cls, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-    FROM numbered GROUP BY run_id, pid, tid, cls, island
-),
-cum AS (
-    SELECT *, coalesce(CAST(sum(end_ns - start_ns) OVER (PARTITION BY run_id, pid, tid, cls ORDER BY start_ns
-                       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS BIGINT), 0) AS cum_before_ns
-    FROM islands
-),
+-- per thread and class, the union of the intervals as islands (queries/cpu/_macros.sql); only
+-- their length is used, so touching intervals may merge
+cum AS (SELECT * FROM tk_interval_islands('tagged', true)),
 windows AS (
     SELECT run_id, 'run' AS scope, CAST(NULL AS BIGINT) AS step_id, CAST(NULL AS VARCHAR) AS step,
            CAST(NULL AS BIGINT) AS step_number, CAST(NULL AS VARCHAR) AS step_source,
@@ -81,22 +65,12 @@ wt AS (
     SELECT w.*, t.pid, t.tid, t.cls
     FROM windows w JOIN (SELECT DISTINCT run_id, pid, tid, cls FROM cum) t ON t.run_id = w.run_id
 ),
-probes AS (
-    SELECT wt.*, false AS is_end, w0 AS t FROM wt
-    UNION ALL
-    SELECT wt.*, true, w1 FROM wt
-),
-probed AS (
-    SELECT p.*, coalesce(c.cum_before_ns + least(p.t, c.end_ns) - c.start_ns, 0) AS b
-    FROM probes p ASOF LEFT JOIN cum c
-      ON p.run_id = c.run_id AND p.pid IS NOT DISTINCT FROM c.pid AND p.tid IS NOT DISTINCT FROM c.tid
-     AND p.cls = c.cls AND p.t >= c.start_ns
-),
 per_thread AS (
     SELECT run_id, scope, step_id, step, step_number, step_source, w0, w1, pid, tid,
-           sum(CASE WHEN is_end THEN b ELSE -b END) FILTER (WHERE cls = 'sched') AS busy_ns,
-           sum(CASE WHEN is_end THEN b ELSE -b END) FILTER (WHERE cls = 'osrt') AS osrt_ns
-    FROM probed GROUP BY run_id, scope, step_id, step, step_number, step_source, w0, w1, pid, tid
+           sum(union_ns) FILTER (WHERE cls = 'sched') AS busy_ns,
+           sum(union_ns) FILTER (WHERE cls = 'osrt') AS osrt_ns
+    FROM tk_union_between('wt', 'cum')
+    GROUP BY run_id, scope, step_id, step, step_number, step_source, w0, w1, pid, tid
 ),
 levels AS (
     SELECT run_id, scope, step_id, step, step_number, step_source, w0, w1,

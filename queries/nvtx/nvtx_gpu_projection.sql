@@ -49,15 +49,7 @@
 -- @optional range_id tid depth parent_range_id
 -- @requires nvtx_ranges cuda_api
 -- @empty no NVTX range holds a CUDA call that launched GPU work (kernels, copies, memsets linked by correlation ID) on its thread
-WITH last_ts AS NOT MATERIALIZED (
-    SELECT run_id, max(ts) AS last_ns
-    FROM (
-        SELECT run_id, greatest(max(start_ns), max(end_ns)) AS ts FROM nvtx_ranges GROUP BY run_id
-        UNION ALL
-        SELECT run_id, max(timestamp_ns) AS ts FROM nvtx_marks GROUP BY run_id
-    )
-    GROUP BY run_id
-),
+WITH last_ts AS NOT MATERIALIZED (SELECT * FROM tk_nvtx_last_ns()),  -- queries/nvtx/_macros.sql
 -- closed ranges as they are; only the (few) open ones look up their run's last timestamp
 ranges AS NOT MATERIALIZED (
     SELECT r.run_id, r.range_id, coalesce(r.domain, '') AS domain, r.name, r.style, r.pid, r.tid,

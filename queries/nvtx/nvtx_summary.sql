@@ -34,15 +34,7 @@
 -- @column time_pct   %      total_ns as a percentage of all NVTX range time in the run.
 -- @column raw_names  count  Distinct range texts grouped into the row (1 with raw=true).
 -- @key total_ns time_pct
-WITH last_ts AS (
-    SELECT run_id, max(ts) AS last_ns
-    FROM (
-        SELECT run_id, greatest(max(start_ns), max(end_ns)) AS ts FROM nvtx_ranges GROUP BY run_id
-        UNION ALL
-        SELECT run_id, max(timestamp_ns) AS ts FROM nvtx_marks GROUP BY run_id
-    )
-    GROUP BY run_id
-),
+WITH last_ts AS (SELECT * FROM tk_nvtx_last_ns()),  -- queries/nvtx/_macros.sql
 ranges AS (
     SELECT r.run_id, coalesce(r.domain, '') AS domain, r.name AS raw_name,
            CASE WHEN getvariable('raw') THEN r.name

@@ -12,7 +12,8 @@ interconnect); :data:`SOURCES` names the query behind each table. Definitions (d
 - precision: ``speedup_vs_fp32`` = fp32 ``step_ns`` ÷ this ``step_ns`` (same workload, world size,
   interconnect); ``tensor_core_time_share`` from ``roofline`` (time of kernels with tensor FLOPs ÷
   all profiled kernel time) on ncu passes of the same workload and precision, else from
-  ``kernel_summary`` kernel names (a name-based estimate, ``tensor_core_source`` says which).
+  ``study_tensor_core_names`` (kernel names, a name-based estimate; ``tensor_core_source`` says
+  which).
 - cpu: ``host_cpu_utilization`` scope 'run', level 'all'.
 - characterization: ``roofline`` per kernel on ncu passes (else ``op_flops`` on the timeline runs:
   the operator model; ``source`` says which): summed FLOPs / summed time, summed DRAM
@@ -31,31 +32,40 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.query import Engine
+from tracekit.query import Engine, run
+from tracekit.query.named_queries import macros_sql
 from tracekit.study import memory as _memory
 from tracekit.study.runs import RunInfo
 
-# Tensor-core kernels by name: cuBLAS/cuDNN/CUTLASS spellings of HMMA/IMMA tile kernels across
-# Volta..Hopper (s884/h884/s1688/h1688/s16816 tiles, *_tensorop_*, tf32, sm80_xmma_/sm90_xmma_
-# GEMM and convolution kernels, Hopper's nvjet_* cuBLAS kernels, hmma/imma/wgmma in the name),
-# minus CUDA-core spellings (ffma, simt, nvjet *_sss_ fp32, xmma workspace set-up kernels).
-# A name-based estimate: a kernel that uses tensor cores under another name is missed.
-TENSOR_CORE_NAME_RE = (r"(?i)(hmma|imma|wgmma|gmma|tensorop|tensor_op|tensorcore|mma_sync|"
-                       r"[shid](884|1688|16816|8816|16832)|tf32|sm\d+_xmma_|nvjet_)")
-NOT_TENSOR_CORE_NAME_RE = r"(?i)(ffma|simt|init_device_workspace|nvjet_\w*?_sss_)"
+
+def _tensor_core_patterns() -> tuple[str, str]:
+    """The two patterns of tk_is_tensor_core_name (queries/study/_macros.sql, the one definition
+    of the name-based tensor-core rule): the match and the exclusion, in file order."""
+    text = macros_sql("study")
+    body = text[text.index("MACRO tk_is_tensor_core_name"):]
+    found = re.findall(r"regexp_matches\(coalesce\(kname, ''\), '([^']*)'\)", body)[:2]
+    if len(found) != 2:
+        raise RuntimeError("queries/study/_macros.sql: tk_is_tensor_core_name lost its two patterns")
+    return found[0], found[1]
+
+
+# The name-based tensor-core rule (queries/study/_macros.sql, tk_is_tensor_core_name), shown in
+# the report; is_tensor_core_name applies it in Python.
+TENSOR_CORE_NAME_RE, NOT_TENSOR_CORE_NAME_RE = _tensor_core_patterns()
 
 
 def is_tensor_core_name(name: str | None) -> bool:
-    """The name-based rule of ``tensor_core_time_share`` (see TENSOR_CORE_NAME_RE)."""
+    """The name-based rule of ``tensor_core_time_share`` (tk_is_tensor_core_name in
+    queries/study/_macros.sql; the study itself applies it in SQL, study_tensor_core_names)."""
     n = name or ""
     return bool(re.search(TENSOR_CORE_NAME_RE, n)) and not re.search(NOT_TENSOR_CORE_NAME_RE, n)
 
 
 SOURCES = {
     "scaling": ["step_summary"],
-    "precision": ["step_summary", "roofline", "kernel_summary"],
+    "precision": ["step_summary", "roofline", "study_tensor_core_names"],
     "cpu": ["host_cpu_utilization"],
-    "characterization": ["roofline", "op_flops"],
+    "characterization": ["roofline", "study_ncu_passes", "study_dram_sectors", "op_flops"],
     "communication": ["nccl", "gpu_utilization", "step_summary"],
     "interconnect": ["step_summary", "nccl", "gpu_utilization"],
     "memory": _memory.SOURCES,
@@ -93,7 +103,8 @@ def _runs_col(s: pd.Series) -> str:
 
 
 def _q(eng: Engine, name: str, params: dict | None = None) -> pd.DataFrame:
-    return eng.query(name, params or {}).to_pandas()
+    """The rows of the named query ``name`` over the study's runs, through the front door."""
+    return run(name, params=params or {}, engine=eng, explain=False).table.to_pandas()
 
 
 def _empty(name: str) -> pd.DataFrame:
@@ -236,17 +247,8 @@ def _tensor_share_ncu(rf: pd.DataFrame | None, ncu: pd.DataFrame) -> pd.DataFram
 
 
 def _tensor_share_names(eng: Engine) -> pd.DataFrame:
-    ks = _q(eng, "kernel_summary")
-    if ks.empty:
-        return pd.DataFrame(columns=["run_id", "tc_share"])
-    names = pd.Series(ks["name"].unique())
-    tc = dict(zip(names, names.map(is_tensor_core_name)))  # once per distinct name
-    ks["tc"] = ks["name"].map(tc).astype(bool)
-    ks["tc_ns"] = np.where(ks["tc"], ks["total_ns"], 0)
-    g = ks.groupby("run_id").agg(tc=("tc_ns", "sum"), t=("total_ns", "sum")).reset_index()
-    g = g[g.t > 0]
-    g["tc_share"] = g.tc / g.t
-    return g[["run_id", "tc_share"]]
+    """Per run: the name-based tensor-core share of kernel time (study_tensor_core_names)."""
+    return _q(eng, "study_tensor_core_names")[["run_id", "tc_share"]]
 
 
 def _precision(study: Study, eng: Engine, pr: pd.DataFrame, ncu: pd.DataFrame,
@@ -309,7 +311,7 @@ def _cpu(study: Study, eng: Engine, timeline: pd.DataFrame) -> None:
 def roofline_per_kernel(eng: Engine, run_ids) -> pd.DataFrame:
     """``roofline`` per kernel on the runs ``run_ids``; runs whose ncu rows come from several
     files pool their passes (``merge_passes``: separate ncu runs for DRAM and FLOP counters)."""
-    files = eng.sql("SELECT run_id, count(DISTINCT source_file) AS n FROM ncu_launches GROUP BY ALL").to_pandas()
+    files = _q(eng, "study_ncu_passes").rename(columns={"files": "n"})
     files = files[files.run_id.isin(set(run_ids))]
     parts = [pd.DataFrame(columns=["run_id", "kernel_name", "time_ns", "flop", "tensor_flop",
                                    "dram_bytes", "flop_per_s", "dram_bytes_per_s"])]
@@ -317,15 +319,6 @@ def roofline_per_kernel(eng: Engine, run_ids) -> pd.DataFrame:
         r = _q(eng, "roofline", {"ceilings": "none", "merge_passes": "true" if merge else "false"})
         parts.append(r[r.run_id.isin(set(ids))])
     return pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True)
-
-
-_SECTORS_SQL = """
-SELECT run_id, sum(value) AS sectors, count(DISTINCT launch_id) AS launches
-FROM ncu_metrics
-WHERE metric_name IN ('dram__sectors.sum', 'dram__sectors_read.sum', 'dram__sectors_write.sum')
-  AND value IS NOT NULL
-GROUP BY run_id
-"""
 
 
 def _characterization(study: Study, eng: Engine, ncu: pd.DataFrame, keys: pd.DataFrame,
@@ -370,7 +363,7 @@ def _ncu_rates(eng: Engine, rf: pd.DataFrame) -> pd.DataFrame:
         flop=("flop", lambda s: s.sum(min_count=1)),
         dram_bytes=("dram_bytes", lambda s: s.sum(min_count=1)),
         kernels=("kernel_name", "nunique")).reset_index()
-    sec = eng.sql(_SECTORS_SQL).to_pandas()
+    sec = _q(eng, "study_dram_sectors")
     g = g.merge(sec[["run_id", "sectors"]], on="run_id", how="left")
     g["flop_per_s"] = g.flop * 1e9 / g.time_ns
     g["dram_bytes_per_s"] = g.dram_bytes * 1e9 / g.time_ns
