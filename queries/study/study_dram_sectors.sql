@@ -4,6 +4,7 @@
 -- dram__sectors_write.sum counters over every profiled launch (null values skipped); runs whose
 -- ncu pass recorded none of them have no row (the study then uses DRAM bytes / 32).
 --
+-- @key sectors
 -- @column run_id    id     Run folder the row comes from.
 -- @column sectors   value  Summed DRAM sector counters (32-byte sectors).
 -- @column launches  count  Profiled launches that recorded one of them.

@@ -1,5 +1,6 @@
 -- study_ncu_passes: Per run, the ncu files its launches come from (several: separate passes whose counters the study pools with roofline merge_passes).
 --
+-- @key files
 -- @column run_id  id     Run folder the row comes from.
 -- @column files   count  Distinct ncu_launches.source_file values of the run.
 -- @requires ncu_launches

@@ -6,6 +6,7 @@
 -- counters (roofline tensor_flop) when an ncu pass of the same workload exists. Runs without
 -- kernel time have no row.
 --
+-- @key tc_share tc_ns
 -- @column run_id    id     Run folder the row comes from.
 -- @column tc_ns     ns     Summed duration of kernels with a tensor-core name.
 -- @column total_ns  ns     Summed duration of all kernels of the run.

@@ -16,6 +16,7 @@
 -- step_summary's (`step N`, ProfilerStep#N, --step-pattern ranges; steps detected in the kernel
 -- sequence run from their first kernel's start to the next iteration's).
 --
+-- @key dur_ns
 -- @column run_id    id     Run folder the row comes from.
 -- @column step      count  Step number (as step_summary numbers it).
 -- @column seq       count  Position of the segment on the path, from the step's start (0 = first).

@@ -3,6 +3,7 @@
 -- The segments of critical_path (see there; docs/whatif.md) summed per run, step, category and
 -- rank. For every step the time_ns of its rows add up to wall_ns, and share_pct to 100.
 --
+-- @key share_pct time_ns
 -- @column run_id    id     Run folder the row comes from.
 -- @column step      count  Step number.
 -- @column category  enum   Segment category (critical_path).
