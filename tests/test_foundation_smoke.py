@@ -16,7 +16,8 @@ def test_make_run_and_query(run_factory):
                                    "name": ["k", "k"]}})
     with Engine([run]) as eng:
         rows = eng.query("kernel_summary").to_pylist()
-    assert rows == [{"run_id": run.name, "name": "k", "instances": 2, "total_ns": 40, "avg_ns": 20.0,
+    # grid and block: NULL unless -p by=grid (gpukernsum's split by launch configuration)
+    assert rows == [{"run_id": run.name, "name": "k", "grid": None, "block": None, "instances": 2, "total_ns": 40, "avg_ns": 20.0,
                      "med_ns": 20.0, "min_ns": 10, "max_ns": 30,
                      "stddev_ns": pytest.approx(14.142135623730951), "time_pct": 100.0}]
 
