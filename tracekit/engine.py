@@ -113,6 +113,10 @@ class Engine:
         self._created: set[str] = set()  # views, macros and "roofline" created so far
         self._external = external_access  # False: sql() reads only the run folders' tables
         self._locked = False
+        if not external_access:  # the views read through the read-only file system (sql_guard)
+            from tracekit.sql_guard import mount
+
+            mount(self._con)
         self.step_pattern = resolve_step_pattern(step_pattern)
         if self.step_pattern is not None:
             try:
@@ -191,7 +195,7 @@ class Engine:
         with ``run_id`` looked up by each row's file position: the cost of a view grows with its
         rows, not with the number of runs or files (docs/performance.md)."""
         tdef = schema.TABLES[name]
-        files = [(r.run_id, p.absolute(), r.file_columns(p))
+        files = [(r.run_id, self._file_path(p), r.file_columns(p))
                  for r in self.runs for p in r.table_files(name)]
         if not files:
             cols = ", ".join(
@@ -201,6 +205,13 @@ class Engine:
             self._con.execute(f"CREATE VIEW {name} AS SELECT {cols} WHERE false")
             return
         self._con.execute(f"CREATE VIEW {name} AS " + _files_select(name, files, tdef))
+
+    def _file_path(self, p: Path) -> str:
+        if self._external:
+            return str(p.absolute())
+        from tracekit.sql_guard import url
+
+        return url(p)
 
     def _insert(self, table: str, columns: dict[str, list]) -> None:
         """Append rows given as columns (equal-length lists) to ``table`` in one statement: one
@@ -256,8 +267,10 @@ class Engine:
             return fetch_arrow(self._con.sql(text))
         except duckdb.Error as exc:
             from tracekit.explain import sql_error
+            from tracekit.sql_guard import read_only_error
 
-            raise QueryError(f"SQL failed: {sql_error(one_line(exc))}") from None
+            message = one_line(exc)
+            raise QueryError(read_only_error(message) or f"SQL failed: {sql_error(message)}") from None
 
     def query(self, name: str | NamedQuery, params: dict[str, str] | None = None) -> pa.Table:
         """Run a named query with ``params`` (name -> text value, cast to the declared type)."""
