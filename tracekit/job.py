@@ -217,6 +217,8 @@ def _move_tables(part: dict, writer: RunWriter, range_base: int) -> int:
             _rewrite(src, writer.path / rel, shift)
         else:
             os.replace(src, writer.path / rel)
+            if isinstance(info.get("sha256"), str) and isinstance(info.get("bytes"), int):
+                writer.known_digests[rel] = (info["bytes"], info["sha256"])  # moved unchanged
         entry = tables.setdefault(name, {"rows": 0, "files": []})
         entry["rows"] += info["rows"]
         entry["files"].append(rel)

@@ -17,6 +17,7 @@ from tracekit.cli import plot  # noqa: F401,E402  (tracekit plot ...)
 from tracekit.cli import workloads  # noqa: F401,E402  (tracekit workloads)
 from tracekit.cli import study  # noqa: F401,E402  (tracekit study, tracekit compare)
 from tracekit.cli import timeline  # noqa: F401,E402  (tracekit timeline)
+from tracekit.cli import verify  # noqa: F401,E402  (tracekit verify)
 from tracekit.cli.app import STATE, app
 from tracekit.errors import TracekitError, one_line
 
