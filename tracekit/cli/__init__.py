@@ -71,8 +71,15 @@ def run(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _sigterm)
     except ValueError:  # not in the main thread
         pass
+    from tracekit.labels import cut_warning, take_cuts
+
+    take_cuts()  # counted per command
     try:
         rv = app(args=argv, prog_name="tracekit", standalone_mode=False)
+        if take_cuts_n := take_cuts():  # trace text cut for a plot, report or table
+            from tracekit.cli.messages import warn
+
+            warn(cut_warning(take_cuts_n))
         if rv == 130:  # typer turns KeyboardInterrupt (and so SIGTERM) into a silent Exit(130)
             return _fail("interrupted", 130)
         return rv if isinstance(rv, int) else 0
@@ -97,6 +104,8 @@ def run(argv: list[str] | None = None) -> int:
     except MemoryError:
         return _fail("out of memory (run with --debug for the traceback)", 1)
     except Exception as exc:  # a bug in tracekit
+        if type(exc).__name__ == "InterruptException" or "Query interrupted" in str(exc):
+            return _fail("interrupted", 130)  # DuckDB stopped by Ctrl-C while streaming a result
         if type(exc).__name__ == "OutOfMemoryException":  # DuckDB, past a memory limit it cannot spill
             return _fail(f"out of memory: {one_line(exc)[:300]}", 1)
         return _fail(f"internal error: {type(exc).__name__}: {one_line(exc)} "
