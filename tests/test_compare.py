@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 
 import pandas as pd
 import pytest
@@ -96,10 +98,25 @@ def test_cli_compare(pair, tmp_path, capsys):
     assert "1 new, 1 missing, 1 slower, 1 faster, 1 same" in cap.err and "gemm" in cap.out
     out = tmp_path / "k.json"
     assert cli(["compare", str(a), str(b), "-f", "json", "-o", str(out)]) == 0
-    rows = json.loads(out.read_text())
-    assert {r["name"]: r["status"] for r in rows}["old"] == "missing"
-    metrics = json.loads((tmp_path / "k.metrics.json").read_text())
-    assert {r["metric"]: r["b"] for r in metrics}["step_ns"] == 900
+    doc = json.loads(out.read_text())  # one file: metrics and kernels (issue 27)
+    assert {r["name"]: r["status"] for r in doc["kernels"]}["old"] == "missing"
+    assert {r["metric"]: r["b"] for r in doc["metrics"]}["step_ns"] == 900
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["k.json"]
+    fifo = tmp_path / "fifo1"  # a FIFO target: written through, no fifo1.metrics beside it
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    assert cli(["compare", str(a), str(b), "-f", "csv", "-o", str(fifo)]) == 0
+    reader.join(10)
+    assert got and got[0].startswith(b'"section","name"')
+    assert not (tmp_path / "fifo1.metrics").exists()
+    pq_out = tmp_path / "k.parquet"
+    assert cli(["compare", str(a), str(b), "-f", "parquet", "-o", str(pq_out)]) == 0
+    import pyarrow.parquet as pq
+
+    assert set(pq.read_table(pq_out).column("section").to_pylist()) == {"metric", "kernel"}
+    assert not (tmp_path / "k.metrics.parquet").exists()
     twin = tmp_path / "twin"  # another folder with the same run_id: ambiguous
     import shutil
 
