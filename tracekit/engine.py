@@ -34,7 +34,7 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 
-from tracekit import schema
+from tracekit import interruptible, schema
 from tracekit.errors import QueryError, one_line
 from tracekit.named_queries import NamedQuery, get_query, macro_topics, macros_sql
 from tracekit.runfolder import Run, open_run
@@ -263,8 +263,8 @@ class Engine:
 
             lock(self._con, self.runs, self._spill)
             self._locked = True
-        try:
-            return fetch_arrow(self._con.sql(text))
+        try:  # Ctrl-C and SIGTERM stop DuckDB at once (tracekit/interruptible.py)
+            return interruptible.run(self._con, lambda: fetch_arrow(self._con.sql(text)))
         except duckdb.Error as exc:
             from tracekit.explain import sql_error
             from tracekit.sql_guard import read_only_error
@@ -278,7 +278,7 @@ class Engine:
         self._set_params(q, params or {})
         self._prepare(q.sql)
         try:
-            result = fetch_arrow(self._con.sql(q.sql))
+            result = interruptible.run(self._con, lambda: fetch_arrow(self._con.sql(q.sql)))
         except duckdb.Error as exc:
             raise QueryError(f"query {q.name} failed: {one_line(exc)}") from None
         self.notices = self._notices(q, result)

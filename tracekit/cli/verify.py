@@ -13,9 +13,11 @@ _RUNS = typer.Argument(..., help="One or more run folders.", show_default=False)
 
 @app.command()
 def verify(run_dirs: list[Path] = _RUNS):
-    """Check that every table file of each run folder has the size, rows and SHA-256 its
-    manifest.json records: a changed byte, a cut file or a swapped file is an error naming the
-    file (exit 2). Queries check the files they read the same way."""
+    """Check run folders' table files against the checksums in their manifests.
+
+    Every table file must have the size, rows and SHA-256 its manifest.json records: a changed
+    byte, a cut file or a swapped file is an error naming the file (exit 2). Queries check the
+    files they read the same way."""
     from tracekit.checksums import verify as check
     from tracekit.cli.termtable import visible
     from tracekit.runfolder import open_run
