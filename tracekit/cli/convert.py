@@ -33,19 +33,16 @@ def convert(
     The warnings the conversion records in the manifest (rows with zero or negative durations,
     duplicate rows, an export schema newer than tested, skipped ranks) also print on stderr.
     """
-    import re
 
     from tracekit.cli.messages import info, warn
     from tracekit.convert import convert as do_convert
-    from tracekit.errors import InputError
     from tracekit.progress import Progress
     from tracekit.runfolder import open_run
 
-    if rank_pattern is not None:
-        try:
-            re.compile(rank_pattern)
-        except re.error as exc:
-            raise InputError(f"--rank-pattern {rank_pattern!r} is not a regular expression: {exc}") from None
+    if rank_pattern is not None:  # a Python and RE2 regular expression, checked before any work
+        from tracekit.rank_names import search_rank
+
+        search_rank(rank_pattern, "")
     with Progress() as progress:
         do_convert(inputs, output, force=force, progress=progress, rank_pattern=rank_pattern,
                    jobs=jobs, scheduler=scheduler, skip_bad_ranks=skip_bad_ranks)
