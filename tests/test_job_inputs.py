@@ -51,7 +51,7 @@ def test_skip_bad_ranks_skips_inputs_refused_at_detection(tmp_path, capsys):
 
 @pytest.mark.parametrize("how", ["reindented", "regzipped"])
 def test_same_trace_twice_by_content_not_bytes(tmp_path, capsys, how):
-    d = json.load(gzip.open(NCCL))
+    d = json.loads(gzip.decompress(NCCL.read_bytes()))
     a = tmp_path / "t_rank0.json.gz"
     shutil.copyfile(NCCL, a)
     if how == "reindented":

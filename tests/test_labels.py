@@ -21,7 +21,7 @@ ALEXNET = FIXTURES / "kineto" / "kineto_a100_alexnet.json.gz"
 
 
 def _trace(tmp_path, name, edit) -> str:
-    d = json.load(gzip.open(ALEXNET))
+    d = json.loads(gzip.decompress(ALEXNET.read_bytes()))
     for e in d["traceEvents"]:
         edit(e)
     p = tmp_path / name
