@@ -302,6 +302,10 @@ class Run:
         return files[0] if files else None
 
     def _checked(self, name: str, file: str, info: dict, index: int) -> Path:
+        if "\0" in file or len(file) > 1024:
+            raise RunFolderError(f"{MANIFEST} gives table {name} a file name that cannot be one "
+                                 f"({len(file)} characters{', a NUL' if chr(0) in file else ''})",
+                                 path=self.path)
         p = self.path / file
         real, root = Path(os.path.realpath(p)), Path(os.path.realpath(self.path))
         if Path(file).is_absolute() or root not in real.parents:
@@ -368,6 +372,8 @@ def open_run(path: str | os.PathLike) -> Run:
         manifest = json.loads(m.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise RunFolderError(f"{MANIFEST} is not valid JSON: {exc}", path=p) from None
+    except RecursionError:
+        raise RunFolderError(f"{MANIFEST} is nested too deep to be a manifest", path=p) from None
     version = manifest.get("layout_version") if isinstance(manifest, dict) else None
     if version not in schema.READABLE_LAYOUT_VERSIONS:
         raise RunFolderError(

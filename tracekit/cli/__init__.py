@@ -6,6 +6,7 @@ Exit statuses: 0 success; 2 bad input or usage (one line on stderr); 1 internal 
 
 from __future__ import annotations
 
+import errno
 import signal
 import sys
 
@@ -76,6 +77,7 @@ def run(argv: list[str] | None = None) -> int:
     take_cuts()  # counted per command
     try:
         rv = app(args=argv, prog_name="tracekit", standalone_mode=False)
+        sys.stdout.flush()  # a full disk behind stdout fails here, not after the exit status
         if take_cuts_n := take_cuts():  # trace text cut for a plot, report or table
             from tracekit.cli.messages import warn
 
@@ -101,6 +103,11 @@ def run(argv: list[str] | None = None) -> int:
         return _fail("interrupted", 130)
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):  # stdout: /dev/full
+            return _fail(f"cannot write the output: {exc.strerror}", 2)
+        return _fail(f"internal error: OSError: {one_line(exc)} (run with --debug for the "
+                     "traceback, and please report it)", 1)
     except MemoryError:
         return _fail("out of memory (run with --debug for the traceback)", 1)
     except Exception as exc:  # a bug in tracekit
