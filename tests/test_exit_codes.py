@@ -89,3 +89,30 @@ def test_kineto_lone_surrogate_exit_2(tmp_path, capsys):
     assert run(["convert", str(p), "-o", str(tmp_path / "run")]) == 2
     assert "text that is not Unicode in the JSON" in _err(capsys)
     assert not (tmp_path / "run").exists()
+
+
+def test_kineto_kernels_dropped_or_damaged_are_counted(tmp_path, capsys):
+    """Kernels with an unknown ph, a category that is not text, or a text args.device were
+    dropped (or given a NULL device) without a word: kernels table short, exit 0."""
+    import gzip
+
+    d = json.loads(gzip.decompress((FIXTURES / "kineto" / "kineto_a100_alexnet.json.gz").read_bytes()))
+    kernels = [e for e in d["traceEvents"] if e.get("cat") == "kernel"]
+    for i, e in enumerate(kernels):  # 79 kernels: 27, 26, 26
+        if i % 3 == 0:
+            e["ph"] = "Q"
+        elif i % 3 == 1:
+            e["cat"] = 7
+        else:
+            e["args"]["device"] = "cuda:0"
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(d))
+    out = tmp_path / "run"
+    assert run(["convert", str(p), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "t.json: 27 event(s) with ph 'Q', not a Chrome trace event type, were dropped" in err
+    assert "t.json: 26 complete event(s) whose cat is not text ('7') were dropped" in err
+    assert "t.json: 26 GPU event(s) have an args.device that is not a number" in err
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["tables"]["kernels"]["rows"] == 26
+    assert sum("were dropped" in w for w in m["warnings"]) == 2
