@@ -71,17 +71,60 @@ def _check(result, fail_fast: bool) -> None:
         raise InputError(result.message)
 
 
+def _die_with_parent(parent: int) -> None:
+    """Worker initializer: the worker gets SIGKILL when the process that started it dies (Linux
+    ``PR_SET_PDEATHSIG``), so a ``kill -9`` of ``tracekit convert --jobs N`` leaves no worker
+    (and so no resource tracker) running on."""
+    import signal
+
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the pool's own checks remain
+        return
+    if os.getppid() != parent:  # the parent died before the call above
+        os._exit(1)
+
+
 def _on_processes(fn: Callable, tasks: Sequence[tuple], workers: int, fail_fast: bool) -> list:
+    """The tasks on a pool of local worker processes. A worker that dies (killed, out of
+    memory) breaks the pool: the tasks not finished run once more on a new pool (they are
+    idempotent: a part is replaced atomically); a second loss is a one-line error."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    out: dict[int, object] = {}
+    for attempt in (1, 2):
+        todo = [i for i in range(len(tasks)) if i not in out]
+        try:
+            _pool_run(fn, [(i, tasks[i]) for i in todo], workers, fail_fast, out)
+            break
+        except BrokenProcessPool:
+            if attempt == 2:
+                raise InputError("a local worker process died twice (killed, or out of "
+                                 "memory?) while converting; run again with fewer --jobs") from None
+    return [out[i] for i in range(len(tasks))]
+
+
+def _pool_run(fn: Callable, tasks: list[tuple[int, tuple]], workers: int, fail_fast: bool,
+              done: dict[int, object]) -> None:
+    """Run ``tasks`` ((index, args) pairs) on one pool, each result into ``done`` as it ends."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
     # spawn, not fork: the parent holds DuckDB/Arrow threads, which fork would copy mid-state
-    ex = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
-    futures = [ex.submit(_guarded, fn, t) for t in tasks]
+    ex = ProcessPoolExecutor(max_workers=min(workers, len(tasks)),
+                             mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_die_with_parent, initargs=(os.getpid(),))
+    futures = {ex.submit(_guarded, fn, t): i for i, t in tasks}
     try:
         for f in as_completed(futures):
-            _check(f.result(), fail_fast)
-        out = [f.result() for f in futures]
+            done[futures[f]] = f.result()
+            _check(done[futures[f]], fail_fast)
+    except BrokenProcessPool:
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise
     except BaseException:
         # an error or an interrupt: stop the workers now (the caller removes the temporary
         # folder they write into) instead of waiting for every queued rank
@@ -92,7 +135,6 @@ def _on_processes(fn: Callable, tasks: Sequence[tuple], workers: int, fail_fast:
         ex.shutdown(wait=False, cancel_futures=True)
         raise
     ex.shutdown(wait=True)
-    return out
 
 
 def connect(address: str):

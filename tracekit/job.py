@@ -71,7 +71,9 @@ def convert_part(path: str, part_dir: str) -> dict:
     Returns ``{"manifest": ..., "worker": address}``; raises the collector's InputError."""
     from tracekit.convert import convert_single
 
-    convert_single([Path(path)], Path(part_dir))
+    # force: a retry of this task (its first worker lost after writing the part) replaces the
+    # part the lost worker finished, atomically (RunWriter), instead of failing on it
+    convert_single([Path(path)], Path(part_dir), force=True)
     return {"manifest": open_run(part_dir).manifest, "worker": _worker_address()}
 
 
