@@ -137,17 +137,67 @@ def _pool_run(fn: Callable, tasks: list[tuple[int, tuple]], workers: int, fail_f
     ex.shutdown(wait=True)
 
 
+SCHEDULER_TIMEOUT_ENV = "TRACEKIT_SCHEDULER_TIMEOUT"
+DEFAULT_SCHEDULER_TIMEOUT_S = 30.0
+
+
+def scheduler_timeout() -> float:
+    """Seconds to wait for a scheduler to answer (``--scheduler-timeout``, also
+    $TRACEKIT_SCHEDULER_TIMEOUT; default :data:`DEFAULT_SCHEDULER_TIMEOUT_S`)."""
+    try:
+        value = float(os.environ.get(SCHEDULER_TIMEOUT_ENV) or DEFAULT_SCHEDULER_TIMEOUT_S)
+    except ValueError:
+        raise InputError(f"${SCHEDULER_TIMEOUT_ENV} is not a number of seconds") from None
+    if not value > 0:
+        raise InputError(f"--scheduler-timeout must be more than 0 seconds, not {value:g}")
+    return value
+
+
+def _check_address(address: str) -> None:
+    import re
+
+    if not re.fullmatch(r"tcp://[^\s/:]+(:[0-9]{1,5})?/?", address):
+        raise InputError(f"--scheduler {address!r}: expected tcp://HOST:PORT (tracekit reaches "
+                         "Dask schedulers over plain TCP, e.g. tcp://10.0.0.5:8786)")
+
+
 def connect(address: str):
-    """A Dask distributed client of the scheduler at ``address``; one-line errors."""
+    """A Dask distributed client of the scheduler at ``address``; one-line errors. The client is
+    made in a helper thread and given :func:`scheduler_timeout` seconds in all: a server that
+    accepts the connection but never answers (or speaks another protocol) is an error, never a
+    hang."""
+    _check_address(address)
     try:
         from distributed import Client
     except ImportError:
         raise InputError("--scheduler needs Dask: pip install 'tracekit[dask]'") from None
-    try:
-        return Client(address, timeout="10s", set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise InputError(f"cannot reach the Dask scheduler at {address}: "
-                         f"{one_line(exc) or type(exc).__name__}") from None
+    import threading
+
+    limit = scheduler_timeout()
+    out: dict = {}
+
+    class _Client(Client):
+        def __del__(self):  # a client that failed to connect: its __del__ would block 10-20 s
+            if getattr(self, "_tracekit_connected", False):  # and print a traceback
+                super().__del__()
+
+    def make():
+        try:
+            client = _Client(address, timeout=f"{limit}s", set_as_default=False)
+            client._tracekit_connected = True
+            out["client"] = client
+        except Exception as exc:  # noqa: BLE001 - any failure to connect is told in one line
+            out["error"] = f"{one_line(exc) or type(exc).__name__}"
+
+    worker = threading.Thread(target=make, name="tracekit-dask-connect", daemon=True)
+    worker.start()
+    worker.join(limit)
+    if "client" in out:
+        return out["client"]
+    if "error" in out:
+        raise InputError(f"cannot reach the Dask scheduler at {address}: {out['error'][:300]}")
+    raise InputError(f"the Dask scheduler at {address} did not answer within {limit:g} s "
+                     f"(--scheduler-timeout, ${SCHEDULER_TIMEOUT_ENV})")
 
 
 def _on_dask(fn: Callable, tasks: Sequence[tuple], address: str, fail_fast: bool) -> list:

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
-from tracekit.cli.app import QUIET, app, jobs_option, scheduler_option, set_quiet
+from tracekit.cli.app import (
+    QUIET,
+    app,
+    jobs_option,
+    scheduler_option,
+    scheduler_timeout_option,
+    set_quiet,
+)
 
 
 @app.command()
@@ -23,6 +31,7 @@ def convert(
     jobs: int = jobs_option("Ranks converted at once, in local worker processes (default: one "
                             "per core)."),
     scheduler: str = scheduler_option("Convert the ranks"),
+    scheduler_timeout: Optional[float] = scheduler_timeout_option(),
     skip_bad_ranks: bool = typer.Option(False, "--skip-bad-ranks",
                                         help="Convert the other ranks when one input is broken; "
                                              "the skipped ones are listed in the manifest."),
