@@ -7,8 +7,8 @@ import json
 import shutil
 
 import pytest
-
 from conftest import FIXTURES
+
 from tracekit.cli import run
 
 SMALL = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"

@@ -12,8 +12,8 @@ import pytest
 from conftest import FIXTURES
 
 from tracekit.cli import run
-from tracekit.job import _trace_rank, name_rank
-from tracekit.rank_names import MAX_RANK, valid_rank
+from tracekit.convert.job import _trace_rank, name_rank
+from tracekit.convert.rank_names import MAX_RANK, valid_rank
 
 NCCL = FIXTURES / "kineto" / "kineto_a100_nccl_2ranks_rank0.json.gz"
 ALEXNET = FIXTURES / "kineto" / "kineto_a100_alexnet.json.gz"

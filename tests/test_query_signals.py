@@ -14,8 +14,8 @@ import duckdb
 import pytest
 from conftest import FIXTURES
 
-from tracekit import interruptible
 from tracekit.cli import run
+from tracekit.query import interruptible
 
 SMALL = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"
 HEAVY = {

@@ -11,8 +11,8 @@ import pytest
 
 from tracekit.checksums import reseal
 from tracekit.cli import run as cli_run
-from tracekit.engine import Engine
 from tracekit.errors import QueryError
+from tracekit.query.engine import Engine
 
 OP = "sm__sass_thread_inst_executed_op_{}_pred_on.sum"
 
@@ -21,7 +21,7 @@ def ncu_tables(launches: list[dict], metrics: dict[int, dict[str, float]]) -> di
     """ncu_launches / ncu_metrics column dicts; metric values are given in base units already."""
     rows = [(lid, name, v) for lid, ms in metrics.items() for name, v in ms.items()]
     return {
-        "ncu_launches": {k: [l.get(k) for l in launches] for k in
+        "ncu_launches": {k: [row.get(k) for row in launches] for k in
                          ("launch_id", "kernel_name", "device_name", "compute_capability")},
         "ncu_metrics": {
             "launch_id": [r[0] for r in rows],

@@ -1,8 +1,8 @@
 """``tracekit sql`` without --allow-external writes nothing and loads nothing (issue 27, item 1).
 
 Two locks, each tested alone: the statement check (DuckDB's parser, with EXPLAIN, EXPLAIN
-ANALYZE, PREPARE and EXECUTE unwrapped: tracekit/sql_statements.py) and the read-only file
-system the engine reads run folders and tracekit's data through (tracekit/sql_guard.py). The
+ANALYZE, PREPARE and EXECUTE unwrapped: tracekit/query/sql_statements.py) and the read-only file
+system the engine reads run folders and tracekit's data through (tracekit/query/sql_guard.py). The
 fuzz test builds statements of every kind, wrapped every way, aimed at the run folder's files and
 tracekit's data tables, and checks that not a byte of either changes and no function appears.
 """
@@ -18,11 +18,12 @@ from conftest import FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tracekit import roofline, sql_guard
+from tracekit import roofline
 from tracekit.cli import run
-from tracekit.engine import Engine
 from tracekit.errors import QueryError
-from tracekit.sql_statements import classify
+from tracekit.query import sql_guard
+from tracekit.query.engine import Engine
+from tracekit.query.sql_statements import classify
 
 SMALL = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"  # 3 kernels
 

@@ -14,8 +14,8 @@ import pytest
 from conftest import FIXTURES
 
 from tracekit.checksums import reseal
-from tracekit.engine import Engine
 from tracekit.errors import QueryError
+from tracekit.query.engine import Engine
 
 # Kineto fixtures with ProfilerStep#N user annotations, and the step numbers in the raw JSON
 PROFILER_STEPS = {

@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
-from tracekit.cluster import run_parts
+
+from tracekit.convert.cluster import run_parts
+from tracekit.convert.job import convert_part
 from tracekit.errors import InputError
-from tracekit.job import convert_part
 
 ALEXNET = FIXTURES / "kineto" / "kineto_a100_alexnet.json.gz"
 
@@ -85,9 +85,10 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_no_worker_outlives_a_killed_parent(tmp_path):
-    code = ("import sys; sys.path.insert(0, %r); from tracekit.cluster import run_parts; "
-            "from test_workers import sleep_long; run_parts(sleep_long, [(1,), (2,)], jobs=2)"
-            % str(Path(__file__).parent))
+    here = str(Path(__file__).parent)
+    code = (f"import sys; sys.path.insert(0, {here!r}); "
+            "from tracekit.convert.cluster import run_parts; "
+            "from test_workers import sleep_long; run_parts(sleep_long, [(1,), (2,)], jobs=2)")
     parent = subprocess.Popen([sys.executable, "-c", code])
     try:
         deadline = time.monotonic() + 60

@@ -190,7 +190,7 @@ class TraceStream:
         except UnicodeDecodeError as exc:  # a lone UTF-16 surrogate escape ("\udfff") in a string
             raise InputError(f"text that is not Unicode in the JSON (a lone surrogate escape such "
                              f"as \\udfff?): {_short(exc)}", path=path) from None
-        except (OSError, EOFError, zlib.error) as exc:
+        except (OSError, zlib.error) as exc:
             raise InputError(f"cannot read the trace ({_short(exc)})", path=path) from None
         head = bytes(tap.head)
         meta = head_metadata(head)

@@ -49,7 +49,7 @@ def convert(
     from tracekit.runfolder import open_run
 
     if rank_pattern is not None:  # a Python and RE2 regular expression, checked before any work
-        from tracekit.rank_names import search_rank
+        from tracekit.convert.rank_names import search_rank
 
         search_rank(rank_pattern, "")
     with Progress() as progress:

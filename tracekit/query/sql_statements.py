@@ -1,4 +1,4 @@
-"""What a piece of SQL will run, as DuckDB's own parser sees it (for :mod:`tracekit.sql_guard`).
+"""What a piece of SQL will run, as DuckDB's own parser sees it (for :mod:`tracekit.query.sql_guard`).
 
 :func:`classify` splits the text with ``duckdb.extract_statements`` and names each statement's
 kind (``SELECT``, ``COPY``, ``CREATE SECRET``, ...). A statement that runs another one is
@@ -85,7 +85,7 @@ def _prepared(text: str) -> tuple[str, str] | None:
     if len(toks) < 3 or toks[0][2] != "PREPARE":
         return None
     depth = 0
-    for pos, end, word in toks[2:]:
+    for _pos, end, word in toks[2:]:
         if word == "(":
             depth += 1
         elif word == ")":

@@ -7,7 +7,7 @@ hold:
 - :func:`check_statements`: only statements that read or change the in-memory database run:
   SELECT (with WITH, DESCRIBE, SUMMARIZE, SHOW, PIVOT), CREATE and DROP of tables, views, macros,
   ... , INSERT, UPDATE, DELETE, and EXPLAIN / EXPLAIN ANALYZE / PREPARE / EXECUTE of those. Kinds
-  are DuckDB's own parser's, after unwrapping (:mod:`tracekit.sql_statements`): ``EXPLAIN
+  are DuckDB's own parser's, after unwrapping (:mod:`tracekit.query.sql_statements`): ``EXPLAIN
   ANALYZE COPY ...`` is a COPY. ``COPY``, ``EXPORT``, ``ATTACH``, ``DETACH``, ``INSTALL``,
   ``LOAD``, ``SET``, ``PRAGMA``, ``CALL``, ``CREATE SECRET`` and the rest are refused with a
   :class:`~tracekit.errors.QueryError` (exit 2) before anything runs;
@@ -29,8 +29,9 @@ from collections.abc import Iterable
 import duckdb
 
 from tracekit import schema
+from tracekit.duck import glob_literal, lit_list
 from tracekit.errors import QueryError
-from tracekit.sql_statements import classify
+from tracekit.query.sql_statements import classify
 
 ALLOWED = frozenset({"SELECT", "CREATE", "INSERT", "UPDATE", "DELETE", "DROP", "DEALLOCATE"})
 PROTOCOL = "tkro"
@@ -101,16 +102,10 @@ def _data_dirs() -> list[str]:
     return [url(os.path.dirname(peaks_path())) + os.sep]
 
 
-def _list(items: list[str]) -> str:
-    return "[" + ", ".join("'" + s.replace("'", "''") + "'" for s in items) + "]"
-
-
 def lock(con: duckdb.DuckDBPyConnection, runs: Iterable, spill: str) -> None:
     """Allow ``con`` to read only the runs' table files (and tracekit's own data tables) through
     the read-only file system, then switch external access and extensions off and lock the
     configuration."""
-    from tracekit.engine import glob_literal
-
     paths = []
     for run in runs:
         for name in schema.TABLES:
@@ -121,8 +116,8 @@ def lock(con: duckdb.DuckDBPyConnection, runs: Iterable, spill: str) -> None:
     for setting in ("autoload_known_extensions", "autoinstall_known_extensions",
                     "allow_community_extensions", "allow_persistent_secrets"):
         con.execute(f"SET {setting} = false")
-    con.execute(f"SET allowed_paths = {_list(sorted(set(paths)))}")
-    con.execute(f"SET allowed_directories = {_list(dirs)}")
+    con.execute(f"SET allowed_paths = {lit_list(sorted(set(paths)))}")
+    con.execute(f"SET allowed_directories = {lit_list(dirs)}")
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
 

@@ -2,7 +2,7 @@
 
 Each input (an nsys export or report, or a Kineto trace) is a *rank part*: it is converted on its
 own (in parallel: local worker processes, ``jobs``, or the workers of a Dask scheduler,
-:mod:`tracekit.cluster`) into a staging run folder inside the job's temporary folder, then its
+:mod:`tracekit.convert.cluster`) into a staging run folder inside the job's temporary folder, then its
 tables are moved to ``TABLE/rank-NNNNN.parquet`` (one file per rank per table; a glob
 ``RUN/TABLE/*.parquet`` reads the table as one dataset in DuckDB, pyarrow.dataset or polars) and
 the manifest gets ``ranks``: one entry per rank with its input file, host, pid(s), devices,
@@ -36,8 +36,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tracekit import schema
+from tracekit.convert.rank_names import number_rank, search_rank, valid_rank
 from tracekit.errors import InputError, RunFolderError
-from tracekit.rank_names import number_rank, search_rank, valid_rank
 from tracekit.runfolder import MANIFEST, RunWriter, open_run, parquet_options
 
 JOB_FORMATS = ("nsys", "kineto")  # formats whose inputs are one rank each
@@ -57,7 +57,7 @@ def name_rank(path: str | os.PathLike, pattern: str | None = None) -> int | None
     a pattern, the number after ``rank`` (``report_rank3.sqlite``, ``rank-03.json``), else the
     last number in the name (``trace.7.json.gz``). None when there is none."""
     name = Path(path).name
-    if pattern is not None:  # RE2, linear time; checked numbers (tracekit/rank_names.py)
+    if pattern is not None:  # RE2, linear time; checked numbers (tracekit/convert/rank_names.py)
         return search_rank(pattern, name)
     m = re.search(DEFAULT_RANK_PATTERN, name, re.IGNORECASE)
     if m:
@@ -69,7 +69,7 @@ def name_rank(path: str | os.PathLike, pattern: str | None = None) -> int | None
 def convert_part(path: str, part_dir: str) -> dict:
     """Convert one rank's input into the staging run folder ``part_dir`` (run on a worker).
     Returns ``{"manifest": ..., "worker": address}``; raises the collector's InputError."""
-    from tracekit.convert import convert_single
+    from tracekit.convert.single import convert_single
 
     # force: a retry of this task (its first worker lost after writing the part) replaces the
     # part the lost worker finished, atomically (RunWriter), instead of failing on it
@@ -97,7 +97,7 @@ def convert_job(inputs: Sequence[Path], formats: Sequence[str], writer: RunWrite
     ``skip_bad_ranks``: then broken inputs are listed in the manifest (``skipped_ranks``) and in
     its warnings, and the rest is converted; all broken is still an error. ``rejected``: inputs
     format detection already refused (with ``skip_bad_ranks``), skipped the same way."""
-    from tracekit.cluster import run_parts
+    from tracekit.convert.cluster import run_parts
 
     for i, p in enumerate(inputs):  # the same rank twice would double every total
         for q in inputs[:i]:
@@ -339,7 +339,7 @@ def _merge_manifests(parts: list[dict], writer: RunWriter) -> None:
                 m["sources"][fmt] = {**s, "per_rank": []}
             merged = m["sources"][fmt]
             merged["per_rank"].append({"rank": p["rank"], **s})
-    for fmt, merged in m["sources"].items():
+    for merged in m["sources"].values():
         per = merged["per_rank"]
         for key in ("files", "ranks"):
             if all(isinstance(s.get(key), list) for s in per):
