@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 
 import pandas as pd
 import pytest
 from conftest import FIXTURES
 
+from tracekit.checksums import reseal
 from tracekit.cli import run as cli
 from tracekit.errors import InputError
 from tracekit.query.engine import Engine
@@ -96,10 +99,25 @@ def test_cli_compare(pair, tmp_path, capsys):
     assert "1 new, 1 missing, 1 slower, 1 faster, 1 same" in cap.err and "gemm" in cap.out
     out = tmp_path / "k.json"
     assert cli(["compare", str(a), str(b), "-f", "json", "-o", str(out)]) == 0
-    rows = json.loads(out.read_text())
-    assert {r["name"]: r["status"] for r in rows}["old"] == "missing"
-    metrics = json.loads((tmp_path / "k.metrics.json").read_text())
-    assert {r["metric"]: r["b"] for r in metrics}["step_ns"] == 900
+    doc = json.loads(out.read_text())  # one file: metrics and kernels (issue 27)
+    assert {r["name"]: r["status"] for r in doc["kernels"]}["old"] == "missing"
+    assert {r["metric"]: r["b"] for r in doc["metrics"]}["step_ns"] == 900
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["k.json"]
+    fifo = tmp_path / "fifo1"  # a FIFO target: written through, no fifo1.metrics beside it
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    assert cli(["compare", str(a), str(b), "-f", "csv", "-o", str(fifo)]) == 0
+    reader.join(10)
+    assert got and got[0].startswith(b'"section","name"')
+    assert not (tmp_path / "fifo1.metrics").exists()
+    pq_out = tmp_path / "k.parquet"
+    assert cli(["compare", str(a), str(b), "-f", "parquet", "-o", str(pq_out)]) == 0
+    import pyarrow.parquet as pq
+
+    assert set(pq.read_table(pq_out).column("section").to_pylist()) == {"metric", "kernel"}
+    assert not (tmp_path / "k.metrics.parquet").exists()
     twin = tmp_path / "twin"  # another folder with the same run_id: ambiguous
     import shutil
 
@@ -127,6 +145,7 @@ def _doubled(run, dst):
         cols = [pc.multiply(c, pa.scalar(2, c.type)) if n.endswith("_ns") and pa.types.is_integer(c.type)
                 else c for n, c in zip(t.column_names, t.columns)]
         pq.write_table(pa.table(cols, names=t.column_names), p)
+    reseal(dst)  # edited on purpose: new checksums
     m = json.loads((dst / "manifest.json").read_text())
     m["run_id"] = dst.name
     (dst / "manifest.json").write_text(json.dumps(m))

@@ -267,11 +267,14 @@ def test_sql_allow_external_lifts_the_limit(small_run, tmp_path, capsys):
     assert run(["sql", f"COPY (SELECT count(*) AS n FROM kernels) TO '{out}'", str(small_run),
                 "--allow-external"]) == 0
     assert out.read_text() == "n\n3\n"
-    # reading the run's own tables, directly or through the views and macros, still works
+    # without it the run's tables are read through their views only (read-only, issue 27)
     capsys.readouterr()
     k = small_run / "kernels.parquet"
-    assert run(["sql", f"SELECT count(*) AS n FROM read_parquet('{k}')", str(small_run), "-f", "csv"]) == 0
+    assert run(["sql", f"SELECT count(*) AS n FROM read_parquet('{k}')", str(small_run), "-f", "csv",
+                "--allow-external"]) == 0
     assert capsys.readouterr().out.splitlines() == ['"n"', "3"]
+    assert run(["sql", f"SELECT count(*) AS n FROM read_parquet('{k}')", str(small_run)]) == 2
+    assert "through the views kernels" in _err(capsys)
     assert pq.read_metadata(k).num_rows == 3
 
 

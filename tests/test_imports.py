@@ -23,7 +23,8 @@ LAYERS = {
     "tracekit.integrity": 3, "tracekit.outfile": 3, "tracekit.schema.docs": 3,
     "tracekit.collectors": 2,
     "tracekit.runfolder": 1, "tracekit.schema": 1, "tracekit.duck": 1, "tracekit.progress": 1,
-    "tracekit.suggest": 1, "tracekit.errors": 0, "tracekit": 0,
+    "tracekit.suggest": 1, "tracekit.checksums": 1, "tracekit.labels": 1,
+    "tracekit.errors": 0, "tracekit": 0,
 }
 NAMES = {5: "CLI", 4: "commands", 3: "library", 2: "collectors", 1: "schema and run folders",
          0: "errors"}

@@ -61,7 +61,10 @@ def test_job_layout_and_manifest(nsys_job):
          "clock_offset_ns": 5_000_000},
     ]
     assert all(r["worker"].startswith("local:") for r in m["ranks"])
-    assert m["tables"]["kernels"] == {"rows": 72, "files": ["kernels/rank-00000.parquet", "kernels/rank-00001.parquet"]}
+    k = m["tables"]["kernels"]
+    assert {key: k[key] for key in ("rows", "files")} == {
+        "rows": 72, "files": ["kernels/rank-00000.parquet", "kernels/rank-00001.parquet"]}
+    assert [len(d) for d in k["sha256"]] == [64, 64] and len(k["bytes"]) == 2
     assert not (job / ".parts").exists()
 
 

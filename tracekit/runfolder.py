@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import tracekit
-from tracekit import schema
+from tracekit import checksums, schema
 from tracekit.errors import InputError, RunFolderError, one_line
 
 MANIFEST = "manifest.json"
@@ -118,6 +118,8 @@ class RunWriter:
             "warnings": [],
         }
         self._tmp: Path | None = None
+        # (bytes, sha256) of files whose digest is known already, by name relative to the folder
+        self.known_digests: dict[str, tuple[int, str]] = {}
 
     # -- context management -------------------------------------------------------------
     def __enter__(self) -> RunWriter:
@@ -217,6 +219,8 @@ class RunWriter:
         for name in schema.TABLES:
             if name not in self.manifest["tables"] and name not in self.manifest["not_captured"]:
                 self.manifest["not_captured"][name] = "no collector produced this table for this input"
+        with self._writing("the checksums"):
+            checksums.record(self.path, self.manifest["tables"], self.known_digests)
         mpath = self.path / MANIFEST
         with self._writing(MANIFEST), open(mpath, "w", encoding="utf-8") as f:
             json.dump(self.manifest, f, indent=2, sort_keys=False, default=str)
@@ -250,6 +254,7 @@ class Run:
     manifest: dict
     _columns: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _files: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _rows: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def run_id(self) -> str:
@@ -277,7 +282,13 @@ class Run:
             raise RunFolderError(f"{MANIFEST}: the files of table {name} are not a list of names",
                                  path=self.path)
         if name not in self._files:  # checked once per Run: a view, the sql guard and a re-read share it
-            self._files[name] = [self._checked(name, f) for f in rel]
+            if len(set(rel)) != len(rel):
+                twice = next(f for f in rel if rel.count(f) > 1)
+                raise RunFolderError(f"{MANIFEST} lists {twice!r} twice for table {name} (its rows "
+                                     "would count twice): the run folder is damaged", path=self.path)
+            files = [self._checked(name, f, info, i) for i, f in enumerate(rel)]
+            checksums.check_rows(self.path, name, info, (self._rows[p] for p in files))
+            self._files[name] = files
         return list(self._files[name])
 
     def table_path(self, name: str) -> Path | None:
@@ -291,7 +302,11 @@ class Run:
                                  "read them with Run.table_files", path=self.path)
         return files[0] if files else None
 
-    def _checked(self, name: str, file: str) -> Path:
+    def _checked(self, name: str, file: str, info: dict, index: int) -> Path:
+        if "\0" in file or len(file) > 1024:
+            raise RunFolderError(f"{MANIFEST} gives table {name} a file name that cannot be one "
+                                 f"({len(file)} characters{', a NUL' if chr(0) in file else ''})",
+                                 path=self.path)
         p = self.path / file
         real, root = Path(os.path.realpath(p)), Path(os.path.realpath(self.path))
         if Path(file).is_absolute() or root not in real.parents:
@@ -306,9 +321,15 @@ class Run:
         try:
             meta = pq.read_metadata(p)
             self._columns[p] = tuple(meta.schema.to_arrow_schema().names)
-        except (OSError, pa.ArrowException) as exc:
+            self._rows[p] = meta.num_rows
+        except (OSError, pa.ArrowException, UnicodeDecodeError) as exc:
             raise RunFolderError(f"{p.name} is not readable Parquet ({one_line(exc)})",
                                  path=self.path) from None
+        checksums.check_file(self.path, name, p, info, index)
+        other = _other_table(name, self._columns[p])
+        if other:
+            raise RunFolderError(f"{file} is listed as table {name} but holds the columns of "
+                                 f"table {other}: the run folder is damaged", path=self.path)
         return p
 
     def file_columns(self, path: Path) -> tuple[str, ...]:
@@ -317,6 +338,16 @@ class Run:
         if path not in self._columns:
             self._columns[path] = tuple(pq.read_schema(path).names)
         return self._columns[path]
+
+
+def _other_table(name: str, columns: tuple[str, ...]) -> str | None:
+    """The other table whose columns ``columns`` are, when they are not all table ``name``'s
+    (a file of cuda_api given as kernels); columns of a newer tracekit alone are not that."""
+    own = {c.name for c in schema.table(name).columns}
+    if set(columns) <= own:
+        return None
+    return next((t for t, tdef in schema.TABLES.items() if t != name
+                 and set(columns) <= {c.name for c in tdef.columns}), None)
 
 
 _PROFILER_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".ncu-rep", ".csv", ".json", ".json.gz")
@@ -342,6 +373,8 @@ def open_run(path: str | os.PathLike) -> Run:
         manifest = json.loads(m.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise RunFolderError(f"{MANIFEST} is not valid JSON: {exc}", path=p) from None
+    except RecursionError:
+        raise RunFolderError(f"{MANIFEST} is nested too deep to be a manifest", path=p) from None
     version = manifest.get("layout_version") if isinstance(manifest, dict) else None
     if version not in schema.READABLE_LAYOUT_VERSIONS:
         raise RunFolderError(

@@ -216,7 +216,10 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
         c["end_ns"].append(start + dur)
         c["duration_ns"].append(dur)
         dev = a.get(ARG["device_id"])
-        c["device_id"].append(to_int(dev) if dev is not None else to_int(e.get("pid")))
+        dev_id = to_int(dev) if dev is not None else to_int(e.get("pid"))
+        if dev_id is None and dev is not None:
+            st.bad_devices += 1  # "cuda:0", true, [0]: NULL, and said (_warn_dropped)
+        c["device_id"].append(dev_id)
         c["context_id"].append(to_int(a.get(ARG["context_id"])))
         stream_id = a.get(ARG["stream_id"])
         c["stream_id"].append(to_int(stream_id) if stream_id is not None else to_int(e.get("tid")))
@@ -249,7 +252,10 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
 
     for e in stream:
         if type(e) is not dict or not _well_shaped(e):
+            raw_cat = e.get("cat") if type(e) is dict else None
             e = _reshape(e)
+            if raw_cat is not None and not isinstance(raw_cat, str):
+                st.nontext_cats.add(e["cat"])
             if e is None:
                 st.skipped["<event not a JSON object>"] = st.skipped.get("<event not a JSON object>", 0) + 1
                 continue
@@ -424,6 +430,11 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
     st.events_seen = stream.events_seen
 
 
+# Chrome trace event phases (ph): the ones tracekit does not read (instant, counter, async,
+# flow steps, ...) are dropped without a warning; None (no ph) is warned about on its own
+_CHROME_PHASES = frozenset("BEXiIsftCMPObneNDRcpv(),") | {"None"}
+
+
 def _warn_dropped(st: FileState, writer: RunWriter) -> None:
     """Events dropped or text cut are said with counts (stderr and manifest), never silent."""
     from tracekit.collectors.kineto.guard import MAX_STRING_BYTES
@@ -438,6 +449,16 @@ def _warn_dropped(st: FileState, writer: RunWriter) -> None:
     if st.bad_timestamps:
         writer.warn(f"{name}: {st.bad_timestamps} of {total} complete event(s) have a missing or "
                     "non-numeric ts or dur (text, true/false, null) and were dropped")
+    if st.bad_devices:
+        writer.warn(f"{name}: {st.bad_devices} GPU event(s) have an args.device that is not a "
+                    "number (their device_id is NULL)")
+    for key, n in st.skipped.items():
+        if isinstance(key, str) and key.startswith("ph=") and key[3:] not in _CHROME_PHASES:
+            writer.warn(f"{name}: {n} event(s) with ph {key[3:]!r}, not a Chrome trace event "
+                        "type, were dropped")
+        elif key in st.nontext_cats:
+            writer.warn(f"{name}: {n} complete event(s) whose cat is not text ({key!r}) were "
+                        "dropped")
     if st.strings_truncated:
         writer.warn(f"{name}: {st.strings_truncated} text value(s) longer than "
                     f"{MAX_STRING_BYTES >> 20} MiB were cut there (they end in …)")

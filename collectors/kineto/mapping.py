@@ -215,6 +215,8 @@ class FileState:
         self.invalid_kernels = 0
         self.invalid_kernel_names: dict[str, int] = {}
         self.bad_timestamps = 0
+        self.bad_devices = 0  # GPU events whose args.device is not a number (device_id NULL)
+        self.nontext_cats: set[str] = set()  # categories that were not text (as JSON text)
         self.strings_truncated = 0  # text values cut at guard.MAX_STRING_BYTES
         self.events_seen = 0
         self.has_tracekit_step = False

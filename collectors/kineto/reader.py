@@ -187,6 +187,9 @@ class TraceStream:
                              "does); copy or write it again", path=path) from None
         except ijson.JSONError as exc:
             raise InputError(f"not valid JSON ({_short(exc)})", path=path) from None
+        except UnicodeDecodeError as exc:  # a lone UTF-16 surrogate escape ("\udfff") in a string
+            raise InputError(f"text that is not Unicode in the JSON (a lone surrogate escape such "
+                             f"as \\udfff?): {_short(exc)}", path=path) from None
         except (OSError, zlib.error) as exc:
             raise InputError(f"cannot read the trace ({_short(exc)})", path=path) from None
         head = bytes(tap.head)

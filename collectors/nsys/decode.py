@@ -16,6 +16,10 @@ from tracekit.collectors.nsys.export import Export, decode_utf8
 from tracekit.errors import InputError
 from tracekit.schema import table as schema_table
 
+# NVTX domain and category names (repeated on every range of theirs) are cut here, with a warning
+MAX_LABEL_BYTES = 1024
+
+
 # -- per-export context: event types and small lookup dictionaries ----------------------------
 
 class Context:
@@ -46,10 +50,25 @@ class Context:
         if not ex.has("NVTX_EVENTS", "eventType", "globalTid"):
             return {}
         text = M.NVTX_TEXT if ex.has("NVTX_EVENTS", "textId", "text") else M.NVTX_TEXT_OLD
-        # the first (earliest) naming event of each key wins, as nsys stats does for domains
-        rows = ex.rows(f"SELECT {key_sql}, {text.sql} FROM NVTX_EVENTS AS t "
+        # the first (earliest) naming event of each key wins, as nsys stats does for domains;
+        # a name is repeated on every range of its domain, so it is cut at MAX_LABEL_BYTES (a
+        # 64 MB domain name overflowed Arrow's take, a 900 MB one took 5.4 GB)
+        cut = f"substr(CAST(({text.sql}) AS BLOB), 1, {MAX_LABEL_BYTES + 1})"
+        rows = ex.rows(f"SELECT {key_sql}, {cut} FROM NVTX_EVENTS AS t "
                        f"WHERE t.eventType IN ({self.types(types)}) ORDER BY t.start DESC")
-        return {int(k): v for k, v in rows if k is not None}
+        out = {}
+        for k, v in rows:
+            if k is not None:
+                out[int(k)] = self._label(v)
+        return out
+
+    def _label(self, value) -> str:
+        """A name read as BLOB (at most MAX_LABEL_BYTES + 1 bytes) as text, cut and counted."""
+        raw = value if isinstance(value, bytes) else str(value or "").encode()
+        if len(raw) <= MAX_LABEL_BYTES:
+            return raw.decode("utf-8", "replace")
+        self.export.labels_cut += 1
+        return raw[:MAX_LABEL_BYTES].decode("utf-8", "replace") + "…"
 
     def _lookup_nvtx_domain(self) -> dict[int, str]:
         if not self.export.has("NVTX_EVENTS", "domainId"):

@@ -127,6 +127,7 @@ class Export:
         self._enums: dict[str, dict[int, str]] = {}
         self._strings_lock = threading.Lock()
         self.strings_cut = 0  # text values cut at MAX_TEXT_BYTES (the collector warns)
+        self.labels_cut = 0  # NVTX domain / category names cut at decode.MAX_LABEL_BYTES
 
     # -- structure ------------------------------------------------------------------------
     def has(self, table: str, *cols: str) -> bool:

@@ -256,6 +256,10 @@ def convert_export(path: Path, sqlite_path: Path, writer: RunWriter, progress: P
             writer.warn(f"{export.strings_cut} text value(s) longer than "
                         f"{MAX_TEXT_BYTES >> 20} MiB were cut there (they end in …)")
         source["strings_cut"] = export.strings_cut
+        if export.labels_cut:
+            writer.warn(f"{export.labels_cut} NVTX domain or category name(s) longer than "
+                        "1 KiB were cut there (they end in …)")
+            source["labels_cut"] = export.labels_cut
         shutil.rmtree(work_root, ignore_errors=True)
         source["stats"] = {"nvtx_open_ranges": stats.open_nvtx,
                            "nonpositive_duration_rows": stats.nonpositive}

@@ -6,6 +6,7 @@ Exit statuses: 0 success; 2 bad input or usage (one line on stderr); 1 internal 
 
 from __future__ import annotations
 
+import errno
 import signal
 import sys
 
@@ -20,6 +21,7 @@ from tracekit.cli import (  # noqa: F401  (registers commands)
     study,  # noqa: F401,E402  (tracekit study, tracekit compare)
     timeline,  # noqa: F401,E402  (tracekit timeline)
     whatif,  # noqa: F401,E402  (tracekit whatif)
+    verify,  # noqa: F401,E402  (tracekit verify)
     workloads,  # noqa: F401,E402  (tracekit workloads)
 )
 from tracekit.cli.app import STATE, app
@@ -78,8 +80,16 @@ def run(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _sigterm)
     except ValueError:  # not in the main thread
         pass
+    from tracekit.labels import cut_warning, take_cuts
+
+    take_cuts()  # counted per command
     try:
         rv = app(args=argv, prog_name="tracekit", standalone_mode=False)
+        sys.stdout.flush()  # a full disk behind stdout fails here, not after the exit status
+        if take_cuts_n := take_cuts():  # trace text cut for a plot, report or table
+            from tracekit.cli.messages import warn
+
+            warn(cut_warning(take_cuts_n))
         if rv == 130:  # typer turns KeyboardInterrupt (and so SIGTERM) into a silent Exit(130)
             return _fail("interrupted", 130)
         return rv if isinstance(rv, int) else 0
@@ -101,9 +111,16 @@ def run(argv: list[str] | None = None) -> int:
         return _fail("interrupted", 130)
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):  # stdout: /dev/full
+            return _fail(f"cannot write the output: {exc.strerror}", 2)
+        return _fail(f"internal error: OSError: {one_line(exc)} (run with --debug for the "
+                     "traceback, and please report it)", 1)
     except MemoryError:
         return _fail("out of memory (run with --debug for the traceback)", 1)
     except Exception as exc:  # a bug in tracekit
+        if type(exc).__name__ == "InterruptException" or "Query interrupted" in str(exc):
+            return _fail("interrupted", 130)  # DuckDB stopped by Ctrl-C while streaming a result
         if type(exc).__name__ == "OutOfMemoryException":  # DuckDB, past a memory limit it cannot spill
             return _fail(f"out of memory: {one_line(exc)[:300]}", 1)
         return _fail(f"internal error: {type(exc).__name__}: {one_line(exc)} "

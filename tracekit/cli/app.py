@@ -35,6 +35,23 @@ def scheduler_option(what: str):
                              "pip install 'tracekit\\[dask]').")
 
 
+def scheduler_timeout_option():
+    """``--scheduler-timeout SECONDS`` (also $TRACEKIT_SCHEDULER_TIMEOUT): how long to wait for
+    the scheduler (tracekit.cluster.connect reads it from the environment)."""
+    import os
+
+    from tracekit.convert.cluster import DEFAULT_SCHEDULER_TIMEOUT_S, SCHEDULER_TIMEOUT_ENV
+
+    def store(value):
+        if value is not None:
+            os.environ[SCHEDULER_TIMEOUT_ENV] = str(value)
+        return value
+
+    return typer.Option(None, "--scheduler-timeout", metavar="SECONDS", min=0.001,
+                        callback=store, help="Seconds to wait for the Dask scheduler to answer "
+                        f"(default {DEFAULT_SCHEDULER_TIMEOUT_S:g}; also ${SCHEDULER_TIMEOUT_ENV}).")
+
+
 @app.callback()
 def _root(debug: bool = typer.Option(False, "--debug", help="Show Python tracebacks on errors."),
           quiet: bool = QUIET):

@@ -6,7 +6,9 @@
 - csv / json to stdout: one document. JSON: ``{"a", "b", "threshold", "kernel_counts",
   "metrics": [...], "kernels": [...]}``; CSV: one table, a ``section`` column saying ``metric`` or
   ``kernel`` (kernel rows: ``name`` the kernel, ``a``/``b``/``delta`` its total ns);
-- with ``-o FILE``: the kernel table in FILE and the metrics beside it as STEM.metrics.EXT.
+- with ``-o FILE``: that same document in FILE and nothing else (no second file beside it: ``-o``
+  may be a FIFO or ``/dev/null``); Parquet (``-o`` only) is the CSV's one long table. The table
+  format in a file shows every kernel, at 100 columns.
 Values in CSV, JSON and Parquet are the raw ones (ns, fractions).
 """
 
@@ -23,6 +25,7 @@ from tracekit.cli.messages import info, note
 from tracekit.cli.output import Format, render, table_lines
 from tracekit.cli.serialize import csv_bytes, json_rows
 from tracekit.cli.termtable import Col, render_lines, terminal_width, wrap
+from tracekit.outfile import write_output
 
 _KIND = {"ns": "duration", "fraction": "fraction", "bytes": "bytes", "bytes/s": "bytes/s", "%": "%"}
 KERNEL_UNITS = {"status": ("enum", ""), "name": ("text", ""), "instances_a": ("count", ""),
@@ -75,28 +78,32 @@ def write_compare(res: dict, fmt: Format, output: Path | None, *, top: int, thre
     summary = (f"{res['a']} -> {res['b']}: kernels {c['new']} new, {c['missing']} missing, "
                f"{c['slower']} slower, {c['faster']} faster, {c['same']} same "
                f"(threshold {threshold:g})")
-    if output is not None:
-        mpath = output.with_name(f"{output.stem}.metrics{output.suffix}")
-        render(kernels, fmt, output, protect=protect)
-        render(metrics, fmt, mpath, protect=protect)
-        info(f"{summary}; wrote {output} and {mpath}")
-        return
     if fmt == Format.table:
-        width = terminal_width()
+        width = terminal_width() if output is None else 100
         lines = metric_lines(metrics, f"{res['a']} (a) -> {res['b']} (b)", width)
-        shown = kernels if top == 0 else kernels.slice(0, top)
+        shown = kernels if top == 0 or output is not None else kernels.slice(0, top)
         lines += [""] + table_lines(shown, f"kernels by |delta_ns| ({len(shown)} of {len(kernels)})",
                                     KERNEL_UNITS, width, hint="`-f csv` shows them all.")
-        sys.stdout.write("\n".join(lines) + "\n")
-        note(summary)  # --quiet silences it
+        data = ("\n".join(lines) + "\n").encode()
     elif fmt == Format.json:
         doc = {"a": res["a"], "b": res["b"], "threshold": threshold, "kernel_counts": c,
                "metrics": json_rows(metrics), "kernels": json_rows(kernels)}
-        sys.stdout.write(json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n")
+        data = (json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode()
     elif fmt == Format.csv:
-        sys.stdout.write(csv_bytes(one_table(metrics, kernels)).decode())
-    else:
-        render(kernels, fmt, None)  # parquet without -o: the usual error
+        data = csv_bytes(one_table(metrics, kernels))
+    else:  # parquet: the one long table, to -o only (without it: the usual error)
+        render(one_table(metrics, kernels) if output is not None else kernels, fmt, output,
+               protect=protect)
+        info(f"{summary}; wrote {output}")
+        return
+    if output is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        if fmt == Format.table:
+            note(summary)  # --quiet silences it
+        return
+    write_output(output, lambda f: f.write(data), protect)  # one file: metrics and kernels
+    info(f"{summary}; wrote {output}")
 
 
 def one_table(metrics: pa.Table, kernels: pa.Table) -> pa.Table:

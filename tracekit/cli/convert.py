@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import typer
 
-from tracekit.cli.app import QUIET, app, jobs_option, scheduler_option, set_quiet
+from tracekit.cli.app import (
+    QUIET,
+    app,
+    jobs_option,
+    scheduler_option,
+    scheduler_timeout_option,
+    set_quiet,
+)
 
 
 @app.command()
@@ -23,6 +31,7 @@ def convert(
     jobs: int = jobs_option("Ranks converted at once, in local worker processes (default: one "
                             "per core)."),
     scheduler: str = scheduler_option("Convert the ranks"),
+    scheduler_timeout: Optional[float] = scheduler_timeout_option(),
     skip_bad_ranks: bool = typer.Option(False, "--skip-bad-ranks",
                                         help="Convert the other ranks when one input is broken; "
                                              "the skipped ones are listed in the manifest."),
@@ -33,19 +42,16 @@ def convert(
     The warnings the conversion records in the manifest (rows with zero or negative durations,
     duplicate rows, an export schema newer than tested, skipped ranks) also print on stderr.
     """
-    import re
 
     from tracekit.cli.messages import info, warn
     from tracekit.convert import convert as do_convert
-    from tracekit.errors import InputError
     from tracekit.progress import Progress
     from tracekit.runfolder import open_run
 
-    if rank_pattern is not None:
-        try:
-            re.compile(rank_pattern)
-        except re.error as exc:
-            raise InputError(f"--rank-pattern {rank_pattern!r} is not a regular expression: {exc}") from None
+    if rank_pattern is not None:  # a Python and RE2 regular expression, checked before any work
+        from tracekit.convert.rank_names import search_rank
+
+        search_rank(rank_pattern, "")
     with Progress() as progress:
         do_convert(inputs, output, force=force, progress=progress, rank_pattern=rank_pattern,
                    jobs=jobs, scheduler=scheduler, skip_bad_ranks=skip_bad_ranks)

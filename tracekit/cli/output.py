@@ -29,6 +29,20 @@ def format_cell(v) -> str:
     return format_plain(v)
 
 
+def _check_parquet_types(result: pa.Table) -> None:
+    """:class:`InputError` naming the first column Parquet cannot hold (an INTERVAL), before
+    any file is opened."""
+    import io
+
+    for field in result.schema:
+        try:
+            pq.write_table(pa.table({"x": pa.array([], field.type)}), io.BytesIO())
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid) as exc:
+            raise InputError(f"column {field.name!r} has the type {field.type}, which Parquet "
+                             f"cannot hold ({str(exc)[:100]}); cast it in the SQL (e.g. to "
+                             "VARCHAR or BIGINT)") from None
+
+
 def select_columns(result: pa.Table, columns: str | None) -> pa.Table:
     """``result`` with only the comma-separated ``columns``, in that order (all when None).
     :class:`InputError` naming an unknown column, with the closest names."""
@@ -36,6 +50,9 @@ def select_columns(result: pa.Table, columns: str | None) -> pa.Table:
         return result
     names = [c.strip() for c in columns.split(",") if c.strip()]
     for n in names:
+        if result.column_names.count(n) > 1:
+            raise InputError(f"--columns: the result has {result.column_names.count(n)} columns "
+                             f"named {n!r}; name them apart in the SQL (AS ...)")
         if n not in result.column_names:
             raise InputError(f"--columns: no column {n!r}{did_you_mean(n, result.column_names)}; "
                              f"columns: {', '.join(result.column_names)}")
@@ -93,7 +110,13 @@ def render(result: pa.Table, fmt: Format, output: Path | None, title: str | None
             note(f"showing the first {shown.num_rows:,} of {result.num_rows:,} rows; "
                  "`--rows 0` shows them all, `-f csv` writes them all")
         return
+    twice = sorted({n for n in result.column_names if result.column_names.count(n) > 1})
+    if twice:  # JSON would keep one of them, Parquet write both under one name
+        raise InputError(f"the result has more than one column named {twice[0]!r}; name them "
+                         "apart in the SQL (SELECT 1 AS a, 2 AS b) to write it as "
+                         f"{fmt.value}")
     if fmt == Format.parquet:
+        _check_parquet_types(result)
         write_output(output, lambda f: pq.write_table(result, f), protect)
         return
     data = csv_bytes(result) if fmt in (Format.csv, Format.table) else json_text(result).encode()

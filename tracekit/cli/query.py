@@ -7,7 +7,14 @@ from typing import Optional
 
 import typer
 
-from tracekit.cli.app import QUIET, app, jobs_option, scheduler_option, set_quiet
+from tracekit.cli.app import (
+    QUIET,
+    app,
+    jobs_option,
+    scheduler_option,
+    scheduler_timeout_option,
+    set_quiet,
+)
 from tracekit.cli.filter_opts import filtered
 from tracekit.cli.output import Format, render, select_columns
 from tracekit.errors import QueryError
@@ -70,6 +77,7 @@ def query(
     jobs: int = jobs_option("Compute the query in parts (groups of run folders) in N local "
                             "worker processes (default: in this process)."),
     scheduler: str = scheduler_option("Compute the parts"),
+    scheduler_timeout: Optional[float] = scheduler_timeout_option(),
     quiet: bool = QUIET,
     step_pattern: str = STEP_PATTERN,
 ):

@@ -52,8 +52,8 @@ def compare(
                                     "total time changed by more than this fraction of A's."),
     top: int = typer.Option(20, "--top", help="Kernels to show on the terminal (0 = all)."),
     fmt: Format = typer.Option(Format.table, "-f", "--format", help="table, csv, json or parquet."),
-    output: Path = typer.Option(None, "-o", "--output", help="Write the kernel table here "
-                                "(and the metrics beside it as STEM.metrics.EXT)."),
+    output: Path = typer.Option(None, "-o", "--output", help="Write the output here instead of "
+                                "stdout: the metrics and the kernels, one file."),
     fail_if_slower: float = typer.Option(None, "--fail-if-slower", metavar="PCT",
                                          help="Regression gate: exit 3 when B's mean step time "
                                          "(GPU busy time without steps) is more than PCT percent "
@@ -65,7 +65,7 @@ def compare(
 
     Kernels are matched by name and classed new, missing, slower, faster or same. On the terminal
     values show in readable units; -f csv/json write the metrics and the kernels to stdout as one
-    document, -o FILE the kernels in FILE and the metrics beside it. --fail-if-slower makes it a
+    document, -o FILE that document in FILE (parquet: one long table). --fail-if-slower makes it a
     regression gate (exit 3).
     """
     from tracekit.cli.compare_output import write_compare
@@ -78,8 +78,6 @@ def compare(
         output = None  # stdout: the kernel table, as without -o
     if output is not None:
         check_output(output, [run_a, run_b])
-        mpath = output.with_name(f"{output.stem}.metrics{output.suffix}")
-        check_output(mpath, [run_a, run_b])
     res = compare_runs(run_a, run_b, threshold=threshold, step_pattern=step_pattern)
     verdict = None
     if fail_if_slower is not None:

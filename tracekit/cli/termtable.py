@@ -22,16 +22,16 @@ from __future__ import annotations
 
 import os
 import sys
-import unicodedata
 from dataclasses import dataclass, field
 
 from rich.cells import cell_len, get_character_cell_size
+
+from tracekit.labels import visible
 
 GAP = 2  # spaces between columns
 MIN_TEXT = 16  # text columns are not shortened below this many cells ...
 MIN_NAME = 28  # ... and the column naming the rows (kernel name, NVTX range) not below this
 ELLIPSIS = "…"
-_SAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Zl", "Zp"})  # escaped by visible()
 
 
 def terminal_width(stream=None, default: int = 80) -> int:
@@ -46,27 +46,6 @@ def terminal_width(stream=None, default: int = 80) -> int:
         except (AttributeError, OSError, ValueError):
             continue
     return default
-
-
-def visible(text: str) -> str:
-    """``text`` with every control or formatting character shown as an escape: C0/C1 controls and
-    DEL as ``\\xNN`` (``\\n``, ``\\r``, ``\\t`` for those three), format characters such as bidi
-    overrides and zero-width spaces, line/paragraph separators and lone surrogates as
-    ``\\uNNNN``. Printable text (any script) is returned unchanged."""
-    if text.isprintable():
-        return text
-    out = []
-    for ch in text:
-        o = ord(ch)
-        if ch in "\n\r\t":
-            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}[ch])
-        elif o < 0x20 or 0x7F <= o < 0xA0:
-            out.append(f"\\x{o:02x}")
-        elif unicodedata.category(ch) in _SAFE_CATEGORIES:
-            out.append(f"\\u{o:04x}" if o <= 0xFFFF else f"\\U{o:08x}")
-        else:
-            out.append(ch)
-    return "".join(out)
 
 
 def width_of(text: str) -> int:
@@ -181,6 +160,9 @@ class Col:
     min_width: int = MIN_TEXT
     width: int = field(default=0, init=False)
     _natural: int | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self):
+        self.header = visible(self.header)  # a column name from `tracekit sql` is trace text too
 
     def natural(self) -> int:
         if self._natural is None:

@@ -69,17 +69,60 @@ def _check(result, fail_fast: bool) -> None:
         raise InputError(result.message)
 
 
+def _die_with_parent(parent: int) -> None:
+    """Worker initializer: the worker gets SIGKILL when the process that started it dies (Linux
+    ``PR_SET_PDEATHSIG``), so a ``kill -9`` of ``tracekit convert --jobs N`` leaves no worker
+    (and so no resource tracker) running on."""
+    import signal
+
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the pool's own checks remain
+        return
+    if os.getppid() != parent:  # the parent died before the call above
+        os._exit(1)
+
+
 def _on_processes(fn: Callable, tasks: Sequence[tuple], workers: int, fail_fast: bool) -> list:
+    """The tasks on a pool of local worker processes. A worker that dies (killed, out of
+    memory) breaks the pool: the tasks not finished run once more on a new pool (they are
+    idempotent: a part is replaced atomically); a second loss is a one-line error."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    out: dict[int, object] = {}
+    for attempt in (1, 2):
+        todo = [i for i in range(len(tasks)) if i not in out]
+        try:
+            _pool_run(fn, [(i, tasks[i]) for i in todo], workers, fail_fast, out)
+            break
+        except BrokenProcessPool:
+            if attempt == 2:
+                raise InputError("a local worker process died twice (killed, or out of "
+                                 "memory?) while converting; run again with fewer --jobs") from None
+    return [out[i] for i in range(len(tasks))]
+
+
+def _pool_run(fn: Callable, tasks: list[tuple[int, tuple]], workers: int, fail_fast: bool,
+              done: dict[int, object]) -> None:
+    """Run ``tasks`` ((index, args) pairs) on one pool, each result into ``done`` as it ends."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
 
     # spawn, not fork: the parent holds DuckDB/Arrow threads, which fork would copy mid-state
-    ex = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
-    futures = [ex.submit(_guarded, fn, t) for t in tasks]
+    ex = ProcessPoolExecutor(max_workers=min(workers, len(tasks)),
+                             mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_die_with_parent, initargs=(os.getpid(),))
+    futures = {ex.submit(_guarded, fn, t): i for i, t in tasks}
     try:
         for f in as_completed(futures):
-            _check(f.result(), fail_fast)
-        out = [f.result() for f in futures]
+            done[futures[f]] = f.result()
+            _check(done[futures[f]], fail_fast)
+    except BrokenProcessPool:
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise
     except BaseException:
         # an error or an interrupt: stop the workers now (the caller removes the temporary
         # folder they write into) instead of waiting for every queued rank
@@ -90,20 +133,71 @@ def _on_processes(fn: Callable, tasks: Sequence[tuple], workers: int, fail_fast:
         ex.shutdown(wait=False, cancel_futures=True)
         raise
     ex.shutdown(wait=True)
-    return out
+
+
+SCHEDULER_TIMEOUT_ENV = "TRACEKIT_SCHEDULER_TIMEOUT"
+DEFAULT_SCHEDULER_TIMEOUT_S = 30.0
+
+
+def scheduler_timeout() -> float:
+    """Seconds to wait for a scheduler to answer (``--scheduler-timeout``, also
+    $TRACEKIT_SCHEDULER_TIMEOUT; default :data:`DEFAULT_SCHEDULER_TIMEOUT_S`)."""
+    try:
+        value = float(os.environ.get(SCHEDULER_TIMEOUT_ENV) or DEFAULT_SCHEDULER_TIMEOUT_S)
+    except ValueError:
+        raise InputError(f"${SCHEDULER_TIMEOUT_ENV} is not a number of seconds") from None
+    if not value > 0:
+        raise InputError(f"--scheduler-timeout must be more than 0 seconds, not {value:g}")
+    return value
+
+
+def _check_address(address: str) -> None:
+    import re
+
+    if not re.fullmatch(r"tcp://[^\s/:]+(:[0-9]{1,5})?/?", address):
+        raise InputError(f"--scheduler {address!r}: expected tcp://HOST:PORT (tracekit reaches "
+                         "Dask schedulers over plain TCP, e.g. tcp://10.0.0.5:8786)")
 
 
 def connect(address: str):
-    """A Dask distributed client of the scheduler at ``address``; one-line errors."""
+    """A Dask distributed client of the scheduler at ``address``; one-line errors. The client is
+    made in a helper thread and given :func:`scheduler_timeout` seconds in all: a server that
+    accepts the connection but never answers (or speaks another protocol) is an error, never a
+    hang."""
+    _check_address(address)
     try:
         from distributed import Client
     except ImportError:
         raise InputError("--scheduler needs Dask: pip install 'tracekit[dask]'") from None
-    try:
-        return Client(address, timeout="10s", set_as_default=False)
-    except (OSError, TimeoutError, ValueError) as exc:
-        raise InputError(f"cannot reach the Dask scheduler at {address}: "
-                         f"{one_line(exc) or type(exc).__name__}") from None
+    import threading
+
+    limit = scheduler_timeout()
+    out: dict = {}
+
+    class _Client(Client):
+        def __del__(self):  # a client that failed to connect: its __del__ would block 10-20 s
+            if getattr(self, "_tracekit_connected", False):  # and print a traceback
+                super().__del__()
+
+    def make():
+        try:
+            # its own deadline a little earlier: a refused connection says why, not "no answer"
+            client = _Client(address, timeout=f"{max(limit * 0.8, limit - 2)}s",
+                             set_as_default=False)
+            client._tracekit_connected = True
+            out["client"] = client
+        except Exception as exc:  # noqa: BLE001 - any failure to connect is told in one line
+            out["error"] = f"{one_line(exc) or type(exc).__name__}"
+
+    worker = threading.Thread(target=make, name="tracekit-dask-connect", daemon=True)
+    worker.start()
+    worker.join(limit)
+    if "client" in out:
+        return out["client"]
+    if "error" in out:
+        raise InputError(f"cannot reach the Dask scheduler at {address}: {out['error'][:300]}")
+    raise InputError(f"cannot reach the Dask scheduler at {address}: no answer within "
+                     f"{limit:g} s (--scheduler-timeout, ${SCHEDULER_TIMEOUT_ENV})")
 
 
 def _on_dask(fn: Callable, tasks: Sequence[tuple], address: str, fail_fast: bool) -> list:

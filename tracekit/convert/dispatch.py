@@ -39,14 +39,31 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
     """
     if not inputs:
         raise InputError("no input files given")
-    mods = [detect(p) for p in inputs]
+
+    rejected: list[tuple[Path, InputError]] = []
+    if skip_bad_ranks and len(inputs) > 1:  # a rank refused at detection is skipped too
+        kept = []
+        for p in inputs:
+            try:
+                kept.append((p, detect(p)))
+            except InputError as exc:
+                rejected.append((Path(p), exc))
+        if not kept:
+            raise rejected[0][1]
+        inputs, mods = [p for p, _ in kept], [m for _, m in kept]
+    else:
+        mods = [detect(p) for p in inputs]
     formats = [m.NAME for m in mods]
-    if not is_job(formats):
+    # one good rank left beside refused ones is still a job, with the others skipped
+    if not is_job(formats if not rejected else formats * 2):
+        if rejected:
+            raise rejected[0][1]
         return convert_single(inputs, run_dir, force=force, progress=progress,
                               extra_manifest=extra_manifest, extra_tables=extra_tables, modules=mods)
     with RunWriter(run_dir, force=force, inputs=inputs) as writer:
         convert_job([Path(p) for p in inputs], formats, writer, rank_pattern=rank_pattern,
-                    jobs=jobs, scheduler=scheduler, skip_bad_ranks=skip_bad_ranks)
+                    jobs=jobs, scheduler=scheduler, skip_bad_ranks=skip_bad_ranks,
+                    rejected=rejected)
         for name, table in (extra_tables or {}).items():
             if name in writer.manifest["tables"]:
                 raise InputError(f"two inputs both provide table {name}")

@@ -36,7 +36,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tracekit import schema
-from tracekit.errors import InputError
+from tracekit.convert.rank_names import number_rank, search_rank, valid_rank
+from tracekit.errors import InputError, RunFolderError
 from tracekit.runfolder import MANIFEST, RunWriter, open_run, parquet_options
 
 JOB_FORMATS = ("nsys", "kineto")  # formats whose inputs are one rank each
@@ -56,17 +57,13 @@ def name_rank(path: str | os.PathLike, pattern: str | None = None) -> int | None
     a pattern, the number after ``rank`` (``report_rank3.sqlite``, ``rank-03.json``), else the
     last number in the name (``trace.7.json.gz``). None when there is none."""
     name = Path(path).name
-    if pattern is not None:
-        m = re.search(pattern, name)
-        if m is None:
-            return None
-        text = m.group(1) if m.groups() else m.group(0)
-        return int(text) if text.isdigit() else None
+    if pattern is not None:  # RE2, linear time; checked numbers (tracekit/convert/rank_names.py)
+        return search_rank(pattern, name)
     m = re.search(DEFAULT_RANK_PATTERN, name, re.IGNORECASE)
     if m:
-        return int(m.group(1))
-    nums = re.findall(r"\d+", name)
-    return int(nums[-1]) if nums else None
+        return number_rank(m.group(1))
+    nums = re.findall(r"[0-9]+", name)
+    return number_rank(nums[-1]) if nums else None
 
 
 def convert_part(path: str, part_dir: str) -> dict:
@@ -74,7 +71,9 @@ def convert_part(path: str, part_dir: str) -> dict:
     Returns ``{"manifest": ..., "worker": address}``; raises the collector's InputError."""
     from tracekit.convert.single import convert_single
 
-    convert_single([Path(path)], Path(part_dir))
+    # force: a retry of this task (its first worker lost after writing the part) replaces the
+    # part the lost worker finished, atomically (RunWriter), instead of failing on it
+    convert_single([Path(path)], Path(part_dir), force=True)
     return {"manifest": open_run(part_dir).manifest, "worker": _worker_address()}
 
 
@@ -90,12 +89,14 @@ def _worker_address() -> str:
 
 def convert_job(inputs: Sequence[Path], formats: Sequence[str], writer: RunWriter, *,
                 rank_pattern: str | None = None, jobs: int | None = None,
-                scheduler: str | None = None, skip_bad_ranks: bool = False) -> None:
+                scheduler: str | None = None, skip_bad_ranks: bool = False,
+                rejected: Sequence[tuple[Path, InputError]] = ()) -> None:
     """Convert the rank inputs into ``writer``'s run folder (see the module docstring).
 
     Raises :class:`InputError` naming the first broken input (nothing is written), unless
     ``skip_bad_ranks``: then broken inputs are listed in the manifest (``skipped_ranks``) and in
-    its warnings, and the rest is converted; all broken is still an error."""
+    its warnings, and the rest is converted; all broken is still an error. ``rejected``: inputs
+    format detection already refused (with ``skip_bad_ranks``), skipped the same way."""
     from tracekit.convert.cluster import run_parts
 
     for i, p in enumerate(inputs):  # the same rank twice would double every total
@@ -107,10 +108,12 @@ def convert_job(inputs: Sequence[Path], formats: Sequence[str], writer: RunWrite
     tasks = [(str(p), str(staging / f"{i:05d}")) for i, p in enumerate(inputs)]
     results = run_parts(convert_part, tasks, jobs=jobs, scheduler=scheduler,
                         fail_fast=not skip_bad_ranks)
-    parts, skipped = [], []
+    parts = []
+    skipped = [{"input": str(p), "rank": name_rank(p, rank_pattern), "error": str(e)} for p, e in rejected]
     for i, (path, res) in enumerate(zip(inputs, results)):
         if isinstance(res, InputError):
-            if not skip_bad_ranks:
+            # a rank whose run folder could not be written (disk full, ulimit -f) is no bad input
+            if not skip_bad_ranks or isinstance(res, RunFolderError):
                 raise res
             skipped.append({"input": str(path), "rank": name_rank(path, rank_pattern), "error": str(res)})
         elif isinstance(res, BaseException):
@@ -118,7 +121,7 @@ def convert_job(inputs: Sequence[Path], formats: Sequence[str], writer: RunWrite
         else:
             parts.append({"index": i, "path": Path(path), "dir": Path(tasks[i][1]), **res})
     if not parts:
-        raise InputError(f"every one of the {len(inputs)} inputs failed to convert; the first: "
+        raise InputError(f"every one of the {len(inputs) + len(rejected)} inputs failed to convert; the first: "
                          f"{skipped[0]['error']}")
     _check_distinct(parts)
     ranks, rank_source = _assign_ranks(parts, rank_pattern)
@@ -173,16 +176,31 @@ def _check_distinct(parts: list[dict]) -> None:
                                  "rank's input once", path=p["path"])
             if key:
                 seen[key] = p["path"]
+    _check_same_tables(parts)
+
+
+def _check_same_tables(parts: list[dict]) -> None:
+    """Refuse two inputs whose converted tables are identical, file for file (the same trace
+    re-gzipped or re-indented: other bytes, the same events), by the tables' checksums."""
+    seen: dict[tuple, Path] = {}
+    for p in parts:
+        tables = p["manifest"].get("tables") or {}
+        key = tuple(sorted((n, str(t.get("sha256"))) for n, t in tables.items() if t.get("rows")))
+        if not key or any(sha == "None" for _, sha in key):
+            continue
+        if key in seen:
+            raise InputError(f"is the same trace as {seen[key]} (every table converts to the same "
+                             "rows); give each rank's input once", path=p["path"])
+        seen[key] = p["path"]
 
 
 def _trace_rank(manifest: dict) -> int | None:
     src = manifest.get("sources", {})
     k = src.get("kineto") or {}
     ranks = [r for r in k.get("ranks") or [] if r is not None]
-    if len(ranks) == 1 and isinstance(ranks[0], int):
-        return ranks[0]
-    r = (src.get("nsys") or {}).get("env_rank")
-    return r if isinstance(r, int) else None
+    if len(ranks) == 1:
+        return valid_rank(ranks[0])  # -1, true, 2^63-1: no rank (the file name or order decides)
+    return valid_rank((src.get("nsys") or {}).get("env_rank"))
 
 
 def _set_clock_offsets(parts: list[dict]) -> None:
@@ -217,6 +235,8 @@ def _move_tables(part: dict, writer: RunWriter, range_base: int) -> int:
             _rewrite(src, writer.path / rel, shift)
         else:
             os.replace(src, writer.path / rel)
+            if isinstance(info.get("sha256"), str) and isinstance(info.get("bytes"), int):
+                writer.known_digests[rel] = (info["bytes"], info["sha256"])  # moved unchanged
         entry = tables.setdefault(name, {"rows": 0, "files": []})
         entry["rows"] += info["rows"]
         entry["files"].append(rel)

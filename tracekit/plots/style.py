@@ -37,10 +37,14 @@ def pyplot():
     return plt
 
 
-def text(s) -> str:
-    """Trace text (kernel, range, run names) safe for matplotlib: '$' would start mathtext (and an
-    unbalanced one raises), so it is escaped; other characters are drawn as they are."""
-    return str(s).replace("$", r"\$") if s is not None else ""
+def text(s, limit: int = 1000) -> str:
+    """Trace text (kernel, range, run names) safe for matplotlib: control characters shown as
+    escapes (an SVG with one is not XML), cut at ``limit`` characters and counted
+    (:func:`tracekit.labels.label`), and '$' escaped (it would start mathtext, and an unbalanced
+    one raises); other characters are drawn as they are."""
+    from tracekit.labels import label
+
+    return label(s, limit).replace("$", r"\$") if s is not None else ""
 
 
 def short(name: str | None, width: int = 48) -> str:
@@ -64,7 +68,7 @@ def kernel_labels(names: list[str | None], width: int = 60) -> list[str]:
     out = []
     for n, b in zip(names, bases):
         if bases.count(b) > 1 and n:
-            full = n[5:] if n.startswith("void ") else n
+            full = n.removeprefix("void ")
             half = (width - 1) // 2
             b = text(full if len(full) <= width else full[:half] + "…" + full[-half:])
         out.append(b)

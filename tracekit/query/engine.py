@@ -35,7 +35,7 @@ import pyarrow as pa
 from tracekit import schema
 from tracekit.duck import fetch_arrow, glob_literal, lit
 from tracekit.errors import QueryError, one_line
-from tracekit.query import catalog
+from tracekit.query import catalog, interruptible
 from tracekit.query.named_queries import NamedQuery, get_query
 from tracekit.runfolder import Run, open_run
 
@@ -118,6 +118,10 @@ class Engine:
         self._created: set[str] = set()  # views, macros and "roofline" created so far
         self._external = external_access  # False: sql() reads only the run folders' tables
         self._locked = False
+        if not external_access:  # the views read through the read-only file system (sql_guard)
+            from tracekit.query.sql_guard import mount
+
+            mount(self._con)
         self.step_pattern = resolve_step_pattern(step_pattern)
         if self.step_pattern is not None:
             try:
@@ -199,7 +203,7 @@ class Engine:
         with ``run_id`` looked up by each row's file position: the cost of a view grows with its
         rows, not with the number of runs or files (docs/performance.md)."""
         tdef = schema.TABLES[name]
-        files = [(r.run_id, p.absolute(), r.file_columns(p))
+        files = [(r.run_id, self._file_path(p), r.file_columns(p))
                  for r in self.runs for p in r.table_files(name)]
         if not files:
             cols = ", ".join(
@@ -214,6 +218,13 @@ class Engine:
 
             select = narrowed(select, name, self.filters, {"run_id", *tdef.column_names})
         self._con.execute(f"CREATE VIEW {name} AS " + select)
+
+    def _file_path(self, p: Path) -> str:
+        if self._external:
+            return str(p.absolute())
+        from tracekit.query.sql_guard import url
+
+        return url(p)
 
     def _insert(self, table: str, columns: dict[str, list]) -> None:
         """Append rows given as columns (equal-length lists) to ``table`` in one statement: one
@@ -266,12 +277,14 @@ class Engine:
 
             lock(self._con, self.runs, self._spill)
             self._locked = True
-        try:
-            return fetch_arrow(self._con.sql(text))
+        try:  # Ctrl-C and SIGTERM stop DuckDB at once (tracekit/query/interruptible.py)
+            return interruptible.run(self._con, lambda: fetch_arrow(self._con.sql(text)))
         except duckdb.Error as exc:
             from tracekit.query.explain import sql_error
+            from tracekit.query.sql_guard import read_only_error
 
-            raise QueryError(f"SQL failed: {sql_error(one_line(exc))}") from None
+            message = one_line(exc)
+            raise QueryError(read_only_error(message) or f"SQL failed: {sql_error(message)}") from None
 
     def query(self, name: str | NamedQuery, params: dict[str, str] | None = None) -> pa.Table:
         """Run a named query with ``params`` (name -> text value, cast to the declared type)."""
@@ -279,7 +292,7 @@ class Engine:
         self.set_params(q, params or {})
         self._prepare(q.sql)
         try:
-            result = fetch_arrow(self._con.sql(q.sql))
+            result = interruptible.run(self._con, lambda: fetch_arrow(self._con.sql(q.sql)))
         except duckdb.Error as exc:
             raise QueryError(f"query {q.name} failed: {one_line(exc)}") from None
         self.notices = self.notices_for(q, result)

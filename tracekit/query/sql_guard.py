@@ -1,16 +1,24 @@
 """Limits on ad-hoc SQL (``tracekit sql`` without ``--allow-external``).
 
 ``tracekit sql`` can be offered to people who may not read or write the machine's other files
-(a notebook server, a shared analysis box). Without ``--allow-external``:
+(a notebook server, a shared analysis box). Without ``--allow-external`` two independent locks
+hold:
 
-- only statements that read or change the in-memory database run: SELECT (with WITH, DESCRIBE,
-  SUMMARIZE, SHOW), EXPLAIN, CREATE, INSERT, UPDATE, DELETE, DROP. ``COPY``, ``EXPORT``,
-  ``ATTACH``, ``DETACH``, ``INSTALL``, ``LOAD``, ``SET``, ``PRAGMA`` and the rest are refused with a
+- :func:`check_statements`: only statements that read or change the in-memory database run:
+  SELECT (with WITH, DESCRIBE, SUMMARIZE, SHOW, PIVOT), CREATE and DROP of tables, views, macros,
+  ... , INSERT, UPDATE, DELETE, and EXPLAIN / EXPLAIN ANALYZE / PREPARE / EXECUTE of those. Kinds
+  are DuckDB's own parser's, after unwrapping (:mod:`tracekit.query.sql_statements`): ``EXPLAIN
+  ANALYZE COPY ...`` is a COPY. ``COPY``, ``EXPORT``, ``ATTACH``, ``DETACH``, ``INSTALL``,
+  ``LOAD``, ``SET``, ``PRAGMA``, ``CALL``, ``CREATE SECRET`` and the rest are refused with a
   :class:`~tracekit.errors.QueryError` (exit 2) before anything runs;
-- DuckDB's external access is switched off (``enable_external_access = false``) with only the
-  run folders' table files, the roofline data tables and the spill folder allowed, and the
-  configuration is locked, so ``read_text('/etc/passwd')``, ``read_csv``/``glob`` of other
-  files and a ``SET`` back are refused by DuckDB itself.
+- :func:`lock`: DuckDB reads the run folders' table files and tracekit's data tables only
+  through a read-only file system (:class:`ReadOnlyFS`, URLs ``tkro:///abs/path``) that opens
+  files for reading and refuses every write, rename, removal or new folder; the local file
+  system is then closed (``enable_external_access = false``, only the spill folder allowed),
+  extensions can be neither installed nor loaded, and the configuration is locked. So even a
+  statement the first lock let through cannot write a byte into a run folder or tracekit's data:
+  ``read_text('/etc/passwd')``, ``glob('/etc/*')``, ``read_parquet('RUN/kernels.parquet')`` (use
+  the view ``kernels``) and a ``SET`` back are refused by DuckDB itself.
 """
 
 from __future__ import annotations
@@ -22,45 +30,108 @@ import duckdb
 
 from tracekit import schema
 from tracekit.duck import glob_literal, lit_list
-from tracekit.errors import QueryError, one_line
+from tracekit.errors import QueryError
+from tracekit.query.sql_statements import classify
 
-ALLOWED = frozenset({"SELECT", "EXPLAIN", "CREATE", "INSERT", "UPDATE", "DELETE", "DROP"})
+ALLOWED = frozenset({"SELECT", "CREATE", "INSERT", "UPDATE", "DELETE", "DROP", "DEALLOCATE"})
+PROTOCOL = "tkro"
+READ_ONLY_MARK = "tracekit-read-only"
 
 
 def check_statements(text: str) -> None:
-    """Raise :class:`QueryError` when ``text`` holds a statement outside :data:`ALLOWED`."""
-    try:
-        statements = duckdb.extract_statements(text)
-    except duckdb.Error as exc:
-        raise QueryError(f"SQL failed: {one_line(exc)}") from None
+    """Raise :class:`QueryError` when ``text`` holds no statement, or one whose kind (after
+    unwrapping EXPLAIN, EXPLAIN ANALYZE, PREPARE and EXECUTE) is outside :data:`ALLOWED`."""
+    statements = classify(text)
+    if not statements:
+        raise QueryError(f"no SQL statement in {' '.join(text.split())[:60]!r}")
     for st in statements:
-        kind = str(st.type).rsplit(".", 1)[-1]
-        if kind not in ALLOWED:
-            words = " ".join(st.query.split())[:60]
-            raise QueryError(f"{kind} statements are not allowed in `tracekit sql` ({words!r}): it "
-                             "reads only the run folders; pass --allow-external to lift this")
+        if st.kind not in ALLOWED:
+            raise QueryError(f"{st.kind} statements are not allowed in `tracekit sql` "
+                             f"({st.words()!r}): it reads only the run folders; pass "
+                             "--allow-external to lift this")
 
 
-def _data_files() -> list[str]:
+def url(path: str | os.PathLike) -> str:
+    """The read-only URL of a local file or folder (absolute, symbolic links resolved)."""
+    return f"{PROTOCOL}://" + os.path.realpath(path)
+
+
+def _refuse(*args, **kwargs):
+    path = next((a for a in args if isinstance(a, str)), "?")
+    raise PermissionError(f"{READ_ONLY_MARK}: {path}")
+
+
+def _read_only_fs():
+    from fsspec.implementations.local import LocalFileSystem
+
+    class ReadOnlyFS(LocalFileSystem):
+        """fsspec's local file system with every write refused (``tkro://`` URLs)."""
+
+        protocol = (PROTOCOL,)
+        cachable = False
+
+        @classmethod
+        def _strip_protocol(cls, path):
+            path = str(path)
+            if path.startswith(f"{PROTOCOL}://"):
+                path = path[len(PROTOCOL) + 3:]
+            return LocalFileSystem._strip_protocol(path)
+
+        def _open(self, path, mode="rb", **kwargs):
+            if mode not in ("rb", "r"):
+                _refuse(path)
+            return super()._open(path, "rb", **kwargs)
+
+    for name in ("mkdir", "makedirs", "rmdir", "rm_file", "rm", "_rm", "mv", "rename",
+                 "cp_file", "copy", "put_file", "put", "get_file", "get", "touch", "pipe_file",
+                 "pipe", "write_text", "write_bytes", "link", "symlink", "chmod", "created"):
+        setattr(ReadOnlyFS, name, _refuse)
+    return ReadOnlyFS()
+
+
+def mount(con: duckdb.DuckDBPyConnection) -> None:
+    """Register the read-only file system on ``con`` (before views use :func:`url` paths)."""
+    con.register_filesystem(_read_only_fs())
+
+
+def _data_dirs() -> list[str]:
     try:
         from tracekit.roofline import peaks_path
     except ImportError:  # pragma: no cover - moved by a layout change
         return []
-    return [os.path.dirname(peaks_path()) + os.sep]
+    return [url(os.path.dirname(peaks_path())) + os.sep]
 
 
 def lock(con: duckdb.DuckDBPyConnection, runs: Iterable, spill: str) -> None:
-    """Allow ``con`` to read only the runs' table files (and tracekit's own data tables), then
-    switch external access off and lock the configuration."""
+    """Allow ``con`` to read only the runs' table files (and tracekit's own data tables) through
+    the read-only file system, then switch external access and extensions off and lock the
+    configuration."""
     paths = []
     for run in runs:
         for name in schema.TABLES:
             for p in run.table_files(name):  # a job's tables have a file per rank
                 # the engine reads each file through its literal glob pattern (run[12] -> run[[]12])
-                for form in (os.path.realpath(p), str(p), str(p.absolute())):
-                    paths += [form, glob_literal(form)]
-    dirs = [spill.rstrip(os.sep) + os.sep] + _data_files()
+                paths += [url(p), glob_literal(url(p))]
+    dirs = [spill.rstrip(os.sep) + os.sep] + _data_dirs()
+    for setting in ("autoload_known_extensions", "autoinstall_known_extensions",
+                    "allow_community_extensions", "allow_persistent_secrets"):
+        con.execute(f"SET {setting} = false")
     con.execute(f"SET allowed_paths = {lit_list(sorted(set(paths)))}")
     con.execute(f"SET allowed_directories = {lit_list(dirs)}")
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
+
+
+def read_only_error(message: str) -> str | None:
+    """The one-line error for a DuckDB ``message`` raised by a write refused by
+    :class:`ReadOnlyFS`, else None."""
+    at = message.find(READ_ONLY_MARK + ": ")
+    if at < 0:
+        if "file system operations are disabled" in message:
+            return (f"SQL failed: {message} (without --allow-external, `tracekit sql` reads the "
+                    "run folders through the views kernels, cuda_api, ...; `tracekit schema` "
+                    "lists them)")
+        return None
+    path = message[at + len(READ_ONLY_MARK) + 2:].split(" ")[0].rstrip("'\"")
+    return (f"{path}: the run folders and tracekit's data are read-only in `tracekit sql`; "
+            "pass --allow-external to write files")

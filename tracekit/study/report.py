@@ -5,7 +5,6 @@ the study folder."""
 from __future__ import annotations
 
 import datetime as _dt
-import html
 import json
 import os
 import shutil
@@ -16,8 +15,15 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tracekit.labels import html_text
 from tracekit.plots.study import TITLES, figures
-from tracekit.study.tables import COLUMNS, NOT_TENSOR_CORE_NAME_RE, SOURCES, TENSOR_CORE_NAME_RE, Study
+from tracekit.study.tables import (
+    COLUMNS,
+    NOT_TENSOR_CORE_NAME_RE,
+    SOURCES,
+    TENSOR_CORE_NAME_RE,
+    Study,
+)
 
 PARAMS = {
     "step_summary": "include_warmup=false",
@@ -71,7 +77,7 @@ def display_frame(df: pd.DataFrame) -> pd.DataFrame:
 
 def _html_table(df: pd.DataFrame) -> str:
     df = display_frame(df)
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in df.columns)
+    head = "".join(f"<th>{html_text(c)}</th>" for c in df.columns)
     rows = []
     for rec in df.itertuples(index=False):
         cells = []
@@ -80,7 +86,7 @@ def _html_table(df: pd.DataFrame) -> str:
             text = _fmt(v)
             if c.endswith("(ms)") and isinstance(v, float) and v == v:
                 text = f"{v:,.3f}"  # durations: fixed milliseconds
-            cells.append(f"<td{cls}>{html.escape(text)}</td>")
+            cells.append(f"<td{cls}>{html_text(text)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
@@ -110,7 +116,7 @@ def runs_table(study: Study) -> pd.DataFrame:
 
 
 def render_html(study: Study, figs: dict[str, list[tuple[str, str]]], title: str) -> str:
-    esc = html.escape
+    esc = html_text
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{esc(title)}</title>"
              f"<style>{_CSS}</style></head><body><h1>{esc(title)}</h1>"]
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

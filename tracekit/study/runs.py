@@ -31,6 +31,7 @@ from pathlib import Path
 from tracekit.errors import InputError, one_line
 from tracekit.runfolder import Run, open_run
 
+WORKLOAD_CHARS = 120  # a workload label (a process name from the trace) is cut here for the report
 FIELDS = ("workload", "suite", "precision", "world_size", "batch_size", "interconnect", "pass")
 _INT_FIELDS = ("world_size", "batch_size")
 
@@ -206,7 +207,9 @@ def run_info(run: Run, override: dict, inv: dict | None = None) -> RunInfo:
         spp = None if bs is None or ws is None else int(bs) * ws
     kind = "ncu" if values.get("pass") == "ncu" else _kind(run, profiler)
     tpr = coll.get("threads_per_rank")
-    return RunInfo(run_id=run.run_id, path=run.path, workload=str(values["workload"]),
+    from tracekit.labels import label
+
+    return RunInfo(run_id=run.run_id, path=run.path, workload=label(values["workload"], WORKLOAD_CHARS),
                    suite=values.get("suite"), precision=str(values.get("precision") or "unknown"),
                    world_size=ws, batch_size=None if bs is None else int(bs),
                    interconnect=values.get("interconnect"), kind=kind, profiler=profiler,

@@ -1,0 +1,145 @@
+"""Checksums of every table file in the manifest (issue 27, items 2 and 8).
+
+A real fixture is converted; then a bit is flipped, a file cut, swapped or listed twice, and the
+manifest's row count or file list edited. Every query and ``tracekit verify`` must then fail with
+one line naming the file (exit 2), never give other numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+
+import pytest
+from conftest import FIXTURES
+
+from tracekit.cli import run
+
+SMALL = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"  # 3 kernels
+KINETO = FIXTURES / "kineto"
+
+
+def _err(capsys) -> str:
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("tracekit: error: "), lines
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ck") / "run"
+    assert run(["convert", str(SMALL), "-o", str(out), "-q"]) == 0
+    return out
+
+
+@pytest.fixture
+def damaged(pristine, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(pristine, out)
+    return out
+
+
+def _manifest(run_dir, edit=None) -> dict:
+    m = json.loads((run_dir / "manifest.json").read_text())
+    if edit:
+        edit(m)
+        (run_dir / "manifest.json").write_text(json.dumps(m))
+    return m
+
+
+def test_manifest_records_size_and_sha256_of_every_file(pristine, capsys):
+    m = _manifest(pristine)
+    for name, info in m["tables"].items():
+        data = (pristine / info["file"]).read_bytes()
+        assert info["bytes"] == len(data), name
+        assert info["sha256"] == hashlib.sha256(data).hexdigest(), name
+    capsys.readouterr()
+    assert run(["verify", str(pristine)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{pristine}: 8 table(s) match their checksums"
+    assert f"  kernels: 1 file(s), {m['tables']['kernels']['bytes']} bytes, 3 rows: ok" in out
+
+
+def test_job_records_one_checksum_per_rank_file(tmp_path, capsys):
+    a, b = tmp_path / "w_rank0.json.gz", tmp_path / "w_rank1.json.gz"
+    shutil.copyfile(KINETO / "kineto_a100_nccl_2ranks_rank0.json.gz", a)
+    shutil.copyfile(KINETO / "kineto_a100_alexnet.json.gz", b)
+    job = tmp_path / "job"
+    assert run(["convert", str(a), str(b), "-o", str(job), "-q", "--rank-pattern", r"rank(\d)"]) == 0
+    info = _manifest(job)["tables"]["kernels"]
+    assert len(info["sha256"]) == len(info["files"]) == len(info["bytes"]) == 2
+    for f, sha in zip(info["files"], info["sha256"]):
+        assert hashlib.sha256((job / f).read_bytes()).hexdigest() == sha
+    capsys.readouterr()
+    assert run(["verify", str(job)]) == 0
+    f = job / info["files"][1]
+    data = bytearray(f.read_bytes())
+    data[len(data) // 4] ^= 0x01  # in the data pages
+    f.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert run(["query", "kernel_summary", str(job)]) == 2
+    assert "kernels/rank-00001.parquet (table kernels) does not match its checksum" in _err(capsys)
+
+
+def test_every_bit_flip_is_an_error_never_other_numbers(damaged, capsys):
+    """30 bit flips spread over the kernels file (header, pages, footer): each one is exit 2,
+    from `verify` and from a query."""
+    f = damaged / "kernels.parquet"
+    good = f.read_bytes()
+    for i in range(30):
+        pos = (len(good) - 1) * i // 29
+        data = bytearray(good)
+        data[pos] ^= 1 << (i % 8)
+        f.write_bytes(bytes(data))
+        for cmd in (["verify", str(damaged)], ["query", "kernel_summary", str(damaged), "-f", "csv"]):
+            capsys.readouterr()
+            assert run(cmd) == 2, (pos, cmd)
+            err = _err(capsys)
+            assert "kernels.parquet" in err, err
+    f.write_bytes(good)
+    assert run(["verify", str(damaged)]) == 0
+
+
+@pytest.mark.parametrize("how, needle", [
+    ("swap", "has 3579 bytes, the manifest records"),
+    ("cut", "kernels.parquet is not readable Parquet"),
+    ("swap-no-sums", "is listed as table kernels but holds the columns of table cuda_api"),
+    ("twice", "lists 'kernels.parquet' twice for table kernels"),
+    ("no-files", "table kernels has 0 rows in its files, the manifest records 3"),
+    ("rows", "table kernels has 3 rows in its files, the manifest records 4"),
+])
+def test_damaged_folder_is_one_line_exit_2(damaged, capsys, how, needle):
+    k = damaged / "kernels.parquet"
+    if how == "swap":
+        shutil.copyfile(damaged / "cuda_api.parquet", k)
+    elif how == "cut":
+        k.write_bytes(k.read_bytes()[:-100])
+    elif how == "swap-no-sums":
+        shutil.copyfile(damaged / "cuda_api.parquet", k)
+        _manifest(damaged, lambda m: [m["tables"]["kernels"].pop(x) for x in ("sha256", "bytes")]
+                  and m["tables"]["kernels"].update(rows=33))
+    elif how == "twice":
+        _manifest(damaged, lambda m: m["tables"]["kernels"].update(
+            files=["kernels.parquet", "kernels.parquet"], rows=6))
+    elif how == "no-files":
+        _manifest(damaged, lambda m: m["tables"]["kernels"].update(files=[]))
+    elif how == "rows":
+        _manifest(damaged, lambda m: m["tables"]["kernels"].update(rows=4))
+    capsys.readouterr()
+    assert run(["sql", "SELECT count(*) FROM kernels", str(damaged)]) == 2
+    assert needle in _err(capsys)
+    assert run(["verify", str(damaged)]) == 2
+    assert needle in _err(capsys)
+
+
+def test_folder_without_checksums_reads_but_does_not_verify(damaged, capsys):
+    def strip(m):
+        for info in m["tables"].values():
+            info.pop("sha256"), info.pop("bytes")
+    _manifest(damaged, strip)
+    capsys.readouterr()
+    assert run(["sql", "SELECT count(*) AS n FROM kernels", str(damaged), "-f", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines() == ['"n"', "3"]
+    assert run(["verify", str(damaged)]) == 2
+    assert "records no checksums" in _err(capsys)

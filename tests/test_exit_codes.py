@@ -1,0 +1,118 @@
+"""Paths that exited 1 (an internal error) where bad input or careless use is exit 2 with one line
+(issue 27, items 8 and 9), each on a converted real fixture."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from conftest import FIXTURES
+
+from tracekit.cli import run
+
+SMALL = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"
+
+
+def _err(capsys) -> str:
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("tracekit: error: "), lines
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ex") / "run"
+    assert run(["convert", str(SMALL), "-o", str(out), "-q"]) == 0
+    return out
+
+
+@pytest.fixture
+def small_run(pristine, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(pristine, out)
+    return out
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["select INTERVAL 1 DAY AS i", "-f", "parquet", "-o", "OUT"], "column 'i' has the type month_day_nano_interval"),
+    (["select 1 a, 2 a", "-f", "json"], "more than one column named 'a'"),
+    (["select 1 a, 2 a", "-f", "parquet", "-o", "OUT"], "more than one column named 'a'"),
+    (["select 1 a, 2 a", "--columns", "a"], "--columns: the result has 2 columns named 'a'"),
+])
+def test_sql_results_that_cannot_be_written(small_run, tmp_path, capsys, args, needle):
+    out = tmp_path / "o.parquet"
+    args = [a.replace("OUT", str(out)) for a in args]
+    capsys.readouterr()
+    assert run(["sql", args[0], str(small_run), *args[1:]]) == 2
+    assert needle in _err(capsys)
+    assert not out.exists()
+
+
+def test_stdout_on_a_full_disk(small_run, capsys, monkeypatch):
+    class Full:
+        def write(self, s):
+            raise OSError(28, "No space left on device")
+
+        def flush(self):
+            raise OSError(28, "No space left on device")
+
+    capsys.readouterr()
+    monkeypatch.setattr("sys.stdout", Full())
+    assert run(["query", "kernel_summary", str(small_run), "-f", "csv"]) == 2
+    monkeypatch.undo()
+    assert _err(capsys) == "tracekit: error: cannot write the output: No space left on device"
+
+
+@pytest.mark.parametrize("damage, needle", [
+    ("deep", "manifest.json is nested too deep"),
+    ("nul", "a file name that cannot be one (16 characters, a NUL)"),
+    ("long", "a file name that cannot be one (5008 characters)"),
+])
+def test_damaged_manifest_exit_2(small_run, capsys, damage, needle):
+    p = small_run / "manifest.json"
+    m = json.loads(p.read_text())
+    if damage == "deep":
+        p.write_text(json.dumps(m)[:-1] + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    else:
+        m["tables"]["kernels"]["file"] = "ker\x00nels.parquet" if damage == "nul" else "k" * 5000 + ".parquet"
+        p.write_text(json.dumps(m))
+    capsys.readouterr()
+    assert run(["sql", "SELECT count(*) FROM kernels", str(small_run)]) == 2
+    assert needle in _err(capsys)
+
+
+def test_kineto_lone_surrogate_exit_2(tmp_path, capsys):
+    p = tmp_path / "u.json"
+    p.write_text('{"traceEvents":[{"ph":"X","cat":"kernel","name":"\\udfff","ts":1,"dur":2,'
+                 '"pid":1,"tid":1,"args":{"device":0}}]}')
+    assert run(["convert", str(p), "-o", str(tmp_path / "run")]) == 2
+    assert "text that is not Unicode in the JSON" in _err(capsys)
+    assert not (tmp_path / "run").exists()
+
+
+def test_kineto_kernels_dropped_or_damaged_are_counted(tmp_path, capsys):
+    """Kernels with an unknown ph, a category that is not text, or a text args.device were
+    dropped (or given a NULL device) without a word: kernels table short, exit 0."""
+    import gzip
+
+    d = json.loads(gzip.decompress((FIXTURES / "kineto" / "kineto_a100_alexnet.json.gz").read_bytes()))
+    kernels = [e for e in d["traceEvents"] if e.get("cat") == "kernel"]
+    for i, e in enumerate(kernels):  # 79 kernels: 27, 26, 26
+        if i % 3 == 0:
+            e["ph"] = "Q"
+        elif i % 3 == 1:
+            e["cat"] = 7
+        else:
+            e["args"]["device"] = "cuda:0"
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(d))
+    out = tmp_path / "run"
+    assert run(["convert", str(p), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "t.json: 27 event(s) with ph 'Q', not a Chrome trace event type, were dropped" in err
+    assert "t.json: 26 complete event(s) whose cat is not text ('7') were dropped" in err
+    assert "t.json: 26 GPU event(s) have an args.device that is not a number" in err
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["tables"]["kernels"]["rows"] == 26
+    assert sum("were dropped" in w for w in m["warnings"]) == 2
