@@ -20,8 +20,8 @@ from tracekit.cli import (  # noqa: F401  (registers commands)
     schema_cmd,
     study,  # noqa: F401,E402  (tracekit study, tracekit compare)
     timeline,  # noqa: F401,E402  (tracekit timeline)
-    whatif,  # noqa: F401,E402  (tracekit whatif)
     verify,  # noqa: F401,E402  (tracekit verify)
+    whatif,  # noqa: F401,E402  (tracekit whatif)
     workloads,  # noqa: F401,E402  (tracekit workloads)
 )
 from tracekit.cli.app import STATE, app
