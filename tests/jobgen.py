@@ -1,0 +1,332 @@
+"""A physically consistent multi-rank job of Kineto traces, with its ground truth.
+
+    from jobgen import make_job
+    job = make_job(tmp_path, ranks=8, straggler=3, straggler_delay_ns=400_000, seed=1)
+    convert(job.paths, tmp_path / "run")
+    job.truth.offset_ns[r], job.truth.collectives[k]["skew_ns"], ...
+
+Built from the shared NCCL Kineto trace (``kineto/kineto_a100_nccl_2ranks_rank0.json.gz``: rank 0
+of a 2-rank A100 run, 21 NCCL collectives on stream 40, 15 AllReduce and 6 Broadcast, in
+ProfilerStep#4-6). Every rank of the job is a copy of that trace whose *true* time line is
+changed the way a real job's would be, then written on the rank's own *clock*:
+
+1. **Arrivals.** Before collective k, rank r's work since the end of collective k-1 takes
+   ``d[r][k]`` longer: a random jitter (uniform in ``jitter_ns``, every rank, rank 0 too), plus
+   ``straggler_delay_ns`` on the straggler rank. The segment (end of k-1, start of k] of the
+   rank's trace -- host and GPU work alike -- is stretched linearly by that amount, so the rank's
+   NCCL kernel for k starts (arrives) ``d[r][k]`` late relative to the previous collective's
+   end. Whole traces are never shifted.
+2. **Collectives end together.** As NCCL does, the collective's kernel ends on every rank at the
+   same true time: the last arrival plus the transfer time (the source kernel's duration). So an
+   early rank's kernel is longer by its wait ``max_r d[r][k] - d[r][k]``. Other GPU activities
+   that start during the collective keep their durations (moved, not stretched); host events
+   are stretched with the time line (a host waiting in a sync waits longer).
+   After collective k every rank is ``D[k] = sum_{j<=k} max_r d[r][j]`` behind the source trace.
+3. **Clocks.** Ranks are placed on hosts (``ranks_per_host`` consecutive ranks per host, host
+   names ``node00``, ``node01``, ...; written as the trace's top-level ``hostname`` field, the
+   way ``prof.add_metadata_json`` records it); ranks on one host share one clock. Host h's clock
+   reads ``local = true + offset_ns[h] + drift_ppm[h] * 1e-6 * (true - t0_ns)``, with ``t0_ns`` the
+   job's first true timestamp; rank 0's host is exact (offset 0, drift 0). Offsets and drifts
+   are given, or drawn uniformly in +-``max_offset_ns`` / +-``max_drift_ppm``.
+
+Every rank gets ``distributedInfo`` rank r of N (one process group "0" of all ranks, the
+kernels' 'Group size' and 'Process Group Ranks' arguments to match), its own host pid
+(source pid + r, unless ``same_pid``: then every rank keeps the source pid, as containers with
+their own pid namespaces do), and on a host with several ranks, GPU ``local rank`` (device id
+and GPU track pid) as its device. Times are integers of ns (the collector's ``start_ns``: the
+trace's ``baseTimeNanoseconds`` + ts in ns); ts and dur are written as exact decimal numbers
+of us with 3 decimals, as Kineto writes them.
+
+The ground truth (:class:`Truth`) is in true time, i.e. on rank 0's clock. The interface is
+shared with other tests (replay/what-if): changes to it are additive only.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+NCCL_TRACE = FIXTURES / "kineto" / "kineto_a100_nccl_2ranks_rank0.json.gz"
+NCCL_NAME = re.compile(r"nccl(Dev)?Kernel_")
+_GPU_ACTIVITY = ("kernel", "gpu_memcpy", "gpu_memset")
+_NUM = "\u0001"  # marks a number written as text (exact decimals), unquoted after dumping
+_NUM_RE = re.compile(r'"\\u0001(-?\d+(?:\.\d+)?)"')
+
+_SOURCES: dict[Path, dict] = {}
+
+
+@dataclass
+class Truth:
+    """What the generated job really did (ns integers on rank 0's clock unless said otherwise).
+
+    ranks: N; hosts[r]: host name of rank r; host_of[r]: host index.
+    offset_ns[r], drift_ppm[r]: rank r's clock minus true time at ``t0_ns``, and its drift:
+      ``local = true + offset_ns[r] + drift_ppm[r] * 1e-6 * (true - t0_ns)`` (rank 0: 0, 0.0);
+      ``to_local(r, t)`` / ``to_true(r, t)`` apply it.
+    t0_ns: the job's first true timestamp (the earliest event of any rank).
+    jitter_ns[r][k]: the random part of rank r's lateness before collective k (0-based, in
+      source start order); delay_ns[r][k] = jitter plus the straggler's delay.
+    collectives[k]: dict with collective ('AllReduce'/'Broadcast'), process_group ('0'), seq
+      (1-based position among that type in the group), arrival_ns (list per rank: the rank's
+      NCCL kernel start), first_arrival_ns, last_arrival_ns, skew_ns (last - first),
+      last_rank, end_ns (the kernel end, the same on all ranks), transfer_ns (source duration),
+      wait_ns (list per rank: last arrival - its arrival).
+    steps[r]: list of (name, start_ns, end_ns) of the rank's ProfilerStep ranges.
+    step_ns[r]: their durations; straggler (rank or None), straggler_delay_ns;
+    straggler_added_ns[s]: the straggler's own added work in step s (its delay times the
+      collectives that arrive inside that step on its time line).
+    """
+
+    ranks: int
+    hosts: list[str]
+    host_of: list[int]
+    offset_ns: list[int]
+    drift_ppm: list[float]
+    t0_ns: int
+    jitter_ns: list[list[int]]
+    delay_ns: list[list[int]]
+    collectives: list[dict]
+    steps: list[list[tuple[str, int, int]]]
+    step_ns: list[list[int]]
+    straggler: int | None
+    straggler_delay_ns: int
+    straggler_added_ns: list[int]
+    extra: dict = field(default_factory=dict)
+
+    def to_local(self, rank: int, true_ns):
+        """True time -> rank ``rank``'s clock (ns; ints give ints, rounded; arrays work too)."""
+        d = true_ns - self.t0_ns
+        return self.t0_ns + d + self.offset_ns[rank] + np.rint(self.drift_ppm[rank] * 1e-6 * d).astype(np.int64)
+
+    def to_true(self, rank: int, local_ns):
+        """Rank ``rank``'s clock -> true time (ns, rounded to integers)."""
+        d = local_ns - self.t0_ns - self.offset_ns[rank]
+        return self.t0_ns + np.rint(d / (1 + self.drift_ppm[rank] * 1e-6)).astype(np.int64)
+
+    def offset_at(self, rank: int, true_ns: float) -> float:
+        """Rank ``rank``'s clock minus true time at ``true_ns``."""
+        return self.offset_ns[rank] + self.drift_ppm[rank] * 1e-6 * (true_ns - self.t0_ns)
+
+
+@dataclass
+class Job:
+    paths: list[Path]
+    truth: Truth
+
+
+def _load(src: Path) -> dict:
+    if src not in _SOURCES:
+        with gzip.open(src, "rt", encoding="utf-8") as f:
+            _SOURCES[src] = json.load(f, parse_float=Decimal)
+    return _SOURCES[src]
+
+
+def _ns(v) -> int:
+    return int((Decimal(v) * 1000).to_integral_value())
+
+
+def _us(ns: int) -> str:
+    sign = "-" if ns < 0 else ""
+    q, r = divmod(abs(int(ns)), 1000)
+    return f"{_NUM}{sign}{q}.{r:03d}"
+
+
+def _host_pid(events: list[dict]) -> int:
+    pids = {e.get("pid") for e in events if e.get("cat") in ("cpu_op", "cuda_runtime")}
+    if len(pids) != 1:
+        raise ValueError(f"the source trace has {len(pids)} host processes; jobgen needs one")
+    return pids.pop()
+
+
+def _collectives(events: list[dict]) -> list[tuple[int, int, str]]:
+    """The source's NCCL kernels: (start ns, end ns, type), in start order; they must not overlap."""
+    out = []
+    for e in events:
+        if e.get("cat") == "kernel" and NCCL_NAME.search(e.get("name", "")):
+            s = _ns(e["ts"])
+            name = (e.get("args") or {}).get("Collective name") or \
+                re.search(r"nccl(?:Dev)?Kernel_([A-Za-z]+)", e["name"]).group(1)
+            out.append((s, s + _ns(e["dur"]), {"allreduce": "AllReduce", "broadcast": "Broadcast"}.get(
+                name.lower(), name)))
+    out.sort()
+    for a, b in itertools.pairwise(out):
+        if b[0] < a[1]:
+            raise ValueError("the source trace's NCCL kernels overlap; jobgen needs them in sequence")
+    return out
+
+
+def make_job(out_dir: str | Path, ranks: int = 8, *, seed: int = 0,
+             offsets_ns: list[int] | None = None, drifts_ppm: list[float] | None = None,
+             max_offset_ns: int = 3_000_000, max_drift_ppm: float = 20.0,
+             jitter_ns: tuple[int, int] = (0, 20_000), straggler: int | None = None,
+             straggler_delay_ns: int = 0, ranks_per_host: int = 1, same_pid: bool = False,
+             source: str | Path = NCCL_TRACE, gzip_output: bool = False) -> Job:
+    """Write an N-rank job (``out_dir/trace_rank{r:05d}.json``) and return its paths and truth.
+
+    offsets_ns / drifts_ppm: one per host (``ranks // ranks_per_host`` hosts; host 0 must be
+    0 / 0.0), else drawn with ``seed``: uniform in +-max_offset_ns (integers) and
+    +-max_drift_ppm. jitter_ns: (low, high) of each rank's random lateness before each
+    collective, ns. straggler: the rank late by ``straggler_delay_ns`` more before every
+    collective (None: no straggler). Raises ValueError on inconsistent arguments."""
+    if ranks < 1 or ranks_per_host < 1 or ranks % ranks_per_host:
+        raise ValueError("ranks must be a positive multiple of ranks_per_host")
+    if straggler is not None and not 0 <= straggler < ranks:
+        raise ValueError(f"straggler {straggler} is not a rank of {ranks}")
+    rng = np.random.default_rng(seed)
+    hosts = ranks // ranks_per_host
+    if offsets_ns is None:
+        offsets_ns = [0] + [int(x) for x in rng.integers(-max_offset_ns, max_offset_ns + 1, hosts - 1)]
+    if drifts_ppm is None:
+        drifts_ppm = [0.0] + [float(x) for x in rng.uniform(-max_drift_ppm, max_drift_ppm, hosts - 1)]
+    if len(offsets_ns) != hosts or len(drifts_ppm) != hosts or offsets_ns[0] or drifts_ppm[0]:
+        raise ValueError(f"give one offset and drift per host ({hosts}), host 0's zero")
+    src = _load(Path(source))
+    events = src["traceEvents"]
+    hp = _host_pid(events)
+    colls = _collectives(events)
+    base = int(src.get("baseTimeNanoseconds", 0))
+    times = [_ns(e["ts"]) for e in events if "ts" in e]
+    first = min(times)
+    lo, hi = jitter_ns
+    jit = rng.integers(lo, hi + 1, size=(ranks, len(colls))) if hi > lo else \
+        np.full((ranks, len(colls)), lo, dtype=np.int64)
+    delays = jit.copy()
+    if straggler is not None:
+        delays[straggler] += straggler_delay_ns
+    maxd, mind = delays.max(axis=0), delays.min(axis=0)
+
+    host_of = [r // ranks_per_host for r in range(ranks)]
+    truth = Truth(
+        ranks=ranks, hosts=[f"node{h:02d}" for h in host_of], host_of=host_of,
+        offset_ns=[int(offsets_ns[h]) for h in host_of], drift_ppm=[float(drifts_ppm[h]) for h in host_of],
+        t0_ns=base + first, jitter_ns=jit.tolist(), delay_ns=delays.tolist(), collectives=[],
+        steps=[], step_ns=[], straggler=straggler, straggler_delay_ns=straggler_delay_ns if straggler is not None
+        else 0, straggler_added_ns=[])
+    seqs: dict[str, int] = {}
+    shift = 0
+    for k, (s, e, kind) in enumerate(colls):
+        seqs[kind] = seqs.get(kind, 0) + 1
+        arr = [base + s + shift + int(delays[r, k]) for r in range(ranks)]
+        last = max(range(ranks), key=lambda r: (arr[r], -r))
+        shift += int(maxd[k])
+        truth.collectives.append({
+            "collective": kind, "process_group": "0", "seq": seqs[kind], "arrival_ns": arr,
+            "first_arrival_ns": min(arr), "last_arrival_ns": max(arr), "skew_ns": int(maxd[k] - mind[k]),
+            "last_rank": last, "end_ns": base + e + shift, "transfer_ns": e - s,
+            "wait_ns": [max(arr) - a for a in arr]})
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for r in range(ranks):
+        path = out / (f"trace_rank{r:05d}.json" + (".gz" if gzip_output else ""))
+        steps = _write_rank(src, r, ranks, path, colls, delays[r], maxd, first, base, hp, truth,
+                            ranks_per_host, same_pid, gzip_output)
+        truth.steps.append(steps)
+        truth.step_ns.append([b - a for _, a, b in steps])
+        paths.append(path)
+    if straggler is not None:
+        for _, a, b in truth.steps[straggler]:
+            n = sum(1 for c in truth.collectives if a <= c["arrival_ns"][straggler] < b)
+            truth.straggler_added_ns.append(n * straggler_delay_ns)
+    return Job(paths, truth)
+
+
+def _warp(colls, row, maxd, first: int):
+    xs, ys = [first], [first]
+    shift = 0
+    for k, (s, e, _) in enumerate(colls):
+        xs += [s, e]
+        ys += [s + shift + int(row[k]), e + shift + int(maxd[k])]
+        shift += int(maxd[k])
+    xs.append(xs[-1] + 10**15)
+    ys.append(ys[-1] + 10**15)
+    x, y = np.array(xs, dtype=np.float64) - first, np.array(ys, dtype=np.float64) - first
+    return lambda t: first + np.rint(np.interp(np.asarray(t, dtype=np.float64) - first, x, y)).astype(np.int64)
+
+
+def _write_rank(src, r, ranks, path, colls, row, maxd, first, base, hp, truth: Truth,
+                ranks_per_host, same_pid, gz) -> list[tuple[str, int, int]]:
+    warp = _warp(colls, row, maxd, first)
+    windows = np.array([(s, e) for s, e, _ in colls], dtype=np.int64).reshape(-1, 2)
+    local = r % ranks_per_host
+    pid = hp if same_pid else hp + r
+    group = list(range(ranks))
+    events = src["traceEvents"]
+    timed = [i for i, e in enumerate(events) if "ts" in e]
+    ts = np.array([_ns(events[i]["ts"]) for i in timed], dtype=np.int64)
+    dur = np.array([_ns(events[i].get("dur", 0)) for i in timed], dtype=np.int64)
+    new_ts = warp(ts)
+    new_end = warp(ts + dur)
+    # GPU activities (not NCCL) that start inside a collective keep their duration
+    keep = np.array([events[i].get("cat") in _GPU_ACTIVITY and not NCCL_NAME.search(events[i].get("name", ""))
+                     for i in timed], dtype=bool)
+    inside = np.zeros(len(ts), dtype=bool)
+    if len(windows):
+        j = np.searchsorted(windows[:, 0], ts, side="right") - 1
+        ok = j >= 0
+        inside[ok] = ts[ok] < windows[j[ok], 1]
+    new_end = np.where(keep & inside, new_ts + dur, new_end)
+    # the clock of the rank's host
+    off, drift = truth.offset_ns[r], truth.drift_ppm[r] * 1e-6
+    t0 = truth.t0_ns - base
+
+    def clock(t):
+        return t + off + np.rint(drift * (t - t0).astype(np.float64)).astype(np.int64)
+
+    loc_ts, loc_end = clock(new_ts), clock(new_end)
+    out_events = []
+    pos = {i: n for n, i in enumerate(timed)}
+    steps = []
+    for i, e in enumerate(events):
+        e = dict(e)
+        n = pos.get(i)
+        if n is not None:
+            e["ts"] = _us(int(loc_ts[n]))
+            if "dur" in e:
+                e["dur"] = _us(int(loc_end[n] - loc_ts[n]))
+            if e.get("name", "").startswith("ProfilerStep#") and e.get("ph") == "X":
+                steps.append((e["name"], base + int(new_ts[n]), base + int(new_end[n])))
+        if e.get("pid") == hp:
+            e["pid"] = pid
+            if e.get("tid") == hp:
+                e["tid"] = pid
+        elif ranks_per_host > 1 and e.get("pid") == 0:
+            e["pid"] = local
+        args = e.get("args")
+        if isinstance(args, dict):
+            args = dict(args)
+            if "Group size" in args and args.get("Collective name") != "wait":
+                args.update({"Group size": ranks, "Process Group Ranks": str(group)})
+            if ranks_per_host > 1 and args.get("device") == 0:
+                args["device"] = local
+            e["args"] = args
+        out_events.append(e)
+    pg = (src.get("distributedInfo") or {}).get("pg_config") or [{"pg_name": "0", "pg_desc": "default_pg"}]
+    doc = {**src, "hostname": truth.hosts[r], "traceEvents": out_events,
+           "distributedInfo": {**(src.get("distributedInfo") or {}), "rank": r, "world_size": ranks,
+                               "pg_config": [{**pg[0], "pg_size": ranks, "ranks": group}]}}
+    text = _NUM_RE.sub(r"\1", json.dumps(doc, default=_plain))
+    if gz:
+        with gzip.open(path, "wt", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return sorted(steps, key=lambda s: s[1])
+
+
+def _plain(v):
+    if isinstance(v, Decimal):
+        return _NUM + format(v, "f")
+    raise TypeError(type(v))
+
+
+__all__ = ["NCCL_TRACE", "Job", "Truth", "make_job"]
