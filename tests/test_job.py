@@ -53,7 +53,8 @@ def nsys_job(tmp_path_factory):
 def test_job_layout_and_manifest(nsys_job):
     job, single, (a, b) = nsys_job
     m = json.loads((job / "manifest.json").read_text())
-    assert m["layout_version"] == 2 and m["job"] == {"format": "nsys", "rank_source": "trace", "ranks": 2}
+    assert m["layout_version"] == 2 and m["job"] == {"format": "nsys", "rank_source": "trace", "ranks": 2,
+                                                  "clock_model": "estimate"}
     got = [{k: r[k] for k in ("rank", "input", "host", "pid", "devices", "clock_offset_ns")} for r in m["ranks"]]
     assert got == [
         {"rank": 0, "input": str(a.resolve()), "host": "host", "pid": 24129, "devices": [0], "clock_offset_ns": 0},

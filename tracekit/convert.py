@@ -18,7 +18,8 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
             progress: Progress = NULL_PROGRESS, extra_manifest: dict | None = None,
             extra_tables: dict | None = None, rank_pattern: str | None = None,
             jobs: int | None = None, scheduler: str | None = None,
-            skip_bad_ranks: bool = False) -> Path:
+            skip_bad_ranks: bool = False, clock_model: str = "estimate",
+            merge_unrelated: bool = False) -> Path:
     """Convert ``inputs`` (profiler output files) into the run folder ``run_dir``.
 
     Each input is recognized by its content (:func:`tracekit.collectors.detect`). Two or more
@@ -35,6 +36,7 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
 
     Returns the run folder's path. Raises :class:`InputError` subclasses for bad input (in a job,
     naming the broken input, unless ``skip_bad_ranks``); nothing is left behind on any error.
+    ``clock_model`` and ``merge_unrelated``: see :func:`tracekit.job.convert_job` (a job only).
     """
     if not inputs:
         raise InputError("no input files given")
@@ -47,7 +49,8 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
                               extra_manifest=extra_manifest, extra_tables=extra_tables, modules=mods)
     with RunWriter(run_dir, force=force, inputs=inputs) as writer:
         convert_job([Path(p) for p in inputs], formats, writer, rank_pattern=rank_pattern,
-                    jobs=jobs, scheduler=scheduler, skip_bad_ranks=skip_bad_ranks)
+                    jobs=jobs, scheduler=scheduler, skip_bad_ranks=skip_bad_ranks,
+                    clock_model=clock_model, merge_unrelated=merge_unrelated)
         for name, table in (extra_tables or {}).items():
             if name in writer.manifest["tables"]:
                 raise InputError(f"two inputs both provide table {name}")

@@ -40,7 +40,9 @@ CREATE OR REPLACE TEMP MACRO tk_collective_type(raw) AS
 -- with the i-th on every other rank (NCCL and Gloo require every member to issue a group's
 -- collectives in the same order). A rank whose trace starts one collective late is therefore
 -- misaligned; trace the same window on every rank (tracekit collect does).
-CREATE OR REPLACE TEMP MACRO tk_comm_calls() AS TABLE
+-- kind: 'p2p' for point-to-point calls (SendRecv, Send, Recv), else 'collective'.
+-- Times are on each rank's own clock (as recorded); tk_comm_calls() puts them on rank 0's.
+CREATE OR REPLACE TEMP MACRO tk_comm_calls_raw() AS TABLE
 WITH coll AS (
     SELECT run_id, pid, device_id, correlation_id, any_value(collective) AS collective,
            any_value(greatest(in_bytes, out_bytes)) AS bytes, any_value(group_size) AS group_size,
@@ -93,25 +95,47 @@ parts AS (
     FROM (SELECT DISTINCT run_id, pid, device_id FROM calls) p
     LEFT JOIN tk_ranks() r ON r.run_id = p.run_id AND r.pid = p.pid
 )
-SELECT c.*, CAST(CASE WHEN p.known_in_run > 0 THEN p.known_rank ELSE p.ordinal END AS INTEGER) AS rank,
+SELECT c.*, CASE WHEN c.collective IN ('SendRecv', 'Send', 'Recv') THEN 'p2p' ELSE 'collective' END AS kind,
+       CAST(CASE WHEN p.known_in_run > 0 THEN p.known_rank ELSE p.ordinal END AS INTEGER) AS rank,
        coalesce(c.pg_seq, row_number() OVER (PARTITION BY c.run_id, c.pid, c.device_id, c.process_group,
                                                           c.collective ORDER BY c.start_ns, c.end_ns)) AS seq
 FROM calls c JOIN parts p
   ON p.run_id = c.run_id AND p.pid IS NOT DISTINCT FROM c.pid AND p.device_id IS NOT DISTINCT FROM c.device_id;
+
+-- tk_clock_true(t, m): timestamp t of a rank on rank 0's clock, with the rank's clock_model row
+-- m (offset_ns, drift_ppm, t0_ns): t - offset - drift * 1e-6 * (t - t0), rounded to ns; t itself
+-- where the run has no clock model (one input: one clock).
+CREATE OR REPLACE TEMP MACRO tk_clock_true(t, off, drift, t0) AS
+    t - coalesce(off, 0) - coalesce(CAST(round(drift * 1e-6 * (t - t0)) AS BIGINT), 0);
+
+-- tk_comm_calls(): tk_comm_calls_raw() with start_ns and end_ns on rank 0's clock (the run's
+-- clock_model, estimated at conversion; docs/multirank.md), plus clock_id (null: the run's one
+-- clock) and clock_bound_ns (the clock's bound; 0 for a run without a clock model, null for an
+-- unestimated clock).
+CREATE OR REPLACE TEMP MACRO tk_comm_calls() AS TABLE
+SELECT c.* REPLACE (tk_clock_true(c.start_ns, m.offset_ns, m.drift_ppm, m.t0_ns) AS start_ns,
+                    tk_clock_true(c.end_ns, m.offset_ns, m.drift_ppm, m.t0_ns) AS end_ns),
+       m.clock_id, CASE WHEN m.rank IS NULL THEN 0 ELSE m.bound_ns END AS clock_bound_ns
+FROM tk_comm_calls_raw() c
+LEFT JOIN clock_model m ON m.run_id = c.run_id AND m.rank = c.rank;
 
 -- tk_comm_arrivals(): tk_comm_calls() with what its collective instance says about it. An instance
 -- is (run_id, process_group, collective, seq): the seq-th call of that group and type on every
 -- participant. ranks = participants in the instance; first/last_start_ns = earliest and latest
 -- start (arrival) over them; arrival_from_last = 1 for the participant that arrived last (ties:
 -- the lowest rank, then pid, device), 2 for the next-latest, ...; next_latest_start_ns = the start of
--- the participant with arrival_from_last = 2 (null when the instance has one participant).
+-- the participant with arrival_from_last = 2 (null when the instance has one participant);
+-- arrival_from_first = 1 for the earliest (ties: the lowest rank). Point-to-point calls (kind
+-- 'p2p') are not instances: their pairing (sender, receiver, sequence) is not recorded by the
+-- inputs tracekit reads, so they are left out here (collective_skew counts them in a notice).
 CREATE OR REPLACE TEMP MACRO tk_comm_arrivals() AS TABLE
 SELECT *,
+       row_number() OVER (inst ORDER BY start_ns, rank, pid, device_id) AS arrival_from_first,
        count(*) OVER inst AS ranks,
        min(start_ns) OVER inst AS first_start_ns,
        max(start_ns) OVER inst AS last_start_ns,
        row_number() OVER (inst ORDER BY start_ns DESC, rank, pid, device_id) AS arrival_from_last,
        nth_value(start_ns, 2) OVER (inst ORDER BY start_ns DESC, rank, pid, device_id
                                     ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS next_latest_start_ns
-FROM tk_comm_calls()
+FROM tk_comm_calls() WHERE kind = 'collective'
 WINDOW inst AS (PARTITION BY run_id, process_group, collective, seq);

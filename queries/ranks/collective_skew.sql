@@ -8,9 +8,13 @@
 -- the collective in its process group when the trace records it (collectives.seq, the 'Seq'
 -- argument: the same on every member rank), else the position of the call among its
 -- participant's calls of the same process group and type, in start order (1 = first). A rank's arrival is the start of
--- its call (an NCCL kernel starts, then waits inside for its peers), on that rank's trace clock
--- (ranks on other hosts: as aligned by the collector).
+-- its call (an NCCL kernel starts, then waits inside for its peers), put on rank 0's clock by the
+-- run's clock model (clock_model, estimated at conversion from the collectives: see
+-- `clock_offsets` and docs/multirank.md; a run of one input has one clock).
 --   skew_ns     = last_start_ns - first_start_ns: how long the first rank waited for the last;
+--   skew_bound_ns = how far the true skew can be from skew_ns given the clock model: 0 when the
+--                 first and last rank share a clock, else the sum of their clocks' bounds; null
+--                 when either clock was not estimated;
 --   transfer_ns = duration of the last-arriving rank's call: the collective without waiting
 --                 (ties for last: the lowest rank);
 --   bytes       = the last rank's message size, as nccl-tests counts it: max(input, output
@@ -31,11 +35,14 @@
 -- @column first_start_ns      ns       Earliest arrival (call start) over the participants.
 -- @column last_start_ns       ns       Latest arrival.
 -- @column skew_ns             ns       last_start_ns - first_start_ns.
+-- @column skew_bound_ns       ns       Uncertainty of skew_ns from the clock model (0: one clock; null: a clock not estimated).
 -- @column last_rank           id       Rank that arrived last.
 -- @column transfer_ns         ns       Duration of the last rank's call (the collective without waiting for peers).
 -- @column bytes               bytes    Message size of the last rank's call (max of input and output buffers); null when unrecorded.
 -- @column algo_bw_bytes_per_s bytes/s  Algorithm bandwidth: bytes / transfer_ns.
 -- @column bus_bw_bytes_per_s  bytes/s  Bus bandwidth: algo_bw_bytes_per_s x bus factor.
+-- @notice SELECT 'collective_skew: run ' || run_id || ': ' || count(*) || ' point-to-point call(s) (SendRecv/Send/Recv) left out: the trace does not record their pairing (sender, receiver, sequence)' FROM tk_comm_calls_raw() WHERE kind = 'p2p' GROUP BY run_id ORDER BY run_id
+-- @notice SELECT 'collective_skew: run ' || run_id || ': its inputs may not be one job (merged with --merge-unrelated: ' || json_extract_string(manifest, '$.job.identity_conflicts[0]') || '); cross-rank results may be meaningless' FROM runs WHERE json_array_length(json_extract(manifest, '$.job.identity_conflicts')) > 0 ORDER BY run_id
 WITH a AS (SELECT * FROM tk_comm_arrivals()),
 inst AS (
     SELECT run_id, process_group, collective, seq,
@@ -43,6 +50,10 @@ inst AS (
            any_value(first_start_ns) AS first_start_ns,
            any_value(last_start_ns) AS last_start_ns,
            any_value(rank) FILTER (WHERE arrival_from_last = 1) AS last_rank,
+           any_value(clock_id) FILTER (WHERE arrival_from_last = 1) AS last_clock,
+           any_value(clock_id) FILTER (WHERE arrival_from_first = 1) AS first_clock,
+           any_value(clock_bound_ns) FILTER (WHERE arrival_from_last = 1) AS last_bound,
+           any_value(clock_bound_ns) FILTER (WHERE arrival_from_first = 1) AS first_bound,
            any_value(end_ns - start_ns) FILTER (WHERE arrival_from_last = 1) AS transfer_ns,
            any_value(bytes) FILTER (WHERE arrival_from_last = 1) AS bytes,
            max(group_size) AS group_size
@@ -52,7 +63,10 @@ f AS (
     SELECT *, coalesce(group_size, ranks) AS n FROM inst
 )
 SELECT run_id, process_group, collective, seq, ranks, first_start_ns, last_start_ns,
-       last_start_ns - first_start_ns AS skew_ns, last_rank, transfer_ns, bytes,
+       last_start_ns - first_start_ns AS skew_ns,
+       CAST(CASE WHEN first_clock IS NOT DISTINCT FROM last_clock THEN 0 ELSE first_bound + last_bound END
+            AS BIGINT) AS skew_bound_ns,
+       last_rank, transfer_ns, bytes,
        1e9 * bytes / nullif(transfer_ns, 0) AS algo_bw_bytes_per_s,
        1e9 * bytes / nullif(transfer_ns, 0) *
            CASE WHEN collective = 'AllReduce' THEN 2.0 * (n - 1) / n

@@ -1,0 +1,118 @@
+"""Clock model of multi-host jobs (tracekit.clocks, the clock_offsets query) and the cross-rank
+queries that use it, on 8-rank jobs from tests/jobgen.py: known per-host clock offsets (up to
++-3 ms, rank 0 exact) and drifts (up to +-20 ppm); every rank late by a random 0-20 us before each
+collective (its work before it took longer), the collective's kernels ending together. Expected
+values are the generator's ground truth."""
+
+from __future__ import annotations
+
+import pytest
+from jobgen import make_job
+
+from tracekit.convert import convert
+from tracekit.engine import Engine
+
+STRAGGLER, DELAY_NS = 3, 400_000
+
+
+def run(job, path, **kw):
+    return convert(job.paths, path, jobs=2, **kw)
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+    """No straggler."""
+    d = tmp_path_factory.mktemp("clean")
+    job = make_job(d / "traces", seed=11)
+    return job, run(job, d / "run")
+
+
+@pytest.fixture(scope="module")
+def late(tmp_path_factory):
+    """Rank 3 400 us late before every collective."""
+    d = tmp_path_factory.mktemp("late")
+    job = make_job(d / "traces", seed=12, straggler=STRAGGLER, straggler_delay_ns=DELAY_NS)
+    return job, run(job, d / "run")
+
+
+def query(path, name):
+    with Engine([path]) as eng:
+        rows = eng.query(name).to_pylist()
+        return rows, list(eng.notices)
+
+
+@pytest.mark.parametrize("which", ["clean", "late"])
+def test_offsets_recovered_within_their_bound(which, request):
+    job, path = request.getfixturevalue(which)
+    t = job.truth
+    assert max(abs(o) for o in t.offset_ns) > 1_000_000  # clocks differ by ms
+    rows, _ = query(path, "clock_offsets")
+    assert [r["rank"] for r in rows] == list(range(8))
+    with Engine([path]) as eng:
+        [t0] = eng.sql("SELECT DISTINCT t0_ns FROM clock_model").column(0).to_pylist()
+    for r in rows:
+        true_off = t.offset_at(r["rank"], t0)
+        err = abs(r["offset_ns"] - true_off)
+        assert r["host"] == t.hosts[r["rank"]]
+        assert r["bound_ns"] <= 50_000 and err <= r["bound_ns"], (r, true_off)
+        assert err <= 5_000, (r, true_off)
+        assert r["drift_ppm"] == pytest.approx(t.drift_ppm[r["rank"]], abs=0.5)
+        assert r["method"] == ("reference" if r["rank"] == 0 else "collective_ends")
+        assert r["constraints"] == 21
+
+
+def test_no_straggler_is_named_without_one(clean):
+    _, path = clean
+    rows, notices = query(path, "stragglers")
+    assert not any(r["straggler"] for r in rows)
+    assert any("no straggler beyond the clock uncertainty" in n for n in notices)
+    # the lateness of every rank is within the jitter: nobody is late by the clock offsets
+    assert all(abs(r["lateness_ns"]) <= 20_000 for r in rows)
+
+
+def test_the_straggler_is_named_and_the_skews_are_true(late):
+    job, path = late
+    t = job.truth
+    rows, notices = query(path, "stragglers")
+    first = rows[0]
+    assert first["rank"] == STRAGGLER and first["straggler"]
+    assert first["last_arrivals"] >= 0.9 * first["collectives"] and first["collectives"] == 21
+    assert [r["rank"] for r in rows if r["straggler"]] == [STRAGGLER]
+    assert first["lateness_ns"] == pytest.approx(DELAY_NS, abs=25_000)
+    assert not any("no straggler" in n for n in notices)
+    skew, _ = query(path, "collective_skew")
+    assert len(skew) == len(t.collectives) == 21
+    got = sorted(skew, key=lambda r: r["first_start_ns"])
+    for row, c in zip(got, t.collectives):
+        assert (row["collective"], row["seq"], row["last_rank"]) == (c["collective"], c["seq"], c["last_rank"])
+        assert abs(row["skew_ns"] - c["skew_ns"]) <= 10_000
+        assert abs(row["skew_ns"] - c["skew_ns"]) <= row["skew_bound_ns"] <= 50_000
+        assert abs(row["first_start_ns"] - c["first_arrival_ns"]) <= 10_000
+
+
+def test_clock_model_none_gives_the_recorded_times(tmp_path):
+    # one clock for all (offsets 0): --clock-model none reports the true skews exactly
+    job = make_job(tmp_path / "t", ranks=4, seed=3, offsets_ns=[0] * 4, drifts_ppm=[0.0] * 4,
+                   straggler=1, straggler_delay_ns=DELAY_NS)
+    path = run(job, tmp_path / "run", clock_model="none")
+    rows, _ = query(path, "clock_offsets")
+    assert {(r["offset_ns"], r["bound_ns"], r["method"]) for r in rows} == {(0, 0, "none")}
+    skew, _ = query(path, "collective_skew")
+    got = sorted(skew, key=lambda r: r["first_start_ns"])
+    assert [(r["skew_ns"], r["skew_bound_ns"], r["last_rank"]) for r in got] == \
+        [(c["skew_ns"], 0, 1) for c in job.truth.collectives]
+    strag, _ = query(path, "stragglers")
+    assert strag[0]["rank"] == 1 and strag[0]["straggler"] and strag[0]["bound_ns"] == 0
+
+
+def test_ranks_of_one_host_share_one_clock(tmp_path):
+    job = make_job(tmp_path / "t", ranks=4, ranks_per_host=2, seed=4)
+    path = run(job, tmp_path / "run")
+    rows, _ = query(path, "clock_offsets")
+    by = {r["rank"]: r for r in rows}
+    assert by[0]["offset_ns"] == by[1]["offset_ns"] == 0 and by[1]["method"] == "reference"
+    assert (by[2]["offset_ns"], by[2]["drift_ppm"]) == (by[3]["offset_ns"], by[3]["drift_ppm"])
+    assert abs(by[2]["offset_ns"] - job.truth.offset_ns[2]) <= 5_000
+    skew, _ = query(path, "collective_skew")
+    # ranks 0 and 1 first and last: one clock, no uncertainty; across hosts: the bound
+    assert {r["skew_bound_ns"] for r in skew} <= {0, by[2]["bound_ns"]}
