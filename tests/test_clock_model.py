@@ -116,3 +116,24 @@ def test_ranks_of_one_host_share_one_clock(tmp_path):
     skew, _ = query(path, "collective_skew")
     # ranks 0 and 1 first and last: one clock, no uncertainty; across hosts: the bound
     assert {r["skew_bound_ns"] for r in skew} <= {0, by[2]["bound_ns"]}
+
+
+def test_the_job_timeline_is_on_rank_0s_clock(late, tmp_path):
+    # the NCCL kernels of one collective end together on all ranks (as generated) once the
+    # timeline puts every rank on rank 0's clock; as recorded they are milliseconds apart
+    import json
+
+    from tracekit.timeline import write_timeline
+
+    _, path = late
+    out = tmp_path / "t.json"
+    write_timeline(path, out, step=5)
+    doc = json.loads(out.read_text())
+    ends: dict[int, list[float]] = {}
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "kernel" and "nccl" in e.get("name", ""):
+            ends.setdefault(e["pid"], []).append(float(e["ts"]) + float(e["dur"]))
+    assert len(ends) == 8 and {len(v) for v in ends.values()} == {7}
+    for k in range(7):
+        at = [sorted(v)[k] for v in ends.values()]
+        assert max(at) - min(at) <= 5.0  # us

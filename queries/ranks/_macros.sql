@@ -108,6 +108,13 @@ FROM calls c JOIN parts p
 CREATE OR REPLACE TEMP MACRO tk_clock_true(t, off, drift, t0) AS
     t - coalesce(off, 0) - coalesce(CAST(round(drift * 1e-6 * (t - t0)) AS BIGINT), 0);
 
+-- tk_pid_clock(): per (run_id, pid) with a rank: that rank's clock_model row (offset_ns, drift_ppm,
+-- t0_ns), for putting any table's timestamps on rank 0's clock with tk_clock_true (the job
+-- timeline). Processes without a rank or a model row are absent (their times stay as recorded).
+CREATE OR REPLACE TEMP MACRO tk_pid_clock() AS TABLE
+SELECT r.run_id, r.pid, r.rank, m.offset_ns, m.drift_ppm, m.t0_ns
+FROM tk_ranks() r JOIN clock_model m ON m.run_id = r.run_id AND m.rank = r.rank;
+
 -- tk_comm_calls(): tk_comm_calls_raw() with start_ns and end_ns on rank 0's clock (the run's
 -- clock_model, estimated at conversion; docs/multirank.md), plus clock_id (null: the run's one
 -- clock) and clock_bound_ns (the clock's bound; 0 for a run without a clock model, null for an
