@@ -22,6 +22,8 @@ changed the way a real job's would be, then written on the rank's own *clock*:
    that start during the collective keep their durations (moved, not stretched); host events
    are stretched with the time line (a host waiting in a sync waits longer).
    After collective k every rank is ``D[k] = sum_{j<=k} max_r d[r][j]`` behind the source trace.
+   With ``end_jitter_ns`` each rank's kernel ends a random 0..end_jitter_ns after the
+   collective's end instead (ring hops), and that rank's later work follows from its own end.
 3. **Clocks.** Ranks are placed on hosts (``ranks_per_host`` consecutive ranks per host, host
    names ``node00``, ``node01``, ...; written as the trace's top-level ``hostname`` field, the
    way ``prof.add_metadata_json`` records it); ranks on one host share one clock. Host h's clock
@@ -77,8 +79,9 @@ class Truth:
     collectives[k]: dict with collective ('AllReduce'/'Broadcast'), process_group ('0'), seq
       (1-based position among that type in the group), arrival_ns (list per rank: the rank's
       NCCL kernel start), first_arrival_ns, last_arrival_ns, skew_ns (last - first),
-      last_rank, end_ns (the kernel end, the same on all ranks), transfer_ns (source duration),
-      wait_ns (list per rank: last arrival - its arrival).
+      last_rank, end_ns (the collective's end: last arrival + transfer_ns, where every rank's
+      kernel ends without end_jitter_ns), transfer_ns (source duration), wait_ns (list per
+      rank: last arrival - its arrival), end_ns_by_rank (list per rank: its kernel's end).
     steps[r]: list of (name, start_ns, end_ns) of the rank's ProfilerStep ranges.
     step_ns[r]: their durations; straggler (rank or None), straggler_delay_ns;
     straggler_added_ns[s]: the straggler's own added work in step s (its delay times the
@@ -168,14 +171,19 @@ def make_job(out_dir: str | Path, ranks: int = 8, *, seed: int = 0,
              max_offset_ns: int = 3_000_000, max_drift_ppm: float = 20.0,
              jitter_ns: tuple[int, int] = (0, 20_000), straggler: int | None = None,
              straggler_delay_ns: int = 0, ranks_per_host: int = 1, same_pid: bool = False,
-             source: str | Path = NCCL_TRACE, gzip_output: bool = False) -> Job:
+             source: str | Path = NCCL_TRACE, gzip_output: bool = False,
+             end_jitter_ns: int = 0, write: bool = True) -> Job:
     """Write an N-rank job (``out_dir/trace_rank{r:05d}.json``) and return its paths and truth.
 
     offsets_ns / drifts_ppm: one per host (``ranks // ranks_per_host`` hosts; host 0 must be
     0 / 0.0), else drawn with ``seed``: uniform in +-max_offset_ns (integers) and
     +-max_drift_ppm. jitter_ns: (low, high) of each rank's random lateness before each
     collective, ns. straggler: the rank late by ``straggler_delay_ns`` more before every
-    collective (None: no straggler). Raises ValueError on inconsistent arguments."""
+    collective (None: no straggler). end_jitter_ns: each rank's kernel of a collective ends a
+    random 0..end_jitter_ns after the collective's end (the last chunk's hops in a ring; 0: all
+    end at the same time); the rank's work after it starts that much later. write=False: only
+    the truth (no files; steps, step_ns and straggler_added_ns stay empty). Raises ValueError on
+    inconsistent arguments."""
     if ranks < 1 or ranks_per_host < 1 or ranks % ranks_per_host:
         raise ValueError("ranks must be a positive multiple of ranks_per_host")
     if straggler is not None and not 0 <= straggler < ranks:
@@ -201,7 +209,6 @@ def make_job(out_dir: str | Path, ranks: int = 8, *, seed: int = 0,
     delays = jit.copy()
     if straggler is not None:
         delays[straggler] += straggler_delay_ns
-    maxd, mind = delays.max(axis=0), delays.min(axis=0)
 
     host_of = [r // ranks_per_host for r in range(ranks)]
     truth = Truth(
@@ -210,52 +217,61 @@ def make_job(out_dir: str | Path, ranks: int = 8, *, seed: int = 0,
         t0_ns=base + first, jitter_ns=jit.tolist(), delay_ns=delays.tolist(), collectives=[],
         steps=[], step_ns=[], straggler=straggler, straggler_delay_ns=straggler_delay_ns if straggler is not None
         else 0, straggler_added_ns=[])
+    endj = rng.integers(0, end_jitter_ns + 1, size=(ranks, len(colls))) if end_jitter_ns > 0 else \
+        np.zeros((ranks, len(colls)), dtype=np.int64)
+    arrive = np.zeros((ranks, len(colls)), dtype=np.int64)  # source-relative, ns
+    finish = np.zeros((ranks, len(colls)), dtype=np.int64)
+    shift = np.zeros(ranks, dtype=np.int64)  # each rank's lag behind the source trace
     seqs: dict[str, int] = {}
-    shift = 0
     for k, (s, e, kind) in enumerate(colls):
         seqs[kind] = seqs.get(kind, 0) + 1
-        arr = [base + s + shift + int(delays[r, k]) for r in range(ranks)]
+        arrive[:, k] = s + shift + delays[:, k]
+        end = int(arrive[:, k].max()) + (e - s)
+        finish[:, k] = end + endj[:, k]
+        shift = finish[:, k] - e
+        arr = [base + int(a) for a in arrive[:, k]]
         last = max(range(ranks), key=lambda r: (arr[r], -r))
-        shift += int(maxd[k])
         truth.collectives.append({
             "collective": kind, "process_group": "0", "seq": seqs[kind], "arrival_ns": arr,
-            "first_arrival_ns": min(arr), "last_arrival_ns": max(arr), "skew_ns": int(maxd[k] - mind[k]),
-            "last_rank": last, "end_ns": base + e + shift, "transfer_ns": e - s,
-            "wait_ns": [max(arr) - a for a in arr]})
+            "first_arrival_ns": min(arr), "last_arrival_ns": max(arr), "skew_ns": max(arr) - min(arr),
+            "last_rank": last, "end_ns": base + end, "transfer_ns": e - s,
+            "wait_ns": [max(arr) - a for a in arr],
+            "end_ns_by_rank": [base + int(z) for z in finish[:, k]]})
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for r in range(ranks):
+    if write:
+        out.mkdir(parents=True, exist_ok=True)
+    for r in range(ranks if write else 0):
         path = out / (f"trace_rank{r:05d}.json" + (".gz" if gzip_output else ""))
-        steps = _write_rank(src, r, ranks, path, colls, delays[r], maxd, first, base, hp, truth,
+        steps = _write_rank(src, r, ranks, path, colls, arrive[r], finish[r], first, base, hp, truth,
                             ranks_per_host, same_pid, gzip_output)
         truth.steps.append(steps)
         truth.step_ns.append([b - a for _, a, b in steps])
         paths.append(path)
-    if straggler is not None:
+    if straggler is not None and write:
         for _, a, b in truth.steps[straggler]:
             n = sum(1 for c in truth.collectives if a <= c["arrival_ns"][straggler] < b)
             truth.straggler_added_ns.append(n * straggler_delay_ns)
     return Job(paths, truth)
 
 
-def _warp(colls, row, maxd, first: int):
+def _warp(colls, arrive, finish, first: int):
+    """One rank's time line: source time -> true time, piecewise linear through (start of
+    collective k -> its arrival) and (end of k -> its end on this rank)."""
     xs, ys = [first], [first]
-    shift = 0
     for k, (s, e, _) in enumerate(colls):
         xs += [s, e]
-        ys += [s + shift + int(row[k]), e + shift + int(maxd[k])]
-        shift += int(maxd[k])
+        ys += [int(arrive[k]), int(finish[k])]
     xs.append(xs[-1] + 10**15)
     ys.append(ys[-1] + 10**15)
     x, y = np.array(xs, dtype=np.float64) - first, np.array(ys, dtype=np.float64) - first
     return lambda t: first + np.rint(np.interp(np.asarray(t, dtype=np.float64) - first, x, y)).astype(np.int64)
 
 
-def _write_rank(src, r, ranks, path, colls, row, maxd, first, base, hp, truth: Truth,
+def _write_rank(src, r, ranks, path, colls, arrive, finish, first, base, hp, truth: Truth,
                 ranks_per_host, same_pid, gz) -> list[tuple[str, int, int]]:
-    warp = _warp(colls, row, maxd, first)
+    warp = _warp(colls, arrive, finish, first)
     windows = np.array([(s, e) for s, e, _ in colls], dtype=np.int64).reshape(-1, 2)
     local = r % ranks_per_host
     pid = hp if same_pid else hp + r
