@@ -112,10 +112,11 @@ def estimate(calls: Calls, ranks: list[int], hosts: dict[int, str | None], *,
         per.setdefault(g, {})[k] = (float(np.median(e)), float(e.min()), float(s.max()), float(s.min()))
     fits: dict[int, _Fit] = {cidx[ref]: _Fit(0.0, 0.0, 0.0, "reference", len(per.get(cidx[ref], {})))}
     while True:  # in layers: against rank 0's clock first, then against the clocks solved from it
+        ref = _reference(per, fits, t0_ns)
         layer = {}
         for g in range(len(groups)):
             if g not in fits and g in per:
-                fit = _solve(per, fits, g, t0_ns)
+                fit = _solve(per[g], ref, t0_ns)
                 if fit is not None:
                     layer[g] = fit
         if not layer:
@@ -137,31 +138,36 @@ def estimate(calls: Calls, ranks: list[int], hosts: dict[int, str | None], *,
     return rows_table(rows)
 
 
-def _solve(per, fits: dict[int, _Fit], g: int, t0: int) -> _Fit | None:
-    """Fit clock ``g`` against the solved clocks on the instances it shares with them."""
-    mine = per[g]
+def _reference(per, fits: dict[int, _Fit], t0: int) -> dict[int, tuple[float, float, float, float]]:
+    """Per instance, over the solved clocks (corrected): median end, earliest end, latest start,
+    largest bound. One pass over the solved clocks' instances."""
+    acc: dict[int, list] = {}
+    for h, f in fits.items():
+        for k, (end_med, end_min, start_max, _) in per.get(h, {}).items():
+            a = acc.setdefault(k, [[], [], [], []])
+            a[0].append(_correct(end_med, f, t0))
+            a[1].append(_correct(end_min, f, t0))
+            a[2].append(_correct(start_max, f, t0))
+            a[3].append(f.bound or 0.0)
+    return {k: (float(np.median(a[0])), min(a[1]), max(a[2]), max(a[3])) for k, a in acc.items()}
+
+
+def _solve(mine, ref, t0: int) -> _Fit | None:
+    """Fit one clock (its instances ``mine``) against the solved clocks' ``ref`` values on the
+    instances they share."""
     xs, ys, s_here, e_here, e_there, s_there, ref_bound = [], [], [], [], [], [], []
     for k, (end_med, end_min, start_max, _start_min) in mine.items():
-        ends, emins, smaxs, bnds = [], [], [], []
-        for h, f in fits.items():
-            o = per.get(h, {}).get(k)
-            if o is None:
-                continue
-            corr = _correct(o[0], f, t0)
-            ends.append(corr)
-            emins.append(_correct(o[1], f, t0))
-            smaxs.append(_correct(o[2], f, t0))
-            bnds.append(f.bound or 0.0)
-        if not ends:
+        r = ref.get(k)
+        if r is None:
             continue
-        ref_end = float(np.median(ends))
+        ref_end = r[0]
         xs.append(ref_end - t0)
         ys.append(end_med - ref_end)
         s_here.append(start_max)
         e_here.append(end_min)
-        e_there.append(min(emins))
-        s_there.append(max(smaxs))
-        ref_bound.append(max(bnds))
+        e_there.append(r[1])
+        s_there.append(r[2])
+        ref_bound.append(r[3])
     n = len(xs)
     if n == 0:
         return None
