@@ -32,12 +32,12 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(HERE))
 
-from jobgen import make_job  # noqa: E402
-from run import machine  # noqa: E402
+from jobgen import make_job
+from run import machine
 
-from tracekit import clocks  # noqa: E402
-from tracekit.convert import convert  # noqa: E402
-from tracekit.runfolder import open_run  # noqa: E402
+from tracekit import clocks
+from tracekit.convert import convert
+from tracekit.runfolder import open_run
 
 START, END = "<!-- clock:start -->", "<!-- clock:end -->"
 JOB = {"seed": 7, "end_jitter_ns": 2000}
@@ -79,9 +79,9 @@ def estimator(ranks: int) -> dict:
 
 def render(conv: list[dict], est: list[dict]) -> str:
     lines = [START, "## Clock model of multi-rank jobs (`benchmarks/clock_model.py`)", "",
-             f"Machine: {machine()} (shared with other work: times are indicative). Jobs from "
+             (f"Machine: {machine()} (shared with other work: times are indicative). Jobs from "
              "tests/jobgen.py: 21 NCCL collectives a rank, clocks +-3 ms and +-20 ppm, arrival "
-             "jitter 0-20 us, kernel ends within 2 us.", "",
+             "jitter 0-20 us, kernel ends within 2 us."), "",
              "| ranks | convert | clock model alone | share of conversion |", "|---|---|---|---|"]
     for c in conv:
         lines.append(f"| {c['ranks']} | {c['convert_s']:.1f} s | {c['model_s']:.2f} s | {100 * c['share']:.1f} % |")
@@ -91,10 +91,10 @@ def render(conv: list[dict], est: list[dict]) -> str:
     for e in est:
         lines.append(f"| {e['ranks']} | {e['calls']:,} | {e['seconds']:.2f} s | {e['max_error_ns'] / 1e3:.2f} us | "
                      f"{e['max_bound_ns'] / 1e3:.2f} us | {'yes' if e['within_bound'] else 'NO'} |")
-    lines += ["", "The model's cost is one DuckDB scan of the NCCL kernels plus a numpy fit linear in the "
+    lines += ["", ("The model's cost is one DuckDB scan of the NCCL kernels plus a numpy fit linear in the "
               "calls; the conversion's grows with the events of every rank. Re-run with "
               "`--convert-ranks 64,1024` on a machine with the disk for 1,024 traces (8.6 MB each) "
-              "to measure the 1,024-rank share directly.", END]
+              "to measure the 1,024-rank share directly."), END]
     return "\n".join(lines)
 
 
