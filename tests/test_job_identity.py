@@ -87,3 +87,18 @@ def test_the_same_rank_on_two_hosts_gets_two_ranks(jobs, tmp_path, capsys):
         skew = eng.query("collective_skew").to_pylist()
     assert [p["rank"] for p in procs] == [0, 1] and [p["pid"] for p in procs] == [r["pid"] for r in m["ranks"]]
     assert {r["ranks"] for r in skew} == {2}
+
+
+def test_process_groups_described_differently_are_a_conflict():
+    from tracekit.jobid import conflicts
+
+    def part(name, rank, pg):
+        meta = {"distributedInfo": {"rank": rank, "world_size": 2, "pg_config": pg}}
+        return {"path": name, "dir": None, "manifest": {"tables": {}, "sources": {"kineto": {"files": [
+            {"world_size": 2, "trace_metadata": meta}]}}}}
+
+    pg = [{"pg_name": "0", "pg_desc": "default_pg", "pg_size": 2, "ranks": [0, 1]}]
+    other = [{"pg_name": "0", "pg_desc": "default_pg", "pg_size": 2, "ranks": [0, 5]}]
+    assert conflicts([part("a.json", 0, pg), part("b.json", 1, pg)], [0, 1]) == []
+    [c] = conflicts([part("a.json", 0, pg), part("b.json", 1, other)], [0, 1])
+    assert c.startswith("a.json and b.json describe process group '0' differently")

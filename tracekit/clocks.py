@@ -108,15 +108,17 @@ def estimate(calls: Calls, ranks: list[int], hosts: dict[int, str | None], *,
     bounds = np.flatnonzero(np.diff(g_sorted * len(inst_keys) + i_sorted)) + 1
     for chunk in np.split(order, bounds) if len(order) else []:
         g, k = int(gid[chunk[0]]), int(inst[chunk[0]])
-        e, s = calls.end_ns[chunk].astype(np.float64), calls.start_ns[chunk].astype(np.float64)
+        # relative to t0: epoch ns as doubles would round to 256 ns
+        e = (calls.end_ns[chunk] - t0_ns).astype(np.float64)
+        s = (calls.start_ns[chunk] - t0_ns).astype(np.float64)
         per.setdefault(g, {})[k] = (float(np.median(e)), float(e.min()), float(s.max()), float(s.min()))
     fits: dict[int, _Fit] = {cidx[ref]: _Fit(0.0, 0.0, 0.0, "reference", len(per.get(cidx[ref], {})))}
     while True:  # in layers: against rank 0's clock first, then against the clocks solved from it
-        ref = _reference(per, fits, t0_ns)
+        ref = _reference(per, fits, 0)
         layer = {}
         for g in range(len(groups)):
             if g not in fits and g in per:
-                fit = _solve(per[g], ref, t0_ns)
+                fit = _solve(per[g], ref, 0)
                 if fit is not None:
                     layer[g] = fit
         if not layer:

@@ -50,7 +50,8 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
     with RunWriter(run_dir, force=force, inputs=inputs) as writer:
         convert_job([Path(p) for p in inputs], formats, writer, rank_pattern=rank_pattern,
                     jobs=jobs, scheduler=scheduler, skip_bad_ranks=skip_bad_ranks,
-                    clock_model=clock_model, merge_unrelated=merge_unrelated)
+                    clock_model=clock_model, merge_unrelated=merge_unrelated,
+                    hosts=_workload_hosts(extra_manifest))
         for name, table in (extra_tables or {}).items():
             if name in writer.manifest["tables"]:
                 raise InputError(f"two inputs both provide table {name}")
@@ -58,6 +59,13 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
         if extra_manifest:
             writer.manifest.update(extra_manifest)
     return Path(run_dir)
+
+
+def _workload_hosts(extra: dict | None) -> dict[int, str]:
+    """rank -> hostname from ``tracekit collect``'s workload description (its ranks' hosts)."""
+    ranks = ((extra or {}).get("workload") or {}).get("ranks") or []
+    return {r["rank"]: r["hostname"] for r in ranks
+            if isinstance(r, dict) and isinstance(r.get("rank"), int) and isinstance(r.get("hostname"), str)}
 
 
 def convert_single(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *,

@@ -92,14 +92,16 @@ def _worker_address() -> str:
 def convert_job(inputs: Sequence[Path], formats: Sequence[str], writer: RunWriter, *,
                 rank_pattern: str | None = None, jobs: int | None = None,
                 scheduler: str | None = None, skip_bad_ranks: bool = False,
-                clock_model: str = "estimate", merge_unrelated: bool = False) -> None:
+                clock_model: str = "estimate", merge_unrelated: bool = False,
+                hosts: dict[int, str] | None = None) -> None:
     """Convert the rank inputs into ``writer``'s run folder (see the module docstring).
 
     Inputs that cannot be one job (:mod:`tracekit.jobid`) are an :class:`InputError` naming two
     of them, unless ``merge_unrelated`` (then recorded in the manifest and warned about).
     ``clock_model``: 'estimate' (the ranks' clocks estimated from the collectives,
     :mod:`tracekit.clocks`) or 'none' (the clocks are synchronized: no correction, bound 0);
-    written as the table clock_model.
+    written as the table clock_model. ``hosts``: rank -> host name known from elsewhere
+    (``tracekit collect``'s workload description), for ranks whose input records none.
 
     Raises :class:`InputError` naming the first broken input (nothing is written), unless
     ``skip_bad_ranks``: then broken inputs are listed in the manifest (``skipped_ranks``) and in
@@ -133,6 +135,7 @@ def convert_job(inputs: Sequence[Path], formats: Sequence[str], writer: RunWrite
     for p, r in zip(parts, ranks):
         p["rank"] = r
         p["trace_rank"] = _trace_rank(p["manifest"])
+        p["host_hint"] = (hosts or {}).get(r)
     parts.sort(key=lambda p: p["rank"])
     _set_clock_offsets(parts)
     conflicts = jobid.conflicts(parts, [p["trace_rank"] for p in parts])
@@ -306,7 +309,7 @@ def _rank_entry(part: dict, writer: RunWriter) -> dict:
     return {
         "rank": part["rank"],
         "input": inp.get("path", str(part["path"])),
-        "host": jobid.trace_host(m),
+        "host": jobid.trace_host(m) or part.get("host_hint"),
         "trace_rank": part.get("trace_rank"),
         "pids": pids,
         "pid": pids[0] if len(pids) == 1 else None,

@@ -28,6 +28,7 @@
 --
 -- @column run_id            id     Run folder the row comes from.
 -- @column rank              id     Distributed rank (processes.rank / manifest; else the participant ordinal, see collective_skew).
+-- @column straggler         enum   true when last at >= half its collectives and lateness_ns > 3 x jitter_ns + bound_ns; else false.
 -- @column collectives       count  Collective instances with two or more participants that the rank took part in.
 -- @column last_arrivals     count  Of which it arrived last.
 -- @column delay_caused_ns   ns     Sum over its last arrivals of its start - the next-latest start.
@@ -36,12 +37,14 @@
 -- @column lateness_ns       ns     Median over its collectives of its start - the instance's median start.
 -- @column jitter_ns         ns     The run's arrival jitter (90th percentile of |start - median start|, last arrivals excluded).
 -- @column bound_ns          ns     Clock uncertainty of lateness_ns (0: one clock; null: a clock not estimated).
--- @column straggler         flag   Last at >= half its collectives and lateness_ns > 3 x jitter_ns + bound_ns.
 -- @notice SELECT 'stragglers: run ' || run_id || ': no straggler beyond the clock uncertainty (clock bound up to ' || coalesce(printf('%.1f', max(bound_ns) / 1e3) || ' µs', 'unknown: a clock was not estimated') || ', arrival jitter ' || printf('%.1f', max(jitter_ns) / 1e3) || ' µs)' FROM result GROUP BY run_id HAVING NOT bool_or(coalesce(straggler, false)) ORDER BY run_id
 -- @notice SELECT 'stragglers: run ' || run_id || ': its inputs may not be one job (merged with --merge-unrelated: ' || json_extract_string(manifest, '$.job.identity_conflicts[0]') || '); cross-rank results may be meaningless' FROM runs WHERE json_array_length(json_extract(manifest, '$.job.identity_conflicts')) > 0 ORDER BY run_id
 WITH a0 AS (SELECT * FROM tk_comm_arrivals() WHERE ranks > 1),
 a AS (
-    SELECT *, start_ns - median(start_ns) OVER (PARTITION BY run_id, process_group, collective, seq) AS lateness
+    -- relative to the first arrival: a median of epoch ns as a double would round to 256 ns
+    SELECT *, (start_ns - first_start_ns)
+              - median(start_ns - first_start_ns) OVER (PARTITION BY run_id, process_group, collective, seq)
+              AS lateness
     FROM a0
 ),
 jit AS (
@@ -80,12 +83,13 @@ v AS (
                 ELSE p.own_bound + j.max_bound END AS bound_ns
     FROM per_rank p JOIN jit j ON j.run_id = p.run_id
 )
-SELECT p.run_id, p.rank, p.collectives, p.last_arrivals, p.delay_caused_ns, p.mean_wait_ns,
+SELECT p.run_id, p.rank,
+       coalesce(2 * p.last_arrivals >= p.collectives AND p.lateness_ns > 3 * p.jitter_ns + p.bound_ns, false)
+           AS straggler,
+       p.collectives, p.last_arrivals, p.delay_caused_ns, p.mean_wait_ns,
        rs.mean_step_ns / nullif(m.median_step_ns, 0) AS step_ns_vs_median,
        CAST(round(p.lateness_ns) AS BIGINT) AS lateness_ns, CAST(round(p.jitter_ns) AS BIGINT) AS jitter_ns,
-       CAST(p.bound_ns AS BIGINT) AS bound_ns,
-       coalesce(2 * p.last_arrivals >= p.collectives AND p.lateness_ns > 3 * p.jitter_ns + p.bound_ns, false)
-           AS straggler
+       CAST(p.bound_ns AS BIGINT) AS bound_ns
 FROM v p
 LEFT JOIN rank_steps rs ON rs.run_id = p.run_id AND rs.rank IS NOT DISTINCT FROM p.rank
 LEFT JOIN med m ON m.run_id = p.run_id
