@@ -137,3 +137,29 @@ def test_the_job_timeline_is_on_rank_0s_clock(late, tmp_path):
     for k in range(7):
         at = [sorted(v)[k] for v in ends.values()]
         assert max(at) - min(at) <= 5.0  # us
+
+
+def test_nsys_hosts_session_start_first_then_the_collectives(tmp_path):
+    # two nsys exports of one program on two hosts; node2's clock runs 5 ms ahead, so its
+    # session start (UTC) reads 5 ms later while its events are the same: aligned by session
+    # start, rank 1 looks 5 ms late at every collective. Its 7 launches of one kernel are renamed
+    # to an NCCL AllReduce: they end together, so the estimate finds the 5 ms and the skews vanish
+    from test_job import _rank_export
+
+    nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+    sql = (f"INSERT INTO StringIds (id, value) SELECT max(id) + 1, '{nccl}' FROM StringIds;"
+           "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = (SELECT max(id) FROM StringIds), "
+           "shortName = (SELECT max(id) FROM StringIds) WHERE demangledName = 137;")
+    a = _rank_export(tmp_path, "a_rank0.sqlite", 0, extra_sql=sql)
+    b = _rank_export(tmp_path, "b_rank1.sqlite", 1, start_shift_ns=5_000_000, host="node2", pid_shift=7,
+                     extra_sql=sql)
+    path = convert([a, b], tmp_path / "run", jobs=2)
+    rows, _ = query(path, "clock_offsets")
+    assert [(r["rank"], r["host"], r["method"]) for r in rows] == [(0, "host", "reference"),
+                                                                    (1, "node2", "collective_ends")]
+    assert rows[1]["offset_ns"] == 5_000_000 and rows[1]["bound_ns"] == 1000 and rows[1]["constraints"] == 7
+    skew, _ = query(path, "collective_skew")
+    assert [(r["collective"], r["ranks"], r["skew_ns"], r["skew_bound_ns"]) for r in skew] == \
+        [("AllReduce", 2, 0, 1000)] * 7
+    strag, notices = query(path, "stragglers")
+    assert not any(r["straggler"] for r in strag) and any("no straggler beyond" in n for n in notices)

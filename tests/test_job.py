@@ -23,10 +23,11 @@ BASE = "nsys2023.1_rtx3090_conv_fp16"  # one process (pid 24129), 36 kernels, ho
 START = 1690709432747674811  # its TARGET_INFO_SESSION_START_TIME.utcEpochNs
 
 
-def _rank_export(tmp_path, name, rank, start_shift_ns=0, host="host", pid_shift=0):
+def _rank_export(tmp_path, name, rank, start_shift_ns=0, host="host", pid_shift=0, extra_sql=""):
     """The fixture export as rank ``rank`` (RANK=<rank> in its recorded environment), recorded
-    ``start_shift_ns`` later on host ``host``, its pids moved by ``pid_shift``."""
-    sql = (f"UPDATE TARGET_INFO_SYSTEM_ENV SET value = value || ';RANK={rank}' WHERE name = 'DeviceEnvironment';"
+    ``start_shift_ns`` later on host ``host``, its pids moved by ``pid_shift``; ``extra_sql``
+    applied too."""
+    sql = extra_sql + (f"UPDATE TARGET_INFO_SYSTEM_ENV SET value = value || ';RANK={rank}' WHERE name = 'DeviceEnvironment';"
            f"UPDATE TARGET_INFO_SYSTEM_ENV SET value = '{host}' WHERE name = 'Hostname';"
            f"UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + {start_shift_ns};")
     if pid_shift:  # globalPid / globalTid carry the pid in bits 24..47, in every table having them

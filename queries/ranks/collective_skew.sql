@@ -12,9 +12,10 @@
 -- run's clock model (clock_model, estimated at conversion from the collectives: see
 -- `clock_offsets` and docs/multirank.md; a run of one input has one clock).
 --   skew_ns     = last_start_ns - first_start_ns: how long the first rank waited for the last;
---   skew_bound_ns = how far the true skew can be from skew_ns given the clock model: 0 when the
---                 first and last rank share a clock, else the sum of their clocks' bounds; null
---                 when either clock was not estimated;
+--   skew_bound_ns = how far the true skew can be from skew_ns given the clock model: 0 when all
+--                 participants share one clock, else the sum of the two largest bounds of
+--                 different clocks among them (each arrival can be off by its clock's bound;
+--                 arrivals on one clock are off together); null when a clock was not estimated;
 --   transfer_ns = duration of the last-arriving rank's call: the collective without waiting
 --                 (ties for last: the lowest rank);
 --   bytes       = the last rank's message size, as nccl-tests counts it: max(input, output
@@ -44,16 +45,23 @@
 -- @notice SELECT 'collective_skew: run ' || run_id || ': ' || count(*) || ' point-to-point call(s) (SendRecv/Send/Recv) left out: the trace does not record their pairing (sender, receiver, sequence)' FROM tk_comm_calls_raw() WHERE kind = 'p2p' GROUP BY run_id ORDER BY run_id
 -- @notice SELECT 'collective_skew: run ' || run_id || ': its inputs may not be one job (merged with --merge-unrelated: ' || json_extract_string(manifest, '$.job.identity_conflicts[0]') || '); cross-rank results may be meaningless' FROM runs WHERE json_array_length(json_extract(manifest, '$.job.identity_conflicts')) > 0 ORDER BY run_id
 WITH a AS (SELECT * FROM tk_comm_arrivals()),
+clk AS (
+    SELECT run_id, process_group, collective, seq, clock_id,
+           max(clock_bound_ns) AS b, bool_or(clock_bound_ns IS NULL) AS unknown
+    FROM a GROUP BY run_id, process_group, collective, seq, clock_id
+),
+cb AS (
+    SELECT run_id, process_group, collective, seq,
+           CASE WHEN count(*) <= 1 THEN 0 WHEN bool_or(unknown) THEN NULL
+                ELSE list_sort(list(b), 'DESC')[1] + list_sort(list(b), 'DESC')[2] END AS skew_bound_ns
+    FROM clk GROUP BY run_id, process_group, collective, seq
+),
 inst AS (
     SELECT run_id, process_group, collective, seq,
            CAST(any_value(ranks) AS BIGINT) AS ranks,
            any_value(first_start_ns) AS first_start_ns,
            any_value(last_start_ns) AS last_start_ns,
            any_value(rank) FILTER (WHERE arrival_from_last = 1) AS last_rank,
-           any_value(clock_id) FILTER (WHERE arrival_from_last = 1) AS last_clock,
-           any_value(clock_id) FILTER (WHERE arrival_from_first = 1) AS first_clock,
-           any_value(clock_bound_ns) FILTER (WHERE arrival_from_last = 1) AS last_bound,
-           any_value(clock_bound_ns) FILTER (WHERE arrival_from_first = 1) AS first_bound,
            any_value(end_ns - start_ns) FILTER (WHERE arrival_from_last = 1) AS transfer_ns,
            any_value(bytes) FILTER (WHERE arrival_from_last = 1) AS bytes,
            max(group_size) AS group_size
@@ -62,16 +70,16 @@ inst AS (
 f AS (
     SELECT *, coalesce(group_size, ranks) AS n FROM inst
 )
-SELECT run_id, process_group, collective, seq, ranks, first_start_ns, last_start_ns,
-       last_start_ns - first_start_ns AS skew_ns,
-       CAST(CASE WHEN first_clock IS NOT DISTINCT FROM last_clock THEN 0 ELSE first_bound + last_bound END
-            AS BIGINT) AS skew_bound_ns,
-       last_rank, transfer_ns, bytes,
-       1e9 * bytes / nullif(transfer_ns, 0) AS algo_bw_bytes_per_s,
-       1e9 * bytes / nullif(transfer_ns, 0) *
-           CASE WHEN collective = 'AllReduce' THEN 2.0 * (n - 1) / n
-                WHEN collective IN ('AllGather', 'ReduceScatter', 'AllToAll') THEN 1.0 * (n - 1) / n
-                WHEN collective IN ('Broadcast', 'Reduce', 'SendRecv', 'Send', 'Recv') THEN 1.0
+SELECT f.run_id, f.process_group, f.collective, f.seq, f.ranks, f.first_start_ns, f.last_start_ns,
+       f.last_start_ns - f.first_start_ns AS skew_ns, CAST(cb.skew_bound_ns AS BIGINT) AS skew_bound_ns,
+       f.last_rank, f.transfer_ns, f.bytes,
+       1e9 * f.bytes / nullif(f.transfer_ns, 0) AS algo_bw_bytes_per_s,
+       1e9 * f.bytes / nullif(f.transfer_ns, 0) *
+           CASE WHEN f.collective = 'AllReduce' THEN 2.0 * (f.n - 1) / f.n
+                WHEN f.collective IN ('AllGather', 'ReduceScatter', 'AllToAll') THEN 1.0 * (f.n - 1) / f.n
+                WHEN f.collective IN ('Broadcast', 'Reduce', 'SendRecv', 'Send', 'Recv') THEN 1.0
            END AS bus_bw_bytes_per_s
 FROM f
-ORDER BY run_id, first_start_ns, process_group NULLS FIRST, collective, seq;
+LEFT JOIN cb ON cb.run_id = f.run_id AND cb.process_group IS NOT DISTINCT FROM f.process_group
+            AND cb.collective = f.collective AND cb.seq = f.seq
+ORDER BY f.run_id, f.first_start_ns, f.process_group NULLS FIRST, f.collective, f.seq;
