@@ -29,9 +29,10 @@ def clean(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def late(tmp_path_factory):
-    """Rank 3 400 us late before every collective."""
+    """Rank 3 400 us late before every collective; each rank's kernels end within 2 us of the
+    collective's end (ring hops), not at the same nanosecond."""
     d = tmp_path_factory.mktemp("late")
-    job = make_job(d / "traces", seed=12, straggler=STRAGGLER, straggler_delay_ns=DELAY_NS)
+    job = make_job(d / "traces", seed=12, straggler=STRAGGLER, straggler_delay_ns=DELAY_NS, end_jitter_ns=2000)
     return job, run(job, d / "run")
 
 
@@ -56,7 +57,12 @@ def test_offsets_recovered_within_their_bound(which, request):
         assert r["host"] == t.hosts[r["rank"]]
         assert r["bound_ns"] <= 50_000 and err <= r["bound_ns"], (r, true_off)
         assert err <= 5_000, (r, true_off)
-        assert r["drift_ppm"] == pytest.approx(t.drift_ppm[r["rank"]], abs=0.5)
+        # drift: the end window (2 us in `late`) over the 0.65 s between the first and last
+        # collective allows about 3 ppm; the correction at the last collective stays within 5 us
+        assert r["drift_ppm"] == pytest.approx(t.drift_ppm[r["rank"]], abs=3.0)
+        t_end = t.collectives[-1]["end_ns"]
+        at_end = r["offset_ns"] + r["drift_ppm"] * 1e-6 * (t_end - t0)
+        assert abs(at_end - t.offset_at(r["rank"], t_end)) <= min(5_000, r["bound_ns"])
         assert r["method"] == ("reference" if r["rank"] == 0 else "collective_ends")
         assert r["constraints"] == 21
 
