@@ -102,3 +102,16 @@ def test_process_groups_described_differently_are_a_conflict():
     assert conflicts([part("a.json", 0, pg), part("b.json", 1, pg)], [0, 1]) == []
     [c] = conflicts([part("a.json", 0, pg), part("b.json", 1, other)], [0, 1])
     assert c.startswith("a.json and b.json describe process group '0' differently")
+
+
+def test_nsys_exports_of_different_world_sizes_are_refused(tmp_path, capsys):
+    from test_job import _rank_export
+
+    def ws(n):
+        return (f"UPDATE TARGET_INFO_SYSTEM_ENV SET value = value || ';WORLD_SIZE={n}' "
+                "WHERE name = 'DeviceEnvironment';")
+
+    a = _rank_export(tmp_path, "r_rank0.sqlite", 0, extra_sql=ws(2))
+    b = _rank_export(tmp_path, "r_rank1.sqlite", 1, host="node2", pid_shift=7, extra_sql=ws(16))
+    refused(capsys, [a, b], tmp_path / "run", "r_rank0.sqlite records world size 2",
+            "r_rank1.sqlite world size 16")

@@ -3,7 +3,8 @@
 :func:`conflicts` compares the rank parts of a job (each input converted on its own, see
 :mod:`tracekit.job`) and lists what says they are not one job:
 
-- different world sizes (Kineto ``distributedInfo.world_size``);
+- different world sizes (Kineto ``distributedInfo.world_size``; nsys: ``WORLD_SIZE``-style
+  variables of the profiled command's recorded environment);
 - the same rank twice on the same host (the trace's rank and host both recorded and equal);
 - process groups of the same name described differently (``distributedInfo.pg_config``:
   description, size or member ranks);
@@ -51,6 +52,8 @@ def trace_host(manifest: dict) -> str | None:
 
 def _world_size(manifest: dict):
     w = kineto_file(manifest).get("world_size")
+    if w is None:
+        w = ((manifest.get("sources") or {}).get("nsys") or {}).get("env_world_size")
     return w if isinstance(w, int) else None
 
 
