@@ -169,3 +169,36 @@ def test_nsys_hosts_session_start_first_then_the_collectives(tmp_path):
         [("AllReduce", 2, 0, 1000)] * 7
     strag, notices = query(path, "stragglers")
     assert not any(r["straggler"] for r in strag) and any("no straggler beyond" in n for n in notices)
+
+
+def test_point_to_point_pairs_are_their_own_kind(tmp_path):
+    # a 2-rank job whose 6 Broadcasts are made sends from rank 0 to rank 1 (PyTorch >= 2.4 writes
+    # 'Dst Rank' on a send, 'Src Rank' on a recv): each send pairs with the recv of the same
+    # position, shown as kind 'p2p' beside the 15 AllReduce instances, never in stragglers
+    import json
+    from decimal import Decimal
+
+    job = make_job(tmp_path / "t", ranks=2, seed=21, straggler=1, straggler_delay_ns=50_000)
+    paths = []
+    for r, p in enumerate(job.paths):
+        doc = json.loads(p.read_text(), parse_float=Decimal)
+        for e in doc["traceEvents"]:
+            a = e.get("args") or {}
+            if e.get("cat") == "kernel" and a.get("Collective name") == "broadcast":
+                a.update({"Collective name": "send", "Dst Rank": 1} if r == 0 else
+                         {"Collective name": "recv", "Src Rank": 0})
+        out = tmp_path / f"p2p_rank{r}.json"
+        out.write_text(json.dumps(doc, default=str))
+        paths.append(out)
+    path = convert(paths, tmp_path / "run", jobs=2)
+    skew, notices = query(path, "collective_skew")
+    p2p = [r for r in skew if r["kind"] == "p2p"]
+    truth = [c for c in job.truth.collectives if c["collective"] == "Broadcast"]
+    assert len(p2p) == len(truth) == 6 and len(skew) == 21
+    assert {(r["collective"], r["peers"], r["ranks"]) for r in p2p} == {("Send/Recv", "0->1", 2)}
+    for row, c in zip(sorted(p2p, key=lambda r: r["seq"]), truth):
+        assert row["last_rank"] == c["last_rank"] == 1 and abs(row["skew_ns"] - c["skew_ns"]) <= 10_000
+    assert {r["kind"] for r in skew if r["collective"] == "AllReduce"} == {"collective"}
+    assert not any("point-to-point" in n for n in notices)  # every one paired
+    strag, _ = query(path, "stragglers")
+    assert {r["collectives"] for r in strag} == {15}

@@ -113,6 +113,7 @@ def test_collective_skew_32_ranks(raw, job):
             "run_id": "run", "process_group": "0", "collective": coll, "seq": seq[coll], "ranks": RANKS,
             "first_start_ns": start + min(SHIFT_NS), "last_start_ns": start + max(SHIFT_NS),
             "skew_ns": spread, "skew_bound_ns": 0, "last_rank": DELAYED, "transfer_ns": dur, "bytes": size,
+            "kind": "collective", "peers": None,
             "algo_bw_bytes_per_s": pytest.approx(size / dur * 1e9, rel=1e-12),
             "bus_bw_bytes_per_s": pytest.approx(size / dur * 1e9 * factor, rel=1e-12)}
     assert seq == {"AllReduce": 15, "Broadcast": 6}

@@ -40,13 +40,18 @@ CREATE OR REPLACE TEMP MACRO tk_collective_type(raw) AS
 -- with the i-th on every other rank (NCCL and Gloo require every member to issue a group's
 -- collectives in the same order). A rank whose trace starts one collective late is therefore
 -- misaligned; trace the same window on every rank (tracekit collect does).
--- kind: 'p2p' for point-to-point calls (SendRecv, Send, Recv), else 'collective'.
+-- kind: 'p2p' for point-to-point calls (SendRecv, Send, Recv), else 'collective'. sender and
+-- receiver (global ranks) of a Send or Recv whose collectives row records the peer (peer_rank:
+-- Kineto 'Dst Rank' / 'Src Rank'), else null; such a call's seq is its position among the
+-- participant's calls of the same group, type and peer: NCCL matches the i-th send from A to B
+-- with the i-th recv at B from A.
 -- Times are on each rank's own clock (as recorded); tk_comm_calls() puts them on rank 0's.
 CREATE OR REPLACE TEMP MACRO tk_comm_calls_raw() AS TABLE
 WITH coll AS (
     SELECT run_id, pid, device_id, correlation_id, any_value(collective) AS collective,
            any_value(greatest(in_bytes, out_bytes)) AS bytes, any_value(group_size) AS group_size,
-           any_value(process_group) AS process_group, any_value(seq) AS pg_seq
+           any_value(process_group) AS process_group, any_value(seq) AS pg_seq,
+           any_value(peer_rank) AS peer_rank
     FROM collectives WHERE correlation_id IS NOT NULL
     GROUP BY run_id, pid, device_id, correlation_id
 ),
@@ -54,7 +59,7 @@ gpu AS (
     SELECT k.run_id, k.pid, k.device_id, 'nccl' AS backend, c.process_group,
            tk_collective_type(coalesce(c.collective, regexp_extract(k.name, 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1)))
                AS collective,
-           k.start_ns, k.end_ns, c.bytes, c.group_size, c.pg_seq
+           k.start_ns, k.end_ns, c.bytes, c.group_size, c.pg_seq, c.peer_rank
     FROM kernels k LEFT JOIN coll c
       ON c.run_id = k.run_id AND c.pid IS NOT DISTINCT FROM k.pid
      AND c.device_id IS NOT DISTINCT FROM k.device_id AND c.correlation_id = k.correlation_id
@@ -81,7 +86,7 @@ cpu AS (
     SELECT r.run_id, r.pid, CAST(NULL AS INTEGER) AS device_id, 'gloo' AS backend,
            CAST(NULL AS VARCHAR) AS process_group, tk_collective_type(r.op) AS collective,
            r.start_ns, r.end_ns, CAST(NULL AS BIGINT) AS bytes, CAST(NULL AS INTEGER) AS group_size,
-           CAST(NULL AS BIGINT) AS pg_seq
+           CAST(NULL AS BIGINT) AS pg_seq, CAST(NULL AS INTEGER) AS peer_rank
     FROM cpu_ranges r JOIN has_any h ON h.run_id = r.run_id AND h.pid IS NOT DISTINCT FROM r.pid
     WHERE NOT h.nccl AND (r.kind = 'gloo' OR NOT h.gloo) AND r.op <> ''
 ),
@@ -97,8 +102,15 @@ parts AS (
 )
 SELECT c.*, CASE WHEN c.collective IN ('SendRecv', 'Send', 'Recv') THEN 'p2p' ELSE 'collective' END AS kind,
        CAST(CASE WHEN p.known_in_run > 0 THEN p.known_rank ELSE p.ordinal END AS INTEGER) AS rank,
-       coalesce(c.pg_seq, row_number() OVER (PARTITION BY c.run_id, c.pid, c.device_id, c.process_group,
-                                                          c.collective ORDER BY c.start_ns, c.end_ns)) AS seq
+       CAST(CASE WHEN c.collective = 'Send' THEN CASE WHEN p.known_in_run > 0 THEN p.known_rank ELSE p.ordinal END
+                 WHEN c.collective = 'Recv' THEN c.peer_rank END AS INTEGER) AS sender,
+       CAST(CASE WHEN c.collective = 'Recv' THEN CASE WHEN p.known_in_run > 0 THEN p.known_rank ELSE p.ordinal END
+                 WHEN c.collective = 'Send' THEN c.peer_rank END AS INTEGER) AS receiver,
+       CASE WHEN c.collective IN ('Send', 'Recv')
+            THEN row_number() OVER (PARTITION BY c.run_id, c.pid, c.device_id, c.process_group, c.collective,
+                                                 c.peer_rank ORDER BY c.start_ns, c.end_ns)
+            ELSE coalesce(c.pg_seq, row_number() OVER (PARTITION BY c.run_id, c.pid, c.device_id, c.process_group,
+                                                                c.collective ORDER BY c.start_ns, c.end_ns)) END AS seq
 FROM calls c JOIN parts p
   ON p.run_id = c.run_id AND p.pid IS NOT DISTINCT FROM c.pid AND p.device_id IS NOT DISTINCT FROM c.device_id;
 
@@ -133,8 +145,11 @@ LEFT JOIN clock_model m ON m.run_id = c.run_id AND m.rank = c.rank;
 -- the lowest rank, then pid, device), 2 for the next-latest, ...; next_latest_start_ns = the start of
 -- the participant with arrival_from_last = 2 (null when the instance has one participant);
 -- arrival_from_first = 1 for the earliest (ties: the lowest rank). Point-to-point calls (kind
--- 'p2p') are not instances: their pairing (sender, receiver, sequence) is not recorded by the
--- inputs tracekit reads, so they are left out here (collective_skew counts them in a notice).
+-- 'p2p') with a known sender and receiver pair into instances (process_group, 'Send/Recv',
+-- sender, receiver, seq): the i-th send from A to B with the i-th recv at B from A; those whose
+-- peer the trace does not record (SendRecv kernels, older PyTorch) cannot be paired provably
+-- and are left out (collective_skew counts them in a notice). For collectives sender and
+-- receiver are null.
 CREATE OR REPLACE TEMP MACRO tk_comm_arrivals() AS TABLE
 SELECT *,
        row_number() OVER (inst ORDER BY start_ns, rank, pid, device_id) AS arrival_from_first,
@@ -144,5 +159,6 @@ SELECT *,
        row_number() OVER (inst ORDER BY start_ns DESC, rank, pid, device_id) AS arrival_from_last,
        nth_value(start_ns, 2) OVER (inst ORDER BY start_ns DESC, rank, pid, device_id
                                     ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS next_latest_start_ns
-FROM tk_comm_calls() WHERE kind = 'collective'
-WINDOW inst AS (PARTITION BY run_id, process_group, collective, seq);
+FROM (SELECT * REPLACE (CASE WHEN kind = 'p2p' THEN 'Send/Recv' ELSE collective END AS collective)
+      FROM tk_comm_calls() WHERE kind = 'collective' OR (sender IS NOT NULL AND receiver IS NOT NULL))
+WINDOW inst AS (PARTITION BY run_id, process_group, collective, sender, receiver, seq);

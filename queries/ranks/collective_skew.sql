@@ -42,22 +42,24 @@
 -- @column bytes               bytes    Message size of the last rank's call (max of input and output buffers); null when unrecorded.
 -- @column algo_bw_bytes_per_s bytes/s  Algorithm bandwidth: bytes / transfer_ns.
 -- @column bus_bw_bytes_per_s  bytes/s  Bus bandwidth: algo_bw_bytes_per_s x bus factor.
--- @notice SELECT 'collective_skew: run ' || run_id || ': ' || count(*) || ' point-to-point call(s) (SendRecv/Send/Recv) left out: the trace does not record their pairing (sender, receiver, sequence)' FROM tk_comm_calls_raw() WHERE kind = 'p2p' GROUP BY run_id ORDER BY run_id
+-- @column kind                enum     'collective', or 'p2p' for a send paired with its recv (collective 'Send/Recv').
+-- @column peers               text     For p2p: 'sender->receiver' (global ranks); null for collectives.
+-- @notice SELECT 'collective_skew: run ' || run_id || ': ' || count(*) || ' point-to-point call(s) (SendRecv/Send/Recv) left out: the trace does not record their peer, so their pairing (sender, receiver, sequence) is not provable' FROM tk_comm_calls_raw() WHERE kind = 'p2p' AND (sender IS NULL OR receiver IS NULL) GROUP BY run_id ORDER BY run_id
 -- @notice SELECT 'collective_skew: run ' || run_id || ': its inputs may not be one job (merged with --merge-unrelated: ' || json_extract_string(manifest, '$.job.identity_conflicts[0]') || '); cross-rank results may be meaningless' FROM runs WHERE json_array_length(json_extract(manifest, '$.job.identity_conflicts')) > 0 ORDER BY run_id
 WITH a AS (SELECT * FROM tk_comm_arrivals()),
 clk AS (
-    SELECT run_id, process_group, collective, seq, clock_id,
+    SELECT run_id, process_group, collective, sender, receiver, seq, clock_id,
            max(clock_bound_ns) AS b, bool_or(clock_bound_ns IS NULL) AS unknown
-    FROM a GROUP BY run_id, process_group, collective, seq, clock_id
+    FROM a GROUP BY run_id, process_group, collective, sender, receiver, seq, clock_id
 ),
 cb AS (
-    SELECT run_id, process_group, collective, seq,
+    SELECT run_id, process_group, collective, sender, receiver, seq,
            CASE WHEN count(*) <= 1 THEN 0 WHEN bool_or(unknown) THEN NULL
                 ELSE list_sort(list(b), 'DESC')[1] + list_sort(list(b), 'DESC')[2] END AS skew_bound_ns
-    FROM clk GROUP BY run_id, process_group, collective, seq
+    FROM clk GROUP BY run_id, process_group, collective, sender, receiver, seq
 ),
 inst AS (
-    SELECT run_id, process_group, collective, seq,
+    SELECT run_id, process_group, collective, sender, receiver, seq, any_value(kind) AS kind,
            CAST(any_value(ranks) AS BIGINT) AS ranks,
            any_value(first_start_ns) AS first_start_ns,
            any_value(last_start_ns) AS last_start_ns,
@@ -65,7 +67,7 @@ inst AS (
            any_value(end_ns - start_ns) FILTER (WHERE arrival_from_last = 1) AS transfer_ns,
            any_value(bytes) FILTER (WHERE arrival_from_last = 1) AS bytes,
            max(group_size) AS group_size
-    FROM a GROUP BY run_id, process_group, collective, seq
+    FROM a GROUP BY run_id, process_group, collective, sender, receiver, seq
 ),
 f AS (
     SELECT *, coalesce(group_size, ranks) AS n FROM inst
@@ -78,8 +80,10 @@ SELECT f.run_id, f.process_group, f.collective, f.seq, f.ranks, f.first_start_ns
            CASE WHEN f.collective = 'AllReduce' THEN 2.0 * (f.n - 1) / f.n
                 WHEN f.collective IN ('AllGather', 'ReduceScatter', 'AllToAll') THEN 1.0 * (f.n - 1) / f.n
                 WHEN f.collective IN ('Broadcast', 'Reduce', 'SendRecv', 'Send', 'Recv') THEN 1.0
-           END AS bus_bw_bytes_per_s
+           END AS bus_bw_bytes_per_s,
+       f.kind, CASE WHEN f.kind = 'p2p' THEN f.sender || '->' || f.receiver END AS peers
 FROM f
 LEFT JOIN cb ON cb.run_id = f.run_id AND cb.process_group IS NOT DISTINCT FROM f.process_group
             AND cb.collective = f.collective AND cb.seq = f.seq
-ORDER BY f.run_id, f.first_start_ns, f.process_group NULLS FIRST, f.collective, f.seq;
+            AND cb.sender IS NOT DISTINCT FROM f.sender AND cb.receiver IS NOT DISTINCT FROM f.receiver
+ORDER BY f.run_id, f.first_start_ns, f.process_group NULLS FIRST, f.collective, f.sender, f.receiver, f.seq;

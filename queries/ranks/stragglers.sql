@@ -2,7 +2,8 @@
 --
 -- Built on the collective instances of `collective_skew` (tk_comm_arrivals in queries/ranks/_macros.sql:
 -- NCCL kernels on GPUs, Gloo ranges on CPUs, matched across ranks by process group, type and
--- order). Only instances with two or more participants count.
+-- order). Only collective instances with two or more participants count (point-to-point pairs
+-- are shown by collective_skew, never averaged in here).
 --   collectives       = instances the rank took part in;
 --   last_arrivals     = instances where it arrived last, strictly after every other participant
 --                       (when two ranks tie for last, neither alone held the collective up);
@@ -39,7 +40,7 @@
 -- @column bound_ns          ns     Clock uncertainty of lateness_ns (0: one clock; null: a clock not estimated).
 -- @notice SELECT 'stragglers: run ' || run_id || ': no straggler beyond the clock uncertainty (clock bound up to ' || coalesce(printf('%.1f', max(bound_ns) / 1e3) || ' µs', 'unknown: a clock was not estimated') || ', arrival jitter ' || printf('%.1f', max(jitter_ns) / 1e3) || ' µs)' FROM result GROUP BY run_id HAVING NOT bool_or(coalesce(straggler, false)) ORDER BY run_id
 -- @notice SELECT 'stragglers: run ' || run_id || ': its inputs may not be one job (merged with --merge-unrelated: ' || json_extract_string(manifest, '$.job.identity_conflicts[0]') || '); cross-rank results may be meaningless' FROM runs WHERE json_array_length(json_extract(manifest, '$.job.identity_conflicts')) > 0 ORDER BY run_id
-WITH a0 AS (SELECT * FROM tk_comm_arrivals() WHERE ranks > 1),
+WITH a0 AS (SELECT * FROM tk_comm_arrivals() WHERE ranks > 1 AND kind = 'collective'),
 a AS (
     -- relative to the first arrival: a median of epoch ns as a double would round to 256 ns
     SELECT *, (start_ns - first_start_ns)

@@ -41,6 +41,9 @@ COLLECTIVES = Table(
         C("seq", i64, "count", "Sequence number of the collective in its process group (PyTorch's 'Seq' "
           "argument): the same on every member rank, so it matches a collective across ranks; null "
           "when unrecorded (older PyTorch)."),
+        C("peer_rank", i32, "id", "Peer of a point-to-point call as a global rank: the receiver of a send, "
+          "the sender of a recv (Kineto 'Dst Rank' / 'Src Rank', PyTorch >= 2.4); null for collectives and "
+          "when unrecorded."),
     ),
     group="comm",
 )
