@@ -12,12 +12,13 @@ from tracekit.collectors.nsys import decode as N
 from tracekit.collectors.nsys import mapping as M
 from tracekit.collectors.nsys.export import Export
 
+
 def table_plans(ex: Export):
     """(plan, ' WHERE ...' or '') of every table ``tracekit convert`` reads from ``ex`` (also
     used by run.py's SQLite floor)."""
-    ctx = N._Context(ex)
+    ctx = N.Context(ex)
     for tmap in M.TABLE_MAPS.values():
-        plan = N._TablePlan(ex, tmap, ctx)
+        plan = N.TablePlan(ex, tmap, ctx)
         if plan.source is not None:
             yield plan, (f" WHERE {plan.where}" if plan.where else "")
 

@@ -1,4 +1,4 @@
-"""Cost and accuracy of the clock model of a multi-rank job (tracekit/clocks.py, issue 24).
+"""Cost and accuracy of the clock model of a multi-rank job (tracekit/convert/clocks.py, issue 24).
 
     python benchmarks/clock_model.py [--convert-ranks 4,8] [--ranks 64,256,1024] [--out docs/performance.md]
 
@@ -32,12 +32,11 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(HERE))
 
-from jobgen import make_job
-from run import machine
+from jobgen import make_job  # noqa: E402
+from run import machine  # noqa: E402
 
-from tracekit import clocks
-from tracekit.convert import convert
-from tracekit.runfolder import open_run
+from tracekit.convert import clocks, convert  # noqa: E402
+from tracekit.runfolder import open_run  # noqa: E402
 
 START, END = "<!-- clock:start -->", "<!-- clock:end -->"
 JOB = {"seed": 7, "end_jitter_ns": 2000}

@@ -33,6 +33,9 @@ NSYS = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"
 MIB = 1 << 20
 BEGIN, END = "<!-- limits:begin -->", "<!-- limits:end -->"
 
+sys.path.insert(0, str(HERE))
+from versions import versions_line  # noqa: E402
+
 _PARSE = """
 import ijson, sys
 n = 0
@@ -147,7 +150,7 @@ def main() -> int:
              f"Measured {time.strftime('%Y-%m-%d')} on {os.cpu_count()} CPUs (shared machine). "
              "Each row is one process: wall time and its own peak RSS; ratios against the "
              "unmodified input of the same format, in this run. Target: a 64 MiB name and "
-             "20,000-deep args under 60 s and under 1 GB (docs/robustness.md).", "",
+             "20,000-deep args under 60 s and under 1 GB (docs/robustness.md). " + versions_line(), "",
              "| input | size | time | peak RSS | exit | ratio | outcome |",
              "|---|---|---|---|---|---|---|"]
     for label, size, r, note, ref in rows:

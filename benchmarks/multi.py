@@ -29,6 +29,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from run import FIXTURE, ROOT, TRACEKIT, fmt, machine, measure  # noqa: E402
+from versions import versions_line  # noqa: E402
 
 RANK_FIXTURE = ROOT.parent / "shared" / "fixtures" / "kineto" / "kineto_a100_alexnet.json.gz"
 FOLDER_QUERIES = ("kernel_summary", "gpu_idle", "nvtx_gpu_projection", "step_summary", "nccl")
@@ -119,7 +120,8 @@ def render_section(res: dict) -> str:
          f"Measured {res['started'][:16].replace('T', ' ')} to {res['finished'][11:16]} UTC by "
          f"`python benchmarks/multi.py` (a separate run from the sections above) on {res.get('machine', '')}; "
          f"load average {res['load_start'][0]:.1f} at the start, {res['load_end'][0]:.1f} at the end "
-         "(2 cores: above 2, wall-clock times are inflated by other work; CPU times much less so).", ""]
+         "(2 cores: above 2, wall-clock times are inflated by other work; CPU times much less so). "
+         + res.get("versions", "Packages: not recorded."), ""]
     f = res.get("folders")
     if f:
         n = f["folders"]
@@ -128,7 +130,8 @@ def render_section(res: dict) -> str:
               f"The 2-GPU H100 fixture converted once and copied into {n} run folders, against the fixture "
               f"replicated {n} times in one export (`make_big_export.py`), converted into one run folder. "
               "`tracekit query Q FOLDERS... -f csv`; target: at most 2x the one folder.", "",
-              f"| query | one folder: time | CPU | peak RSS | {n} folders: time | CPU | peak RSS | ratio (time) | ratio (CPU) | within 2x |",
+              f"| query | one folder: time | CPU | peak RSS | {n} folders: time | CPU | peak RSS "
+              "| ratio (time) | ratio (CPU) | within 2x |",
               "|---|---|---|---|---|---|---|---|---|---|"]
         for e in f["queries"]:
             one, many = e["one"], e["many"]
@@ -153,7 +156,8 @@ def render_section(res: dict) -> str:
             per = f"{fmt(c['seconds'] / e['ranks'], ' s')} wall, {fmt(c['cpu_s'] / e['ranks'], ' s')} CPU" \
                 if c.get("rc") == 0 else ""
             qs = " | ".join((fmt(m["seconds"], " s") + f" ({fmt(m['rss_mib'], ' MiB')})") if m.get("rc") == 0
-                            else "failed" for m in (e.get("queries") or {}).values()) or " | ".join("" for _ in RANK_QUERIES)
+                            else "failed" for m in (e.get("queries") or {}).values()) \
+            or " | ".join("" for _ in RANK_QUERIES)
             L.append(f"| {e['ranks']:,} | {e['input_bytes'] / 1e6:,.1f} MB | {e.get('rows', 0):,} | "
                      f"{e.get('files', 0):,} | {_cell(c)} | {per} | {qs} |")
         L.append("")
@@ -186,7 +190,8 @@ def main(argv=None) -> int:
         args.work.mkdir(parents=True, exist_ok=True)
         old = json.loads(path.read_text()) if path.exists() else {}
         res = {"started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-               "load_start": os.getloadavg(), "machine": machine()}
+               "load_start": os.getloadavg(), "machine": machine(),
+               "versions": versions_line()}
         if args.folders:
             res["folders"] = folders_case(args)
         if args.ranks:

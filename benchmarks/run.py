@@ -25,17 +25,20 @@ import argparse
 import datetime as dt
 import json
 import os
-import re
 import platform
+import re
 import shutil
+import signal
 import sqlite3
 import subprocess
-import signal
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from versions import versions_line  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -117,7 +120,7 @@ def engine_query(run_dir: Path, name: str) -> float:
     """Seconds of one named query in a running Python process (Engine already open; the
     process start-up and imports of `tracekit query` excluded); best of three when a run takes
     under 2 s."""
-    code = ("import sys, time; from tracekit.engine import Engine; e = Engine([sys.argv[1]]); b = []\n"
+    code = ("import sys, time; from tracekit.query.engine import Engine; e = Engine([sys.argv[1]]); b = []\n"
             "e.con.execute('SET enable_progress_bar = false')\n"
             "for _ in range(3):\n"
             " t = time.perf_counter(); e.query(sys.argv[2]); b.append(time.perf_counter() - t)\n"
@@ -150,7 +153,8 @@ def machine() -> str:
     except OSError:
         pass
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    return (f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.system()} "
+            f"{platform.release()}, Python {platform.python_version()}")
 
 
 def main(argv=None) -> int:
@@ -197,7 +201,7 @@ def main(argv=None) -> int:
         con.close()
     res: dict = {"export": str(export), "export_bytes": export.stat().st_size, "rows": info["rows"],
                  "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                 "load_start": os.getloadavg()}
+                 "load_start": os.getloadavg(), "versions": versions_line()}
     print(f"export {export} ({res['export_bytes'] / 1e6:.0f} MB)", flush=True)
 
     res["cat"] = cat_floor(export)
@@ -361,6 +365,7 @@ def render(res: dict, args) -> str:
         "<!-- Written by `python benchmarks/run.py`; rerun it to refresh every figure. -->",
         "",
         f"Measured {res['started'][:16].replace('T', ' ')} to {res['finished'][11:16]} UTC on {machine()}.",
+        res.get("versions", "Packages: not recorded (a run before benchmarks/versions.py)."),
         f"Load average when the run started: {load[0]:.1f} (1 min), {load[1]:.1f} (5 min); at its end "
         f"{res['load_end'][0]:.1f}. A load above the core count means other processes shared the cores "
         "and wall-clock times are inflated (CPU times much less so).",
@@ -423,9 +428,10 @@ def render(res: dict, args) -> str:
     L += ["", "## Queries against `nsys stats` on the same data", "",
           "`tracekit query NAME RUN -f csv` on the converted run folder; `nsys stats --report R --format csv` "
           "on the SQLite export.", "",
-          "*in Engine*: the same query in a running Python process (`tracekit.engine.Engine` open, best "
+          "*in Engine*: the same query in a running Python process (`tracekit.query.engine.Engine` open, best "
           "of 3), without the start-up and imports each `tracekit query` command pays.", "",
-          "| query | tracekit | CPU | peak RSS | in Engine | nsys stats report | nsys stats | CPU | peak RSS | ratio | ratio in Engine |",
+          "| query | tracekit | CPU | peak RSS | in Engine | nsys stats report | nsys stats | CPU "
+          "| peak RSS | ratio | ratio in Engine |",
           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for e in res["queries"]:
         t = e["tracekit"]

@@ -30,7 +30,7 @@ from run import KINETO_FIXTURE, TRACEKIT, measure  # noqa: E402
 
 FLOOR = """
 import sys
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 n = 0
 with Engine([sys.argv[1]]) as eng:
     for b in eng.query_batches("timeline_events", {"origin_ns": "0"}):

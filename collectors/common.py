@@ -154,7 +154,7 @@ def describe_input(path: str | os.PathLike, fmt: str) -> dict:
 
 def sql_file(path: str | os.PathLike) -> str:
     """SQL string literal naming one file for DuckDB's ``read_parquet``, which reads its argument
-    as a glob: ``[``, ``]``, ``*`` and ``?`` in a folder name (``run[12]``, ``what?``) are put
-    in brackets so they match only themselves, never another run's files."""
-    text = "".join(f"[{c}]" if c in "[]*?" else c for c in str(path))
-    return "'" + text.replace("'", "''") + "'"
+    as a glob (:func:`tracekit.duck.file_literal`: ``run[12]`` matches only itself)."""
+    from tracekit.duck import file_literal
+
+    return file_literal(path)

@@ -8,7 +8,10 @@
 # PROFILER (default auto: nsys when on PATH -- it records the CPU scheduling the cpu table
 # needs and the DDP `comm allreduce` ranges -- else the PyTorch profiler), STEPS (default 3),
 # WARMUP (default 1), TIMEOUT (seconds per profiler command, default 600), THREADS (intra-op
-# threads per rank, default 1 as torchrun gives each rank: the 1-rank runs get the same).
+# threads per rank, default 1 as torchrun gives each rank: the 1-rank runs get the same),
+# PROFILER_ARGS (passed to the profiler with --extra-profiler-args, e.g. "--sample=none
+# --cpuctxsw=none" where nsys 2022.4 is slow to finish on a busy machine; the cpu table then
+# has no nsys data, and the report says so).
 # Writes OUT_DIR/runs/<workload>_<precision>_<n>rank/ and OUT_DIR/study/report.html with
 # scaling.csv, precision.csv, cpu.csv, characterization.csv (empty: ncu needs a GPU; the report
 # says so), communication.csv and interconnect.csv, each also as Parquet.
@@ -22,6 +25,9 @@ STEPS=${STEPS:-3}
 WARMUP=${WARMUP:-1}
 TIMEOUT=${TIMEOUT:-600}
 THREADS=${THREADS:-1}
+PROFILER_ARGS=${PROFILER_ARGS:-}
+extra=()
+[ -n "$PROFILER_ARGS" ] && extra=(--extra-profiler-args "$PROFILER_ARGS")
 
 runs=()
 failed=()
@@ -31,7 +37,7 @@ for w in $WORKLOADS; do
       run="$OUT/runs/${w}_${prec}_${n}rank"
       if tracekit collect "$w" --preset tiny --precision "$prec" --nproc "$n" \
           --threads-per-rank "$THREADS" --steps "$STEPS" --warmup-steps "$WARMUP" \
-          --profiler "$PROFILER" --timeout "$TIMEOUT" --force -o "$run"; then
+          --profiler "$PROFILER" --timeout "$TIMEOUT" "${extra[@]}" --force -o "$run"; then
         runs+=("$run")
       else
         echo "study_cpu.sh: ${w} ${prec} ${n} rank(s) failed; going on without it" >&2

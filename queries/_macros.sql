@@ -1,4 +1,4 @@
--- Shared DuckDB table macros for named queries (loaded by tracekit.engine.Engine after the views).
+-- Shared DuckDB table macros for named queries (loaded by tracekit.query.engine.Engine after the views).
 --
 -- Files whose name starts with "_" are not named queries: the engine creates each macro of this
 -- file on a connection before the first statement that calls it (and the macros and views it

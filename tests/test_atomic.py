@@ -8,9 +8,9 @@ converts into the same folder one wins (complete folder) and the other exits 2.
 from __future__ import annotations
 
 import errno
-import re
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import FIXTURES, ROOT
+
 from tracekit.cli import run
 from tracekit.errors import RunFolderError
 from tracekit.runfolder import RunWriter, open_run
@@ -76,6 +76,7 @@ def _assert_complete(run_dir: Path, export: Path) -> None:
     assert pq.ParquetFile(run.table_path("kernels")).metadata.num_rows == n_k
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 @pytest.mark.parametrize("delay_s", [0.0, 0.5])
 def test_signal_mid_convert_leaves_nothing(sig, delay_s, big_export, tmp_path):
@@ -95,6 +96,7 @@ def test_signal_mid_convert_leaves_nothing(sig, delay_s, big_export, tmp_path):
     assert _leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_sigkill_never_leaves_a_partial_run_folder(big_export, tmp_path):
     """SIGKILL cannot be caught: the hidden temporary folder may stay, the run folder never
     appears half-written (and a later convert into the same name works)."""
@@ -157,10 +159,11 @@ def test_error_inside_collector_removes_temp(tmp_path):
         with RunWriter(out) as w:
             w.write_table("kernels", [])
             assert w.path.is_dir() and w.path.name.startswith(".run.tmp-")
-            1 / 0
+            1 / 0  # noqa: B018
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_two_concurrent_converts_one_wins(big_export, tmp_path):
     out = tmp_path / "run"
     procs = [_popen("convert", big_export, "-o", out) for _ in range(2)]
@@ -242,3 +245,18 @@ def test_input_deleted_during_convert_is_one_line_and_exit_2(monkeypatch, tmp_pa
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("tracekit: error: ") and src.name in lines[0], lines
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"] and not src.exists()
+
+
+def test_export_deleted_before_its_bulk_scan_names_the_file(tmp_path):
+    """The metadata connection is open, then the file goes before a scanning thread opens its
+    ADBC connection (the race a loaded machine hit: the driver says "failed to allocate memory"
+    for a missing file, which came out as an internal error, exit 1)."""
+    from tracekit.collectors.nsys.export import Export
+    from tracekit.errors import InputError
+
+    src = tmp_path / "x.sqlite"
+    shutil.copyfile(FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite", src)
+    exp = Export(src)
+    src.unlink()
+    with pytest.raises(InputError, match=r"x\.sqlite: no longer exists \(deleted during the conversion\?\)"):
+        next(exp.scan([("n", "count(*)", "int")], "StringIds"))

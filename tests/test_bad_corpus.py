@@ -14,8 +14,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, NSYS_FIXTURES
+
 from tracekit.cli import run
 from tracekit.collectors.nsys import versions as V
 from tracekit.collectors.nsys.export import Export
@@ -144,9 +144,10 @@ def test_bad_input_case(case, tmp_path, capsys):
 
 def test_newer_schema_is_read_best_effort(tmp_path):
     """Rows all there, the dropped column NULL and listed, the run usable."""
+    import pyarrow.parquet as pq
+
     from tracekit.convert import convert
     from tracekit.runfolder import open_run
-    import pyarrow.parquet as pq
 
     src = tmp_path / "newer.sqlite"
     RECIPES["nsys_newer_schema"](src)
@@ -297,7 +298,7 @@ def test_unknown_string_id_is_an_explicit_name(sem_run):
 
 
 def test_kernel_without_api_row_is_kept_and_flagged(sem_run):
-    from tracekit.engine import Engine
+    from tracekit.query.engine import Engine
 
     run_dir, info = sem_run
     start, _end, corr = info["kernels"][4]
@@ -313,7 +314,7 @@ def test_nonpositive_durations_counted_kept_in_summaries_excluded_from_time(sem_
     """Rule (docs/robustness.md): rows with duration <= 0 are kept and counted in the manifest;
     summary queries (nsys stats equivalents) include them as nsys stats does; time metrics (busy,
     idle, utilization: tk_gpu_activity) leave them out."""
-    from tracekit.engine import Engine
+    from tracekit.query.engine import Engine
 
     run_dir, info = sem_run
     m = _manifest(run_dir)

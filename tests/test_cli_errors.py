@@ -13,8 +13,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURES, ROOT
+
 from tracekit import errors
 from tracekit.cli import run
 

@@ -1,4 +1,4 @@
-"""Clock model of multi-host jobs (tracekit.clocks, the clock_offsets query) and the cross-rank
+"""Clock model of multi-host jobs (tracekit.convert.clocks, the clock_offsets query) and the cross-rank
 queries that use it, on 8-rank jobs from tests/jobgen.py: known per-host clock offsets (up to
 +-3 ms, rank 0 exact) and drifts (up to +-20 ppm); every rank late by a random 0-20 us before each
 collective (its work before it took longer), the collective's kernels ending together. Expected
@@ -10,7 +10,7 @@ import pytest
 from jobgen import make_job
 
 from tracekit.convert import convert
-from tracekit.engine import Engine
+from tracekit.query import Engine
 
 STRAGGLER, DELAY_NS = 3, 400_000
 
@@ -42,6 +42,7 @@ def query(path, name):
         return rows, list(eng.notices)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["clean", "late"])
 def test_offsets_recovered_within_their_bound(which, request):
     job, path = request.getfixturevalue(which)
@@ -67,6 +68,7 @@ def test_offsets_recovered_within_their_bound(which, request):
         assert r["constraints"] == 21
 
 
+@pytest.mark.slow
 def test_no_straggler_is_named_without_one(clean):
     _, path = clean
     rows, notices = query(path, "stragglers")
@@ -76,6 +78,7 @@ def test_no_straggler_is_named_without_one(clean):
     assert all(abs(r["lateness_ns"]) <= 20_000 for r in rows)
 
 
+@pytest.mark.slow
 def test_the_straggler_is_named_and_the_skews_are_true(late):
     job, path = late
     t = job.truth
@@ -96,6 +99,7 @@ def test_the_straggler_is_named_and_the_skews_are_true(late):
         assert abs(row["first_start_ns"] - c["first_arrival_ns"]) <= 10_000
 
 
+@pytest.mark.slow
 def test_clock_model_none_gives_the_recorded_times(tmp_path):
     # one clock for all (offsets 0): --clock-model none reports the true skews exactly
     job = make_job(tmp_path / "t", ranks=4, seed=3, offsets_ns=[0] * 4, drifts_ppm=[0.0] * 4,
@@ -111,6 +115,7 @@ def test_clock_model_none_gives_the_recorded_times(tmp_path):
     assert strag[0]["rank"] == 1 and strag[0]["straggler"] and strag[0]["bound_ns"] == 0
 
 
+@pytest.mark.slow
 def test_ranks_of_one_host_share_one_clock(tmp_path):
     job = make_job(tmp_path / "t", ranks=4, ranks_per_host=2, seed=4)
     path = run(job, tmp_path / "run")
@@ -124,6 +129,7 @@ def test_ranks_of_one_host_share_one_clock(tmp_path):
     assert {r["skew_bound_ns"] for r in skew} <= {0, by[2]["bound_ns"]}
 
 
+@pytest.mark.slow
 def test_the_job_timeline_is_on_rank_0s_clock(late, tmp_path):
     # the NCCL kernels of one collective end together on all ranks (as generated) once the
     # timeline puts every rank on rank 0's clock; as recorded they are milliseconds apart
@@ -145,6 +151,7 @@ def test_the_job_timeline_is_on_rank_0s_clock(late, tmp_path):
         assert max(at) - min(at) <= 5.0  # us
 
 
+@pytest.mark.slow
 def test_nsys_hosts_session_start_first_then_the_collectives(tmp_path):
     # two nsys exports of one program on two hosts; node2's clock runs 5 ms ahead, so its
     # session start (UTC) reads 5 ms later while its events are the same: aligned by session
@@ -171,6 +178,7 @@ def test_nsys_hosts_session_start_first_then_the_collectives(tmp_path):
     assert not any(r["straggler"] for r in strag) and any("no straggler beyond" in n for n in notices)
 
 
+@pytest.mark.slow
 def test_point_to_point_pairs_are_their_own_kind(tmp_path):
     # a 2-rank job whose 6 Broadcasts are made sends from rank 0 to rank 1 (PyTorch >= 2.4 writes
     # 'Dst Rank' on a send, 'Src Rank' on a recv): each send pairs with the recv of the same
@@ -202,3 +210,28 @@ def test_point_to_point_pairs_are_their_own_kind(tmp_path):
     assert not any("point-to-point" in n for n in notices)  # every one paired
     strag, _ = query(path, "stragglers")
     assert {r["collectives"] for r in strag} == {15}
+
+
+@pytest.mark.parametrize("ranks,end_jitter_ns", [(8, 0), (64, 2000), (256, 5000)])
+def test_the_fit_alone_holds_the_truth_within_its_bound(ranks, end_jitter_ns):
+    # tracekit.convert.clocks.estimate on the instances of a generated job (its truth put on each
+    # rank's clock, no files): every offset within its bound and 5 us, bounds <= 50 us
+    import numpy as np
+
+    from tracekit.convert import clocks
+
+    t = make_job("/nonexistent", ranks=ranks, seed=ranks, write=False, end_jitter_ns=end_jitter_ns,
+                 straggler=1, straggler_delay_ns=DELAY_NS).truth
+    rank = np.repeat(np.arange(ranks)[None, :], len(t.collectives), axis=0).ravel()
+    inst = np.repeat(np.arange(len(t.collectives)), ranks)
+    start = np.array([t.to_local(r, c["arrival_ns"][r]) for c in t.collectives for r in range(ranks)])
+    end = np.array([t.to_local(r, c["end_ns_by_rank"][r]) for c in t.collectives for r in range(ranks)])
+    got = clocks.estimate(clocks.Calls(rank, inst, start, end), list(range(ranks)),
+                          {r: t.hosts[r] for r in range(ranks)}, t0_ns=t.t0_ns).to_pylist()
+    for r in got:
+        err = abs(r["offset_ns"] - t.offset_at(r["rank"], t.t0_ns))
+        assert err <= r["bound_ns"] <= 50_000 and err <= 5_000, r
+    assert {r["method"] for r in got} == {"reference", "collective_ends"}
+    if end_jitter_ns == 0:  # ends exactly together: exact
+        assert all(r["offset_ns"] == t.offset_at(r["rank"], t.t0_ns) for r in got[1:]) or \
+            max(abs(r["offset_ns"] - t.offset_at(r["rank"], t.t0_ns)) for r in got) <= 1

@@ -12,14 +12,17 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from test_job import BASE, _kineto, _rank_export
-from tracekit.cluster import _chunks, query_runs
+
 from tracekit.convert import convert
-from tracekit.engine import Engine
-from tracekit.named_queries import all_queries
+from tracekit.query.engine import Engine
+from tracekit.query.named_queries import all_queries
+from tracekit.query.parts import _chunks, query_runs
 
 distributed = pytest.importorskip("distributed")
+
+# every test here starts a real Dask cluster (seconds each)
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +141,7 @@ def test_unreachable_scheduler_is_one_line_exit_2(tmp_path, runs):
 def test_which_queries_are_split_per_run():
     # per-run parts concatenated in run_id order equal the query over all runs only for queries
     # whose rows each come from one run and whose final ORDER BY starts with run_id
-    from tracekit.cluster import splittable
+    from tracekit.query.parts import splittable
 
     qs = all_queries()
     assert splittable(qs["kernel_summary"]) and splittable(qs["nvtx_gpu_projection"])

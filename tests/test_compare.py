@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from tracekit.cli import run as cli
-from tracekit.engine import Engine
 from tracekit.errors import InputError
+from tracekit.query.engine import Engine
 from tracekit.study import compare_runs
 
 PP = "push/pop"
@@ -132,6 +132,7 @@ def _doubled(run, dst):
     return dst
 
 
+@pytest.mark.slow
 def test_fail_if_slower_gate(kineto_run, tmp_path, capsys):
     # ProfilerStep#4-#6 of the NCCL rank: 222442191, 219726905, 224936243 ns -> mean 222368446.3;
     # doubled: 444736892.7, +100% > 5% -> exit 3

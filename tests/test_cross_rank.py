@@ -16,10 +16,10 @@ import re
 from decimal import Decimal
 
 import pytest
-
 from conftest import FIXTURES
+
 from tracekit.convert import convert
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 
 NCCL_TRACE = FIXTURES / "kineto" / "kineto_a100_nccl_2ranks_rank0.json.gz"
 NCCL_NAME = re.compile(r"nccl(Dev)?Kernel_")
@@ -95,6 +95,7 @@ def nccl_kernels(doc):
     return sorted(out)
 
 
+@pytest.mark.slow
 def test_collective_skew_32_ranks(raw, job):
     kernels = nccl_kernels(raw)
     assert len(kernels) == 21
@@ -199,7 +200,7 @@ def two_ranks(run_factory):
 
 
 def test_rank_summary_against_the_median_rank(two_ranks):
-    from tracekit.named_queries import get_query
+    from tracekit.query.named_queries import get_query
 
     with Engine([two_ranks]) as eng:
         t = eng.query("rank_summary")
@@ -229,7 +230,7 @@ def test_rank_summary_against_the_median_rank(two_ranks):
 
 
 def test_stragglers_and_skew_on_two_ranks(two_ranks):
-    from tracekit.named_queries import get_query
+    from tracekit.query.named_queries import get_query
 
     with Engine([two_ranks]) as eng:
         skew = eng.query("collective_skew")
@@ -290,6 +291,7 @@ def test_collective_skew_on_a_two_process_nsys_export(tmp_path):
 
 
 # -- PyTorch's 'Seq': ranks whose traces start at different collectives still match ---------------
+@pytest.mark.slow
 def test_seq_argument_matches_ranks_with_different_windows(raw, tmp_path):
     """Four ranks; every record_param_comms operator of process group 0 gets a 'Seq' argument
     (its position in the group, as PyTorch >= 2.x writes it: the same on every rank), and rank 3's

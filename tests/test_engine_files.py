@@ -10,7 +10,7 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-from tracekit.engine import Engine, glob_literal
+from tracekit.query.engine import Engine, glob_literal
 
 A = "nsys2026_h100_2gpu_pytorch_slice"  # 3442 kernels
 B = "nsys2023.1_rtx3090_conv_fp16"  # 36 kernels

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tracekit.engine import _ROOFLINE, Engine
-from tracekit.named_queries import all_queries
+from tracekit.query.catalog import ROOFLINE as _ROOFLINE
+from tracekit.query.engine import Engine
+from tracekit.query.named_queries import all_queries
 from tracekit.schema import TABLES
 
 STEM = "nsys2026_h100_2gpu_pytorch_slice"
@@ -55,8 +56,8 @@ def test_memory_limit_and_private_spill_folder(nsys_run, tmp_path, monkeypatch):
 
 
 def test_every_macro_statement_is_found():
-    from tracekit.engine import _macro_statements
-    from tracekit.named_queries import macro_topics, macros_sql
+    from tracekit.query.catalog import macro_statements as _macro_statements
+    from tracekit.query.named_queries import macro_topics, macros_sql
 
     assert macro_topics() == ["", "ops", "ranks"]  # every _macros.sql but the roofline's
     text = "\n".join(macros_sql(t) for t in macro_topics())

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tracekit.cli import run as cli
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 
 
 def test_make_run_and_query(run_factory):

@@ -13,8 +13,10 @@ import collections
 import gzip
 import json
 import shutil
+from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -78,7 +80,7 @@ def trace(draw):
             "truncated": cut is not None, "gzip": draw(st.booleans())}
 
 
-def _write(tmp, case) -> "Path":
+def _write(tmp, case) -> Path:
     if case["gzip"]:
         p = tmp / "trace.json.gz"
         p.write_bytes(gzip.compress(case["text"].encode()))
@@ -88,6 +90,7 @@ def _write(tmp, case) -> "Path":
     return p
 
 
+@pytest.mark.slow
 def test_fuzz_kineto_traces(tmp_path):
     n = collections.Counter()
 

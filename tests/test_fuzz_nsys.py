@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES
 from tracekit.collectors.nsys import mapping as M
 from tracekit.collectors.nsys import versions as V
 from tracekit.convert import convert

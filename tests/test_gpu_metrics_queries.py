@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 
 
 def q(run, name, params=None, where=None):
@@ -429,7 +429,7 @@ METRIC_QUERIES = ("gpu_utilization", "gpu_idle", "launch_latency", "launch_laten
 
 
 def test_output_columns_are_the_documented_ones(four_causes):
-    from tracekit.named_queries import get_query
+    from tracekit.query.named_queries import get_query
 
     with Engine([four_causes]) as eng:
         for name in METRIC_QUERIES:

@@ -18,8 +18,8 @@ import threading
 
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import FIXTURES
+
 from tracekit.cli import run
 
 SMALL = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"  # 3 add_one kernels: 1440, 1056, 1344 ns

@@ -20,10 +20,10 @@ import sys
 
 import pyarrow.parquet as pq
 import pytest
+from conftest import FIXTURES, ROOT, edited_export
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES, ROOT, edited_export
 from tracekit.cli import run
 from tracekit.collectors.kineto.guard import ELLIPSIS, MAX_STRING_BYTES, StreamGuard
 

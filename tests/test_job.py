@@ -12,12 +12,12 @@ import duckdb
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import FIXTURES, edited_export
+
 from tracekit.convert import convert
-from tracekit.engine import Engine
+from tracekit.convert.job import name_rank
 from tracekit.errors import InputError
-from tracekit.job import name_rank
+from tracekit.query.engine import Engine
 
 BASE = "nsys2023.1_rtx3090_conv_fp16"  # one process (pid 24129), 36 kernels, host "host"
 START = 1690709432747674811  # its TARGET_INFO_SESSION_START_TIME.utcEpochNs

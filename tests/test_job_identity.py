@@ -1,4 +1,4 @@
-"""Job identity at `tracekit convert` (tracekit/jobid.py): inputs that cannot be one job are refused
+"""Job identity at `tracekit convert` (tracekit/convert/identity.py): inputs that cannot be one job are refused
 (exit 2, one line naming the files and the conflict, nothing written) unless --merge-unrelated;
 the same distributedInfo.rank on two hosts gets two ranks in every table."""
 
@@ -11,7 +11,7 @@ import pytest
 from jobgen import make_job
 
 from tracekit.cli import run
-from tracekit.engine import Engine
+from tracekit.query import Engine
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +41,7 @@ def refused(capsys, paths, out, *needles):
     return lines[0]
 
 
+@pytest.mark.slow
 def test_different_world_sizes_are_refused_then_merged_when_asked(jobs, capsys, tmp_path):
     a, b, _ = jobs
     paths = [a.paths[0], b.paths[1]]  # world size 2 and 4
@@ -58,12 +59,14 @@ def test_different_world_sizes_are_refused_then_merged_when_asked(jobs, capsys, 
             assert any("may not be one job" in n for n in eng.notices), (q, eng.notices)
 
 
+@pytest.mark.slow
 def test_windows_hours_apart_are_refused(jobs, capsys, tmp_path):
     a, _, _ = jobs
     later = edited(a.paths[1], tmp_path / "trace_rank00001.json", base_shift_ns=int(3.5 * 3600e9))
     refused(capsys, [a.paths[0], later], tmp_path / "run", "3.5 h before", "do not overlap")
 
 
+@pytest.mark.slow
 def test_the_same_host_and_rank_twice_is_refused(jobs, capsys, tmp_path):
     a, b, _ = jobs
     two = edited(b.paths[0], tmp_path / "other_rank0.json", distributedInfo={
@@ -71,6 +74,7 @@ def test_the_same_host_and_rank_twice_is_refused(jobs, capsys, tmp_path):
     refused(capsys, [a.paths[0], two], tmp_path / "run", "both rank 0 on host node00")
 
 
+@pytest.mark.slow
 def test_the_same_rank_on_two_hosts_gets_two_ranks(jobs, tmp_path, capsys):
     # local rank 0 of two nodes: both traces record rank 0; the job numbers them 0 and 1 (file
     # order) in the manifest AND in processes, so the cross-rank queries see two ranks
@@ -90,7 +94,7 @@ def test_the_same_rank_on_two_hosts_gets_two_ranks(jobs, tmp_path, capsys):
 
 
 def test_process_groups_described_differently_are_a_conflict():
-    from tracekit.jobid import conflicts
+    from tracekit.convert.identity import conflicts
 
     def part(name, rank, pg):
         meta = {"distributedInfo": {"rank": rank, "world_size": 2, "pg_config": pg}}
@@ -104,6 +108,7 @@ def test_process_groups_described_differently_are_a_conflict():
     assert c.startswith("a.json and b.json describe process group '0' differently")
 
 
+@pytest.mark.slow
 def test_nsys_exports_of_different_world_sizes_are_refused(tmp_path, capsys):
     from test_job import _rank_export
 

@@ -24,6 +24,7 @@ def job(tmp_path_factory):
                     seed=5, ranks_per_host=2)
 
 
+@pytest.mark.slow
 def test_collectives_end_together_and_arrive_as_told(job):
     t = job.truth
     assert t.offset_ns[:2] == [0, 0] and t.offset_ns[2] == t.offset_ns[3] != 0  # hosts share clocks
@@ -43,6 +44,7 @@ def test_collectives_end_together_and_arrive_as_told(job):
     assert t.straggler_added_ns == [7 * 300_000] * 3
 
 
+@pytest.mark.slow
 def test_no_whole_trace_shift(job):
     # the first event of every rank is at the job's first true time (only the clock differs)
     t = job.truth

@@ -14,13 +14,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from conftest import KINETO_FIXTURES
+
 from tracekit.collectors import detect
 from tracekit.collectors.kineto.reader import head_metadata, tail_metadata, to_ns
-
 from tracekit.convert import convert
-from tracekit.engine import Engine
 from tracekit.errors import InputError
-from tracekit.named_queries import get_query
+from tracekit.query.engine import Engine
+from tracekit.query.named_queries import get_query
 
 FIXTURE_IDS = [p.name.replace(".json.gz", "") for p in KINETO_FIXTURES]
 

@@ -12,10 +12,10 @@ import re
 from decimal import Decimal
 
 import pytest
-
 from conftest import FIXTURES
+
 from tracekit.convert import convert
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 
 NCCL_TRACE = FIXTURES / "kineto" / "kineto_a100_nccl_2ranks_rank0.json.gz"
 NCCL_NAME = re.compile(r"nccl(Dev)?Kernel_")

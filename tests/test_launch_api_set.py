@@ -8,9 +8,9 @@ import gzip
 import json
 
 import pytest
-
 from conftest import FIXTURES
-from tracekit.engine import Engine
+
+from tracekit.query.engine import Engine
 
 ROCM = FIXTURES / "kineto" / "kineto_mi250_rocm.json.gz"
 

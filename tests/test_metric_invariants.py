@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.conftest import NSYS_FIXTURES
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 
 STEMS = [p.stem for p in NSYS_FIXTURES]
 TWO_GPU = ["nsys2026_h100_2gpu_pytorch_slice", "nsys2020.5_2xv100_p2p_nvlink", "nsys2020.5_2xv100_p2p_via_host"]

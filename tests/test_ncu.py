@@ -15,15 +15,16 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-
 from conftest import FIXTURES
+
 from tracekit.cli import run as cli_run
 from tracekit.collectors import detect
 from tracekit.collectors import ncu as ncu_collector
-from tracekit.collectors.ncu.units import UNIT_TABLE, convert as convert_units, parse_values
+from tracekit.collectors.ncu.units import UNIT_TABLE, parse_values
+from tracekit.collectors.ncu.units import convert as convert_units
 from tracekit.convert import convert
-from tracekit.engine import Engine
 from tracekit.errors import InputError
+from tracekit.query.engine import Engine
 
 NCU = FIXTURES / "ncu"
 TWO = "ncu2022.3_rtx2080ti_two_kernels"

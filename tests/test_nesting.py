@@ -14,7 +14,7 @@ from tracekit.collectors.nsys import post_steps as N
 
 def _nested(step, t: pa.Table, folder):
     """``t`` through a nesting step (batches of 997 rows) in its own work folder."""
-    work = N._Work(folder)
+    work = N.Work(folder)
     try:
         return pa.Table.from_batches(list(step(iter(t.to_batches(max_chunksize=997)), work)))
     finally:

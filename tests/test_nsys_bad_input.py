@@ -9,8 +9,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
+
 from tracekit.cli import run as cli
 
 SMALL = FIXTURES / "nsys" / "nsys2024.6_h200_nvfuser_bench.sqlite"

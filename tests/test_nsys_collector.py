@@ -22,8 +22,8 @@ from pathlib import Path
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import FIXTURES, edited_export, requires_nsys
+
 from tracekit.cli import run as cli
 from tracekit.convert import convert
 
@@ -345,7 +345,6 @@ def nsys_report(tmp_path_factory):
     d = tmp_path_factory.mktemp("report")
     (d / "prog.py").write_text(REPORT_PROGRAM)
     import sys
-
     import time
 
     log = ""

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import FIXTURES, edited_export
-from tracekit.collectors.nsys import pipeline as N
+
 from tracekit.collectors.nsys import export as S
+from tracekit.collectors.nsys import pipeline as N
 from tracekit.convert import convert
 
 EXPORT = FIXTURES / "nsys" / "nsys2026_h100_2gpu_pytorch_slice.sqlite"

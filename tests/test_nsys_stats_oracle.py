@@ -25,7 +25,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES, NSYS_FIXTURES, requires_nsys
 from nsys_oracle import (
     SUMMARY_REPORTS,
@@ -34,7 +33,8 @@ from nsys_oracle import (
     num,
     run_reports,
 )
-from tracekit.engine import Engine
+
+from tracekit.query.engine import Engine
 
 pytestmark = [requires_nsys, pytest.mark.nsys]
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from tests.conftest import FIXTURES
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 
 DIMS = pa.list_(pa.list_(pa.int64()))
 STRS = pa.list_(pa.string())
@@ -261,7 +261,7 @@ def test_plans_stay_linear(model_run, name):
     # Nested loops over the small peak and alias tables are fine.
     import re
 
-    from tracekit.named_queries import get_query
+    from tracekit.query.named_queries import get_query
 
     query = get_query(name)
     with Engine([model_run]) as eng:

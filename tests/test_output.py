@@ -7,6 +7,7 @@ CLI under a pseudo-terminal 80 columns wide.
 from __future__ import annotations
 
 import csv
+import fcntl
 import io
 import json
 import os
@@ -16,32 +17,45 @@ import struct
 import subprocess
 import sys
 import termios
+from pathlib import Path
 
-import fcntl
 import pytest
+from conftest import FIXTURES, KINETO_FIXTURES, NSYS_FIXTURES, ROOT
 from rich.cells import cell_len
 
-from conftest import FIXTURES, KINETO_FIXTURES, NSYS_FIXTURES, ROOT
 from tracekit.cli import run as cli
 from tracekit.cli.output import Format, render
-from tracekit.engine import Engine
 from tracekit.errors import QueryError
-from tracekit.named_queries import all_queries
+from tracekit.query.engine import Engine
+from tracekit.query.named_queries import all_queries
 
 NCU_RUNNABLE = [p for p in sorted((FIXTURES / "ncu").glob("*")) if p.name != "ncu_raw_no_kernels.csv"]
 SLICE = "nsys2026_h100_2gpu_pytorch_slice"
 
 
+class _LazyRuns(dict):
+    """{file name: run folder} of every fixture, each converted on first use (once per test
+    process: a pytest-xdist worker converts only the fixtures its tests read)."""
+
+    def __init__(self, base: Path, nsys_run):
+        super().__init__()
+        self.base, self.nsys_run = base, nsys_run
+        self.sources = {p.name: p for p in NSYS_FIXTURES + KINETO_FIXTURES + NCU_RUNNABLE}
+
+    def __missing__(self, name: str) -> Path:
+        from tracekit.convert import convert
+
+        p = self.sources[name]
+        run = (self.nsys_run(p.stem) if p in NSYS_FIXTURES
+               else convert([p], self.base / p.name.replace(".", "_")))
+        self[name] = run
+        return run
+
+
 @pytest.fixture(scope="session")
 def fixture_runs(tmp_path_factory, nsys_run):
-    """Every fixture converted once: {file name: run folder}."""
-    from tracekit.convert import convert
-
-    base = tmp_path_factory.mktemp("fixture_runs")
-    runs = {p.name: nsys_run(p.stem) for p in NSYS_FIXTURES}
-    for p in KINETO_FIXTURES + NCU_RUNNABLE:
-        runs[p.name] = convert([p], base / p.name.replace(".", "_"))
-    return runs
+    """Every fixture, converted once when first read: {file name: run folder}."""
+    return _LazyRuns(tmp_path_factory.mktemp("fixture_runs"), nsys_run)
 
 
 def _out(capsys):
@@ -50,9 +64,14 @@ def _out(capsys):
 
 
 # -- JSON and CSV ---------------------------------------------------------------------------
-def test_json_of_every_named_query_on_every_fixture_run(fixture_runs, capsys):
+FIXTURE_NAMES = [p.name for p in NSYS_FIXTURES + KINETO_FIXTURES + NCU_RUNNABLE]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fixture", FIXTURE_NAMES)
+def test_json_of_every_named_query_on_every_fixture_run(fixture_runs, capsys, fixture):
     checked = 0
-    for run in fixture_runs.values():
+    for run in [fixture_runs[fixture]]:
         with Engine([run]) as eng:
             for name in all_queries():
                 try:
@@ -67,7 +86,7 @@ def test_json_of_every_named_query_on_every_fixture_run(fixture_runs, capsys):
                 if rows:
                     assert list(rows[0]) == result.column_names
                 checked += 1
-    assert checked == len(fixture_runs) * len(all_queries())
+    assert checked == len(all_queries())
 
 
 def test_json_keeps_integers_exact_and_serializes_every_duckdb_type(fixture_runs, capsys):
@@ -380,7 +399,7 @@ def test_queries_listing_fits(capsys, monkeypatch):
 
 def test_requires_lines_name_tables_the_query_reads():
     from tracekit import schema
-    from tracekit.explain import tables_read
+    from tracekit.query.explain import tables_read
 
     declared = [q for q in all_queries().values() if q.requires]
     assert {"nccl", "roofline", "step_summary", "nvtx_gpu_projection"} <= {q.name for q in declared}

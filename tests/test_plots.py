@@ -8,13 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
 from test_roofline import GEMM, PEAKS, counts, ncu_tables
 from test_timeline import rank8_run  # noqa: F401  (module fixture: the 8-rank Kineto job)
+
 from tracekit.cli import run as cli
-from tracekit.engine import Engine
 from tracekit.errors import InputError
+from tracekit.query.engine import Engine
 
 pytest.importorskip("matplotlib")
 
@@ -44,6 +44,7 @@ def fixture_runs(request, tmp_path_factory):
     return runs
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["utilization", "kernels", "idle"])
 def test_plot_kinds_on_the_fixture_runs(fixture_runs, tmp_path, kind, capsys):
     for name, run in fixture_runs.items():
@@ -162,6 +163,7 @@ def test_plot_steps_on_a_run_with_steps(run_factory, tmp_path, capsys):
     assert "no training steps" in err and "\n" not in err and not (tmp_path / "none.png").exists()
 
 
+@pytest.mark.slow
 def test_dollar_signs_in_trace_text_do_not_crash_mathtext(run_factory, tmp_path):
     # an unbalanced '$' makes matplotlib's mathtext raise; a balanced pair would be typeset
     run = steps_run(run_factory, kernel_name="void k<$x>(float $, int)")
@@ -209,7 +211,7 @@ NEW_QUERIES = ("gpu_utilization_timeline", "gpu_idle_gaps", "gpu_time_breakdown"
 
 
 def test_new_queries_document_their_columns(fixture_runs):
-    from tracekit.named_queries import get_query
+    from tracekit.query.named_queries import get_query
 
     with Engine([fixture_runs[H100]]) as eng:
         for name in NEW_QUERIES:

@@ -7,12 +7,11 @@ supply them.
 
 from __future__ import annotations
 
-
 import pytest
 
 from tracekit.cli import run as cli_run
-from tracekit.engine import Engine
 from tracekit.errors import QueryError
+from tracekit.query.engine import Engine
 
 OP = "sm__sass_thread_inst_executed_op_{}_pred_on.sum"
 
@@ -21,7 +20,7 @@ def ncu_tables(launches: list[dict], metrics: dict[int, dict[str, float]]) -> di
     """ncu_launches / ncu_metrics column dicts; metric values are given in base units already."""
     rows = [(lid, name, v) for lid, ms in metrics.items() for name, v in ms.items()]
     return {
-        "ncu_launches": {k: [l.get(k) for l in launches] for k in
+        "ncu_launches": {k: [row.get(k) for row in launches] for k in
                          ("launch_id", "kernel_name", "device_name", "compute_capability")},
         "ncu_metrics": {
             "launch_id": [r[0] for r in rows],
@@ -325,6 +324,7 @@ def test_roofline_by_nvtx_on_a_real_nsys_export(tmp_path):
     import re
 
     from conftest import FIXTURES
+
     from tracekit.convert import convert
 
     nsys_file = FIXTURES / "nsys" / "nsys2024.6_h200_nvfuser_bench.sqlite"

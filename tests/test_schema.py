@@ -8,8 +8,8 @@ import sqlite3
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import NSYS_FIXTURES, ROOT
+
 from tracekit import schema
 from tracekit.runfolder import open_run
 from tracekit.schema.docs import render_markdown

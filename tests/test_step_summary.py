@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 
 COLS = ("run_id", "rank", "step", "wall_ns", "data_ns", "forward_ns", "backward_ns", "optimizer_ns",
         "comm_ns", "gpu_busy_ns", "samples_per_s", "warmup", "step_source", "pid", "start_ns")

@@ -11,10 +11,10 @@ import shutil
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import FIXTURES
-from tracekit.engine import Engine
+
 from tracekit.errors import QueryError
+from tracekit.query.engine import Engine
 
 # Kineto fixtures with ProfilerStep#N user annotations, and the step numbers in the raw JSON
 PROFILER_STEPS = {

@@ -21,11 +21,11 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import FIXTURES, ROOT
+
 from tracekit.cli import run as cli
-from tracekit.engine import Engine
 from tracekit.errors import InputError
+from tracekit.query.engine import Engine
 from tracekit.study import build_study, load_runs
 from tracekit.study.tables import COLUMNS
 
@@ -347,16 +347,26 @@ def test_report_renders_in_headless_chromium(gpu_runs, tmp_path):
 
 
 # -- end to end ---------------------------------------------------------------------------------
+# nsys 2022.4 with CPU sampling or context-switch tracing can take minutes to exit, or never exit,
+# after the workload ends on a busy machine (tracekit collect then kills and re-profiles it; the
+# suite once spent 14 minutes here): the study's nsys pass turns both off, so its cpu table has
+# no nsys data. Host CPU from nsys scheduler events is tested by test_collect's main command.
+_NSYS_QUIET = "--sample=none --cpuctxsw=none"
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("profiler", ["auto", "torch"])
+@pytest.mark.parametrize("profiler", ["nsys", "torch"])
 def test_cpu_study_example_end_to_end(tmp_path, profiler):
     """examples/study_cpu.sh: tiny resnet_cifar, 1 and 2 Gloo ranks, fp32 and bf16, collected with
-    `tracekit collect` (auto: nsys when on PATH, else the torch profiler; torch: the PyTorch
-    profiler, whose host CPU comes from the runner's samples), then `tracekit study`. Every run
-    has one thread per rank (torchrun's rule, 1-rank runs too), so the 2-rank scaling efficiency
-    is a ratio of like with like (0.47 and 0.52 measured on the shared 2-core machine, where two
-    ranks share two cores with other work)."""
+    `tracekit collect` (nsys, without CPU sampling; torch: the PyTorch profiler, whose host CPU
+    comes from the runner's samples), then `tracekit study`. Every run has one thread per rank
+    (torchrun's rule, 1-rank runs too), so the 2-rank scaling efficiency is a ratio of like with
+    like (0.47 and 0.52 measured on the shared 2-core machine, where two ranks share two cores
+    with other work)."""
+    if profiler == "nsys" and shutil.which("nsys") is None:
+        pytest.skip("nsys CLI not on PATH")
     env = {**os.environ, "STEPS": "2", "WARMUP": "1", "TIMEOUT": "180", "PROFILER": profiler,
+           "PROFILER_ARGS": _NSYS_QUIET if profiler == "nsys" else "",
            "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
     p = subprocess.run(["bash", str(ROOT / "examples" / "study_cpu.sh"), str(tmp_path / "cpu")],
                        env=env, capture_output=True, text=True, timeout=900)
@@ -379,17 +389,19 @@ def test_cpu_study_example_end_to_end(tmp_path, profiler):
     import json
 
     profilers = {json.loads((r / "manifest.json").read_text())["collect"]["profiler"] for r in runs}
-    nsys = profilers == {"nsys"}  # PROFILER=auto: nsys when on PATH (CI), else torch
-    assert profilers == {"torch"} or profiler == "auto"
-    # host CPU: nsys scheduler events, or the runner's samples under the torch profiler
+    assert profilers == {profiler}
+    nsys = profiler == "nsys"
     cpu = tables["cpu"]
-    assert len(cpu) == 4 and (cpu.cores_busy > 0).all()
-    assert (cpu.cpu_utilization > 0).all() and (cpu.cpu_utilization <= 1).all()
-    if nsys:  # comm ranges need nsys
+    if nsys:  # comm ranges need nsys; no scheduler events without --cpuctxsw: the report says so
         assert (cm[cm.world_size == 2].comm_share > 0).all()
+        assert cpu.empty
+        assert "no scheduler data (nsys --cpuctxsw" in (out / "report.html").read_text()
     else:  # the torch profiler path records no `comm allreduce` ranges: the report says so
         assert cm[cm.world_size == 2].comm_share.isna().all()
         assert "comm_share is empty" in (out / "report.html").read_text()
+        # host CPU: the runner's samples under the torch profiler
+        assert len(cpu) == 4 and (cpu.cores_busy > 0).all()
+        assert (cpu.cpu_utilization > 0).all() and (cpu.cpu_utilization <= 1).all()
     assert tables["characterization"].empty  # no ncu on a CPU: stated in the report
     text = (out / "report.html").read_text()
     assert "no ncu pass among the runs" in text
@@ -402,8 +414,9 @@ def test_cpu_study_example_end_to_end(tmp_path, profiler):
         row = sc[sc.runs == r.name].iloc[0]
         assert row.step_ns == pytest.approx(ss[ss.run_id == r.name].wall_ns.mean(), rel=1e-9)
         h = hc[(hc.run_id == r.name) & (hc.scope == "run") & (hc.level == "all")]
-        assert tables["cpu"][tables["cpu"].runs == r.name].iloc[0].cores_busy == \
-            pytest.approx(h.cores_busy.iloc[0], rel=1e-9)
+        if not nsys:
+            assert tables["cpu"][tables["cpu"].runs == r.name].iloc[0].cores_busy == \
+                pytest.approx(h.cores_busy.iloc[0], rel=1e-9)
     if shutil.which("chromium"):
         render_in_chromium(out / "report.html", tmp_path / "shot.png")
 
@@ -488,7 +501,7 @@ def test_characterization_from_the_operator_model(tmp_path):
 
 
 def test_run_inventory_on_fixtures(nsys_run, kineto_run):
-    from tracekit.named_queries import get_query
+    from tracekit.query.named_queries import get_query
 
     runs = [nsys_run("nsys2026_h100_2gpu_pytorch_slice"), nsys_run("nsys2023.1_rtx3090_conv_fp16"),
             kineto_run("kineto_a100_nccl_2ranks_rank0"), kineto_run("kineto_cpu_only_rank")]

@@ -15,7 +15,7 @@ import math
 
 import pytest
 
-from tracekit.engine import Engine
+from tracekit.query.engine import Engine
 
 
 def _query(runs, name, **params):
@@ -324,7 +324,7 @@ SUMMARY_QUERIES = ("kernel_summary", "cuda_api_summary", "osrt_summary", "memcpy
 
 def test_output_columns_are_documented(run_factory):
     # every output column, in order, has its @column header line (with a unit); run_id first
-    from tracekit.named_queries import get_query
+    from tracekit.query.named_queries import get_query
 
     run = _projection_run(run_factory)
     with Engine([run]) as eng:
@@ -341,7 +341,7 @@ def test_nvtx_gpu_projection_plans_an_ie_join(run_factory):
     # piecewise merge or nested loop join (time quadratic in ranges x launches per run)
     import re
 
-    from tracekit.named_queries import get_query
+    from tracekit.query.named_queries import get_query
 
     # DuckDB picks the join by (estimated) input size: 20000 ranges and 20000 launches (small
     # inputs get a nested loop or merge join, which is fine for them); range i is

@@ -15,12 +15,12 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
+
 from tracekit.cli import run as main
 from tracekit.convert import convert
-from tracekit.engine import Engine
 from tracekit.errors import InputError
+from tracekit.query.engine import Engine
 from tracekit.timeline import Lanes, us, write_timeline
 
 H100 = "nsys2026_h100_2gpu_pytorch_slice"
@@ -149,6 +149,7 @@ def test_nsys_fixtures_timeline(nsys_run, tmp_path, stem, kernels, flows):
         counts["memcpy"], counts["memset"], counts["cuda_api"], counts["cuda_sync"], counts["nvtx_ranges"])
 
 
+@pytest.mark.slow
 def test_eight_rank_kineto_job(rank8_run, tmp_path):
     out = tmp_path / "t.json"
     s = write_timeline(rank8_run, out)

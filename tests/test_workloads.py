@@ -17,8 +17,14 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tracekit.errors import InputError  # noqa: E402
-from tracekit.workloads import REGISTRY, RunConfig, parse_step_message, run, step_message  # noqa: E402
-from tracekit.workloads import annotate  # noqa: E402
+from tracekit.workloads import (  # noqa: E402
+    REGISTRY,
+    RunConfig,
+    annotate,  # noqa: E402
+    parse_step_message,
+    run,
+    step_message,
+)
 from tracekit.workloads.registry import SUITES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -209,7 +215,7 @@ def test_nvtx_ranges_follow_the_convention(recorder):
     assert [name for name, _ in tree] == ["step 0 (warmup)", "measure"]
     steps = [tree[0]] + tree[1][1]
     assert [name for name, _ in steps] == ["step 0 (warmup)", "step 1", "step 2"]
-    for name, children in steps:
+    for _name, children in steps:
         assert [c for c, _ in children] == ["data", "forward", "backward", "optimizer"]
     assert [parse_step_message(n) for n, _ in steps] == [(0, True), (1, False), (2, False)]
 
@@ -288,6 +294,7 @@ def test_tracekit_workloads_lists_every_workload(capsys):
 
 
 # ------------------------------------------------------------------------------ torchrun DDP
+@pytest.mark.slow
 def test_torchrun_two_rank_gloo(tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1", TRACEKIT_NVTX="off")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",

@@ -7,7 +7,7 @@ table, see ``docs/schema.md``) and answers named DuckDB queries over one or many
 Public entry points:
 
 - :func:`tracekit.convert.convert` — profiler output file(s) -> run folder
-- :class:`tracekit.engine.Engine` — DuckDB views over run folders; named and ad-hoc SQL
+- :class:`tracekit.query.engine.Engine` — DuckDB views over run folders; named and ad-hoc SQL
 - :mod:`tracekit.schema` — the one definition of every table and column
 """
 

@@ -24,23 +24,19 @@ EVENT_TABLES = {
 def count_duplicates(writer) -> dict[str, int]:
     """Count duplicated rows of the event tables written so far by ``writer`` (a RunWriter
     inside its with-block); record them in its manifest and warn. Returns {table: extra rows}."""
-    import duckdb
-
     from tracekit import schema
-    from tracekit.collectors.common import sql_file
+    from tracekit.duck import file_literal, scratch
 
     found: dict[str, int] = {}
-    con = duckdb.connect()
     # bounded memory on multi-GB runs: the DISTINCT spills beside the run folder being written
-    con.execute("SET memory_limit = '512MB'")
-    con.execute(f"SET temp_directory = '{str(writer.path / '.dupcheck').replace(chr(39), chr(39) * 2)}'")
+    con = scratch(memory_limit="512MB", temp_directory=writer.path / ".dupcheck")
     try:
         for name, skip in EVENT_TABLES.items():
             info = writer.manifest["tables"].get(name)
             if not info or info["rows"] < 2:
                 continue
             cols = ", ".join(f'"{c}"' for c in schema.table(name).column_names if c not in skip)
-            path = sql_file(writer.path / info["file"])
+            path = file_literal(writer.path / info["file"])
             # Identical rows have equal hashes, so when every row's hash is distinct there is no
             # duplicate (a third of the time and memory of the exact DISTINCT, which runs only
             # when some hashes are shared).
@@ -65,19 +61,17 @@ def count_nonpositive(writer) -> dict[str, int]:
     """Count rows with ``duration_ns <= 0`` per event table, for every collector (manifest
     ``nonpositive_duration_rows``). Such rows are kept; interval-based time metrics leave them
     out (docs/robustness.md). Warns unless the collector already warned about that table."""
-    import duckdb
-
     from tracekit import schema
-    from tracekit.collectors.common import sql_file
+    from tracekit.duck import file_literal, scratch
 
     found: dict[str, int] = {}
-    con = duckdb.connect()
+    con = scratch()
     try:
         for name in EVENT_TABLES:
             info = writer.manifest["tables"].get(name)
             if not info or not info["rows"] or "duration_ns" not in schema.table(name).column_names:
                 continue  # nvtx_marks: instants, no duration
-            path = sql_file(writer.path / info["file"])
+            path = file_literal(writer.path / info["file"])
             n = con.execute(f"SELECT count(*) FROM read_parquet({path}) "
                             "WHERE duration_ns <= 0").fetchall()[0][0]
             if n:

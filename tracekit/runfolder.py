@@ -120,7 +120,7 @@ class RunWriter:
         self._tmp: Path | None = None
 
     # -- context management -------------------------------------------------------------
-    def __enter__(self) -> "RunWriter":
+    def __enter__(self) -> RunWriter:
         self._check_target()
         parent = self.run_dir.parent
         try:
@@ -235,7 +235,8 @@ class RunWriter:
         except OSError as exc:
             if old is not None:
                 os.rename(old, self.run_dir)
-            raise RunFolderError(f"cannot move the new run folder into place: {exc.strerror}", path=self.run_dir) from None
+            raise RunFolderError(f"cannot move the new run folder into place: {exc.strerror}",
+                                 path=self.run_dir) from None
         self._tmp = None
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)

@@ -210,7 +210,7 @@ def write_timeline(run_dir: str | os.PathLike, output: str | os.PathLike, *, sta
     Raises :class:`InputError` for a bad option, an existing output without ``force``, or a
     window with no events; :class:`~tracekit.errors.RunFolderError` for a bad run folder.
     """
-    from tracekit.engine import Engine
+    from tracekit.query import Engine
     from tracekit.runfolder import open_run
 
     open_run(run_dir)  # a bad run folder is the first thing to report

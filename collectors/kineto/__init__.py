@@ -32,47 +32,46 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from tracekit.collectors.common import describe_input
 from tracekit.collectors.kineto import reader as R
 from tracekit.collectors.kineto.finish import (
     collectives_table,
-    file_base_ns,
     devices_table,
-    table_batches,
-    flow_counts,
+    file_base_ns,
     file_host_pid,
+    flow_counts,
     jsonable,
     processes_table,
     source_entry,
+    table_batches,
     threads_table,
 )
 from tracekit.collectors.kineto.mapping import (
     ALL_PART_COLUMNS,
-    COMM_OP,
-    MEMCPY_NAME,
-    NCCL_KERNEL,
-    MEMSET_NAME,
-    PART_COLUMNS,
     ANNOTATION_DOMAINS,
     API_CATEGORIES,
     CHUNK_ROWS,
+    COMM_OP,
     GPU_TABLES,
+    MEMCPY_NAME,
+    MEMSET_NAME,
+    NCCL_KERNEL,
+    PART_COLUMNS,
     SYNC_TYPES,
     TRACEKIT_DOMAIN,
     TRACEKIT_PHASE,
     TRACEKIT_STEP,
     Columns,
+    FileState,
+    Parts,
     dim,
     input_dims,
     text_list,
     to_float,
-    FileState,
     to_int,
-    Parts,
 )
-
 from tracekit.errors import InputError
 from tracekit.progress import NULL_PROGRESS, Progress
-from tracekit.collectors.common import describe_input
 from tracekit.runfolder import RunWriter
 
 NAME = "kineto"
@@ -320,7 +319,8 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
                 c["src_device_id"].append(to_int(a.get("fromDevice", a.get("src device"))))
                 c["dst_device_id"].append(to_int(a.get("toDevice", a.get("dst device"))))
                 bw = to_float(a.get("memory bandwidth (GB/s)"))
-                c["recorded_bytes_per_s"].append(bw * 1e9 if bw is not None and bw > 0 and bw == bw and bw != float("inf") else None)
+                finite = bw is not None and bw > 0 and bw == bw and bw != float("inf")
+                c["recorded_bytes_per_s"].append(bw * 1e9 if finite else None)
                 MC.n += 1
                 if MC.n >= CHUNK_ROWS:
                     parts.flush(MC, fi)
@@ -528,6 +528,7 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
         "files": [source_entry(st) for st in states],
         "invalid_kernels": sum(st.invalid_kernels for st in states),
         "ranks": [jsonable(r) for r in ranks],
-        "world_size": jsonable(next(((st.metadata.get("distributedInfo") or {}).get("world_size")
-                                      for st in states if (st.metadata.get("distributedInfo") or {}).get("world_size")), None)),
+        "world_size": jsonable(next((w for st in states
+                                     if (w := (st.metadata.get("distributedInfo") or {}).get("world_size"))),
+                                    None)),
     }

@@ -11,28 +11,27 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from tracekit.collectors.common import sql_file
+
+from tracekit import schema
+from tracekit.collectors import common as nesting
 from tracekit.collectors.kineto.mapping import (
-    THREAD_NAME,
     CHUNK_ROWS,
     DTYPE_BYTES,
     DUCKDB_MEMORY_LIMIT,
     DUCKDB_THREADS,
     GPU_TABLES,
+    THREAD_NAME,
     TRACEKIT_DOMAIN,
     TRACEKIT_PHASE,
     TRACEKIT_STEP,
     FileState,
-    to_int,
     Parts,
     i32,
     i64,
     s,
+    to_int,
 )
-
-from tracekit import schema
-from tracekit.collectors import common as nesting
-from tracekit.engine import fetch_arrow
+from tracekit.duck import fetch_arrow, file_literal, lit, scratch
 from tracekit.errors import InputError
 
 
@@ -60,7 +59,7 @@ def _flow_sql(parts: Parts, st: FileState) -> str | None:
     files = [str(p) for fi, p in parts.files["_flows"] if fi == st.index]
     if not files:
         return None
-    return "read_parquet([" + ", ".join(sql_file(f) for f in files) + "])"
+    return "read_parquet([" + ", ".join(file_literal(f) for f in files) + "])"
 
 
 def flow_counts(parts: Parts, st: FileState) -> dict:
@@ -69,13 +68,9 @@ def flow_counts(parts: Parts, st: FileState) -> dict:
     out = {"ac2g_flows": 0, "both_ends": 0, "start_only": 0, "finish_only": 0}
     if src is None:
         return out
-    import duckdb
-
-    con = duckdb.connect()
+    con = scratch(memory_limit=DUCKDB_MEMORY_LIMIT, threads=DUCKDB_THREADS,
+                  temp_directory=parts.root / "duckdb-tmp")
     try:
-        con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
-        con.execute(f"SET threads = {DUCKDB_THREADS}")
-        con.execute(f"SET temp_directory = {_sql_str(str(parts.root / 'duckdb-tmp'))}")
         row = con.sql(
             "SELECT count(*), count(*) FILTER (WHERE s > 0 AND f > 0), "
             "count(*) FILTER (WHERE s > 0 AND f = 0), count(*) FILTER (WHERE s = 0 AND f > 0) "
@@ -92,12 +87,10 @@ def _correlation_from_flows(cols: dict, parts: Parts, st: FileState):
     src = _flow_sql(parts, st)
     if src is None:
         return cols["correlation_id"]
-    import duckdb
-
     keys = pa.table({"_row": pa.array(range(len(cols["start_ns"])), i64),
                      "pid": cols["device_id"].cast(i64), "tid": cols["stream_id"],
                      "ts_ns": cols["start_ns"], "corr": cols["correlation_id"]})
-    con = duckdb.connect()
+    con = scratch()
     try:
         con.register("k", keys)
         got = fetch_arrow(con.sql(
@@ -267,22 +260,18 @@ def _nvtx_duckdb(files: list, parts: Parts, st: FileState, offset: int):
     import duckdb
 
     files = [str(p) for p in files]
-    src = "read_parquet([" + ", ".join(sql_file(f) for f in files) + "])"
+    src = "read_parquet([" + ", ".join(file_literal(f) for f in files) + "])"
     sql = _NVTX_SQL.format(
         offset=offset, base=st.base_ns,
         host_pid="NULL" if st.host_pid is None else st.host_pid,
         tracekit="true" if st.has_tracekit_step else "false",
-        step_re=_sql_str(TRACEKIT_STEP), phase_re=_sql_str(TRACEKIT_PHASE),
+        step_re=lit(TRACEKIT_STEP), phase_re=lit(TRACEKIT_PHASE),
         tk_domain=TRACEKIT_DOMAIN, src=src)
-    con = duckdb.connect()
+    con = scratch(memory_limit=DUCKDB_MEMORY_LIMIT, threads=DUCKDB_THREADS,
+                  temp_directory=parts.root / "duckdb-tmp", settings=["preserve_insertion_order = true"])
     try:
-        con.execute(f"SET temp_directory = {_sql_str(str(parts.root / 'duckdb-tmp'))}")
-        con.execute("SET preserve_insertion_order = true")
-        con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
-        con.execute(f"SET threads = {DUCKDB_THREADS}")
         reader = con.sql(sql).to_arrow_reader(CHUNK_ROWS)
-        for batch in reader:
-            yield batch
+        yield from reader
     except duckdb.OutOfRangeException:
         raise InputError("timestamps + baseTimeNanoseconds overflow int64 nanoseconds",
                          path=st.path) from None
@@ -342,12 +331,10 @@ def collectives_table(parts: Parts, states: list[FileState]) -> pa.Table:
         files = [str(p) for fi, p in parts.files["_comms"] if fi == st.index]
         if not files:
             continue
-        src = "read_parquet([" + ", ".join(sql_file(f) for f in files) + "])"
-        con = duckdb.connect()
+        src = "read_parquet([" + ", ".join(file_literal(f) for f in files) + "])"
+        con = scratch(memory_limit=DUCKDB_MEMORY_LIMIT, threads=DUCKDB_THREADS,
+                      temp_directory=parts.root / "duckdb-tmp")
         try:
-            con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
-            con.execute(f"SET threads = {DUCKDB_THREADS}")
-            con.execute(f"SET temp_directory = {_sql_str(str(parts.root / 'duckdb-tmp'))}")
             con.register("dtype_bytes", pa.table({"dtype": pa.array(list(DTYPE_BYTES), s),
                                                   "element_bytes": pa.array(list(DTYPE_BYTES.values()), i32)}))
             t = fetch_arrow(con.sql(_COLLECTIVES_SQL.format(
@@ -373,9 +360,6 @@ def collectives_table(parts: Parts, states: list[FileState]) -> pa.Table:
         return schema.table("collectives").arrow_schema().empty_table()
     return pa.concat_tables(out)
 
-
-def _sql_str(v: str) -> str:
-    return "'" + v.replace("'", "''") + "'"
 
 
 def processes_table(states: list[FileState]) -> pa.Table:

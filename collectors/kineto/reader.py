@@ -187,7 +187,7 @@ class TraceStream:
                              "does); copy or write it again", path=path) from None
         except ijson.JSONError as exc:
             raise InputError(f"not valid JSON ({_short(exc)})", path=path) from None
-        except (OSError, EOFError, zlib.error) as exc:
+        except (OSError, zlib.error) as exc:
             raise InputError(f"cannot read the trace ({_short(exc)})", path=path) from None
         head = bytes(tap.head)
         meta = head_metadata(head)

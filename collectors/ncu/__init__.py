@@ -8,7 +8,7 @@ here: FLOPs, bytes and ceilings are computed by the roofline queries (docs/roofl
 Modules: :mod:`~tracekit.collectors.ncu.csv_reader` (raw and details CSV pages),
 :mod:`~tracekit.collectors.ncu.rep_reader` (``.ncu-rep`` through NVIDIA's ``ncu-report``),
 :mod:`~tracekit.collectors.ncu.units` (ncu's units to base units, as a table),
-:mod:`~tracekit.collectors.ncu.metrics` (the metric names the roofline reads, per ncu version).
+:mod:`~tracekit.schema.ncu_metrics` (the metric names the roofline reads, per ncu version).
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracekit.collectors.common import describe_input
 from tracekit.collectors.ncu import csv_reader as C
 from tracekit.collectors.ncu import units as U
 from tracekit.collectors.ncu.rep_reader import is_report, read_report
 from tracekit.errors import InputError
 from tracekit.progress import NULL_PROGRESS, Progress
-from tracekit.collectors.common import describe_input
 from tracekit.runfolder import RunWriter
 
 NAME = "ncu"
@@ -258,7 +258,8 @@ def read_one(path: Path, offset: int) -> tuple[pa.Table, pa.Table, dict]:
     metrics = _metrics_table(m, offset) if m is not None else None
     if metrics is None:
         metrics = _metrics_table(pa.table({"index": pa.array([], pa.int64()), "metric_name": pa.array([], pa.string()),
-                                           "unit": pa.array([], pa.string()), "raw_value": pa.array([], pa.string())}), offset)
+                                           "unit": pa.array([], pa.string()),
+                                           "raw_value": pa.array([], pa.string())}), offset)
     launches = _device_info(launches, metrics)
     warnings = [ln for ln in logs if ln.startswith(("==WARNING==", "==ERROR=="))]
     info = {"format": f"ncu-csv-{page}", "launches": n, "log_warnings": warnings[:20]}

@@ -134,14 +134,15 @@ def _read_loaded(nr, report, path: Path) -> tuple[list[dict], dict[str, list]]:
                 m["number"].append(None if num is None else float(num))
                 m["raw_value"].append(raw)
 
-            def g(key, cast=int):
+            def g(key, cast=int, vals=vals):
                 v = vals.get(key)
                 try:
                     return None if v is None else cast(v)
                 except (TypeError, ValueError):
                     return None
 
-            major, minor = g("device__attribute_compute_capability_major"), g("device__attribute_compute_capability_minor")
+            major = g("device__attribute_compute_capability_major")
+            minor = g("device__attribute_compute_capability_minor")
             launches.append({
                 "ncu_id": n,
                 "kernel_name": a.name(nr.IAction.NameBase_DEMANGLED) or a.name(),

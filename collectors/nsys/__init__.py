@@ -23,7 +23,7 @@ from pathlib import Path
 from tracekit.collectors.common import describe_input
 from tracekit.collectors.nsys import mapping as M
 from tracekit.collectors.nsys.export import is_sqlite
-from tracekit.collectors.nsys.pipeline import NAME, _convert  # noqa: F401  (NAME: the collector interface)
+from tracekit.collectors.nsys.pipeline import NAME, convert_export  # noqa: F401  (NAME: the collector interface)
 from tracekit.errors import InputError
 from tracekit.progress import NULL_PROGRESS, Progress
 from tracekit.runfolder import RunWriter
@@ -57,7 +57,7 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
     column missing, or an export without the StringIds table (not an nsys export).
     """
     if len(paths) != 1:
-        raise InputError("give one nsys export per run folder (got %d)" % len(paths))
+        raise InputError(f"give one nsys export per run folder (got {len(paths)})")
     path = Path(paths[0])
     if path.suffix in REPORT_SUFFIXES:
         from tracekit.collectors.nsys.report import export_report
@@ -71,7 +71,7 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
         hashing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracekit-sha256")
         described = hashing.submit(describe_input, path, "nsys-sqlite")
     try:
-        _convert(path, sqlite_path, writer, progress)
+        convert_export(path, sqlite_path, writer, progress)
         if hashing is not None:
             writer.manifest["inputs"].append(described.result())
     except InputError as exc:

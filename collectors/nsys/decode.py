@@ -1,5 +1,5 @@
 """Decoding of nsys export tables: the per-export context (NVTX event types, lookup
-dictionaries, enums) and each table's reading plan (:class:`_TablePlan`): which source columns
+dictionaries, enums) and each table's reading plan (:class:`TablePlan`): which source columns
 feed which tracekit column (from :mod:`tracekit.collectors.nsys.mapping`), the SQL that reads
 them, with or without per-value type guards, and the Arrow decoding of every batch.
 """
@@ -16,10 +16,9 @@ from tracekit.collectors.nsys.export import Export, decode_utf8
 from tracekit.errors import InputError
 from tracekit.schema import table as schema_table
 
-
 # -- per-export context: event types and small lookup dictionaries ----------------------------
 
-class _Context:
+class Context:
     """What decoding needs beyond a row: NVTX event type ids, lookup dictionaries, enums."""
 
     def __init__(self, export: Export):
@@ -108,7 +107,7 @@ def _decode_enum(arr: pa.Array, mapping: dict[int, str]) -> pa.Array:
     return out
 
 
-def _decode_lookup(arr: pa.Array, name: str, ctx: _Context) -> pa.Array:
+def _decode_lookup(arr: pa.Array, name: str, ctx: Context) -> pa.Array:
     """Keys (int64, computed in SQL) -> names; keys without an entry get a visible label."""
     mapping = ctx.lookup(name)
     out = _decode_enum(arr, mapping) if mapping else arr.cast(pa.string())
@@ -128,7 +127,7 @@ def _decode_lookup(arr: pa.Array, name: str, ctx: _Context) -> pa.Array:
     return pc.if_else(missing, label, out)
 
 
-def _decode_style(arr: pa.Array, ctx: _Context) -> pa.Array:
+def _decode_style(arr: pa.Array, ctx: Context) -> pa.Array:
     pushpop = pa.array([ctx.event_types[n] for n in M.NVTX_PUSHPOP_TYPES], pa.int64())
     return pc.if_else(pc.is_in(arr, value_set=pushpop), pa.scalar("push/pop"), pa.scalar("start/end"))
 
@@ -157,10 +156,10 @@ def _relabel(arr: pa.Array, mapping: dict[str, str]) -> pa.Array:
     return pc.if_else(pc.is_null(idx), arr, pc.take(vals, idx))
 
 
-class _TablePlan:
+class TablePlan:
     """The resolved reading plan of one table for one export."""
 
-    def __init__(self, export: Export, tmap: M.TableMap, ctx: _Context):
+    def __init__(self, export: Export, tmap: M.TableMap, ctx: Context):
         self.tmap = tmap
         self.ctx = ctx
         self.source = next((s for s in tmap.sources if s in export.columns), None)

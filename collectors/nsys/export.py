@@ -200,7 +200,14 @@ class Export:
         if con is None:
             import adbc_driver_sqlite.dbapi as adbc
 
-            con = adbc.connect(_uri(self.path))
+            try:
+                con = adbc.connect(_uri(self.path))
+            except Exception as exc:  # the driver's own errors (adbc_driver_manager.Error, ...)
+                # a file deleted or replaced since it was opened: the driver says "failed to
+                # allocate memory" for a missing file, so say what is wrong from the file itself
+                why = ("no longer exists (deleted during the conversion?)" if not Path(self.path).exists()
+                       else f"cannot be opened for reading: {one_line(exc)}")
+                raise InputError(why, path=self.path) from None
             self._adbc_local.con = con
             with self._adbc_lock:
                 self._adbc_all.append(con)

@@ -47,7 +47,8 @@ class Expr:
         if self.decode.startswith("lookup:"):
             return f"{src} -> {LOOKUP_DOCS[self.decode[7:]]}"
         if self.decode == "nvtx_style":
-            return f"{src}: NvtxPushPopRange/NvtxtPushPopRange -> 'push/pop', NvtxStartEndRange/NvtxtStartEndRange -> 'start/end'"
+            return (f"{src}: NvtxPushPopRange/NvtxtPushPopRange -> 'push/pop', "
+                    "NvtxStartEndRange/NvtxtStartEndRange -> 'start/end'")
         if self.decode.startswith("enum:"):
             return f"{src} decoded by {self.decode[5:]}"
         return src
@@ -275,7 +276,7 @@ NVTX_CATEGORY_KEY = Expr(
 
 
 def _in(names: tuple[str, ...]) -> str:
-    return "t.eventType IN (" + ", ".join("{%s}" % n for n in names) + ")"
+    return "t.eventType IN (" + ", ".join("{" + n + "}" for n in names) + ")"
 
 
 NVTX_RANGES = TableMap(
@@ -395,7 +396,8 @@ DEVICES = TableMap(
         "device_id": (
             col("deviceId"),
             Expr("coalesce((SELECT min(c.cudaId) FROM TARGET_INFO_CUDA_DEVICE AS c WHERE c.gpuId = t.id), "
-                 "t.cuDevice, t.id)", ("id", "cuDevice", "TARGET_INFO_CUDA_DEVICE.gpuId", "TARGET_INFO_CUDA_DEVICE.cudaId")),
+                 "t.cuDevice, t.id)",
+                 ("id", "cuDevice", "TARGET_INFO_CUDA_DEVICE.gpuId", "TARGET_INFO_CUDA_DEVICE.cudaId")),
             Expr("coalesce(t.cuDevice, t.id)", ("id", "cuDevice")),
             col("id"),
         ),

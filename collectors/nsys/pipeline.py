@@ -18,9 +18,9 @@ import pyarrow.compute as pc
 
 from tracekit.collectors.nsys import mapping as M
 from tracekit.collectors.nsys import versions as nsys_versions
-from tracekit.collectors.nsys.decode import _Context, _TablePlan
+from tracekit.collectors.nsys.decode import Context, TablePlan
 from tracekit.collectors.nsys.export import MAX_TEXT_BYTES, Export, TypeMismatch
-from tracekit.collectors.nsys.post_steps import POST_STEPS, _Work
+from tracekit.collectors.nsys.post_steps import POST_STEPS, Work
 from tracekit.errors import InputError, MissingTableError
 from tracekit.progress import Progress
 from tracekit.runfolder import RunWriter
@@ -67,7 +67,7 @@ def _metadata(export: Export) -> dict:
         if export.has(tab, "name", "value"):
             kv = dict(export.rows(f'SELECT name, value FROM "{tab}"'))
             meta["export_metadata_table"] = tab
-            meta["export_schema_version"] = kv.get("EXPORT_SCHEMA_VERSION") or _schema_version(kv)
+            meta["export_schema_version"] = nsys_versions.export_schema_version(kv)
             meta["nsys_version"] = kv.get("EXPORT_PRODUCT_VERSION") or kv.get("NSYS_VERSION")
             break
     if export.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
@@ -117,12 +117,6 @@ def _host_and_rank(export: Export) -> dict:
     return out
 
 
-def _schema_version(kv: dict) -> str | None:
-    parts = [kv.get(k) for k in ("EXPORT_SCHEMA_VERSION_MAJOR", "EXPORT_SCHEMA_VERSION_MINOR",
-                                  "EXPORT_SCHEMA_VERSION_MICRO")]
-    return ".".join(str(p) for p in parts) if parts[0] is not None else None
-
-
 def _gpus(writer: RunWriter) -> list[dict]:
     info = writer.manifest["tables"].get("devices")
     if not info:
@@ -159,7 +153,7 @@ class _Cancelled(Exception):
     """Another table's conversion failed or the user interrupted: stop this one."""
 
 
-def _convert_table(export: Export, plan: _TablePlan, writer: RunWriter, progress: Progress, stats: _Stats,
+def _convert_table(export: Export, plan: TablePlan, writer: RunWriter, progress: Progress, stats: _Stats,
                    work_root: Path, cancel: threading.Event, not_needed: Callable[[], bool]) -> int:
     """Convert one table (in a worker thread); returns the number of source rows read."""
     tname, tmap = plan.tmap.table, plan.tmap
@@ -183,7 +177,7 @@ def _convert_table(export: Export, plan: _TablePlan, writer: RunWriter, progress
         work = None
         try:
             if tmap.post:
-                work = _Work(work_root / tname)
+                work = Work(work_root / tname)
                 batches = POST_STEPS[tmap.post](batches, work)
             writer.write_table(tname, mine.watch(tname, batches))
             break
@@ -202,10 +196,10 @@ def _convert_table(export: Export, plan: _TablePlan, writer: RunWriter, progress
 KEY_COLUMNS = ("device_id", "stream_id", "context_id", "correlation_id", "pid", "tid")
 
 
-def _convert(path: Path, sqlite_path: Path, writer: RunWriter, progress: Progress) -> None:
+def convert_export(path: Path, sqlite_path: Path, writer: RunWriter, progress: Progress) -> None:
     with Export(sqlite_path) as export:
         _check_export(export, path)
-        ctx = _Context(export)
+        ctx = Context(export)
         source = {"format": "nsys-sqlite", **_metadata(export), "tables_read": {}, "source_rows": {},
                   "missing_columns": {}}
         writer.manifest["sources"][NAME] = source
@@ -215,11 +209,11 @@ def _convert(path: Path, sqlite_path: Path, writer: RunWriter, progress: Progres
         # Plans in TABLE_MAPS order; a table whose plan fails stops the list there, and of all
         # failures the one of the earliest table is raised: the error a one-by-one conversion gives.
         order = list(M.TABLE_MAPS)
-        plans: dict[str, _TablePlan] = {}
+        plans: dict[str, TablePlan] = {}
         errors: dict[str, BaseException] = {}
         for tname, tmap in M.TABLE_MAPS.items():
             try:
-                plan = _TablePlan(export, tmap, ctx)
+                plan = TablePlan(export, tmap, ctx)
             except InputError as exc:
                 errors[tname] = exc
                 break

@@ -1,6 +1,6 @@
 """Structural post-steps of the nsys collector: work that needs all rows of a table in order
 (NVTX push/pop nesting, scheduler intervals, one row per device). Each step takes the decoded
-batches and a :class:`_Work` folder (a DuckDB database with a memory limit, spilling to disk)
+batches and a :class:`Work` folder (a DuckDB database with a memory limit, spilling to disk)
 and yields the finished batches; :data:`POST_STEPS` maps the names used in
 :mod:`tracekit.collectors.nsys.mapping` (``TableMap.post``) to them.
 """
@@ -21,11 +21,11 @@ OUT_BATCH_ROWS = 65536
 
 # -- structural steps (DuckDB, spilling to disk) ----------------------------------------------
 
-class _Work:
+class Work:
     """A DuckDB database in a work folder; batches are loaded into table ``src``."""
 
     def __init__(self, folder: Path):
-        import duckdb
+        from tracekit.duck import scratch
 
         self.folder = folder
         folder.mkdir(parents=True, exist_ok=True)
@@ -33,13 +33,11 @@ class _Work:
         # DuckDB reads '?' in a database path as the start of URL parameters (a run folder under
         # a folder named 'what?'): such a path gets an in-memory database, which spills to the
         # same temp_directory past the memory limit
-        self.con = duckdb.connect(":memory:" if "?" in db else db)
-        self.con.execute(f"SET memory_limit = '{DUCKDB_MEMORY_LIMIT}'")
-        spill = str(folder / "spill").replace("'", "''")
-        self.con.execute(f"SET temp_directory = '{spill}'")
-        self.con.execute("SET threads = 4")
-        self.con.execute("SET enable_progress_bar = false")
-        self.con.execute("SET preserve_insertion_order = false")
+        self.con = scratch(database=":memory:" if "?" in db else db,
+                           memory_limit=DUCKDB_MEMORY_LIMIT, threads=4,
+                           temp_directory=folder / "spill",
+                           settings=["enable_progress_bar = false",
+                                     "preserve_insertion_order = false"])
 
     def load(self, batches: Iterable[pa.RecordBatch], columns: list[str] | None = None) -> bool:
         """Insert ``batches`` (only ``columns`` when given) into table ``src``."""
@@ -110,7 +108,7 @@ DROP TABLE lvl;
 """
 
 
-def nvtx_ranges_post(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.RecordBatch]:
+def nvtx_ranges_post(batches: Iterable[pa.RecordBatch], work: Work) -> Iterator[pa.RecordBatch]:
     """nvtx_ranges' structural step: the push/pop nesting (:func:`nvtx_nesting`), then the
     operator arguments of PyTorch's NVTX op ranges (``input_dims``, ``op_id``,
     ``sequence_number``: :mod:`tracekit.collectors.nsys.pytorch_nvtx`)."""
@@ -120,7 +118,7 @@ def nvtx_ranges_post(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator
         yield add_columns(b)
 
 
-def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.RecordBatch]:
+def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: Work) -> Iterator[pa.RecordBatch]:
     """Add ``depth`` and ``parent_range_id`` to push/pop NVTX ranges (rows kept in rowid order).
 
     Up to :data:`tracekit.collectors.common.MAX_ROWS` push/pop ranges are nested in memory by
@@ -188,7 +186,7 @@ def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.
             "parent_range_id", pa.array(p, pa.int64(), mask=p == nesting.NO_PARENT))
 
 
-def _nvtx_nesting_duckdb(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.RecordBatch]:
+def _nvtx_nesting_duckdb(batches: Iterable[pa.RecordBatch], work: Work) -> Iterator[pa.RecordBatch]:
     """Add ``depth`` and ``parent_range_id`` to push/pop NVTX ranges (rows kept in rowid order), in
     DuckDB (:data:`NVTX_NESTING_SQL`).
 
@@ -256,7 +254,7 @@ def _flat(a):
     return a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
 
 
-def sched_intervals(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.RecordBatch]:
+def sched_intervals(batches: Iterable[pa.RecordBatch], work: Work) -> Iterator[pa.RecordBatch]:
     """SCHED_EVENTS rows -> on-CPU intervals: each switch-in to the same thread's next event.
 
     Switch-outs with no earlier switch-in (thread running when the capture began) open no
@@ -278,7 +276,7 @@ def sched_intervals(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[
         FROM s WHERE _is_in <> 0 ORDER BY start_ns, _seq""")
 
 
-def one_row_per_device(batches: Iterable[pa.RecordBatch], work: _Work) -> Iterator[pa.RecordBatch]:
+def one_row_per_device(batches: Iterable[pa.RecordBatch], work: Work) -> Iterator[pa.RecordBatch]:
     """TARGET_INFO_CUDA_GPU has a row per (process, device): keep the first row of each device."""
     if not work.load(batches):
         return

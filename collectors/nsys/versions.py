@@ -188,22 +188,33 @@ def check(export, writer, source: dict) -> dict:
     return result
 
 
+def export_schema_version(kv: dict) -> str | None:
+    """The export schema version of an export's metadata table ({name: value}):
+    ``EXPORT_SCHEMA_VERSION``, else its ``_MAJOR``, ``_MINOR`` and ``_MICRO`` parts joined."""
+    if kv.get("EXPORT_SCHEMA_VERSION"):
+        return kv["EXPORT_SCHEMA_VERSION"]
+    parts = [kv.get(k) for k in ("EXPORT_SCHEMA_VERSION_MAJOR", "EXPORT_SCHEMA_VERSION_MINOR",
+                                  "EXPORT_SCHEMA_VERSION_MICRO")]
+    return ".".join(str(p) for p in parts) if parts[0] is not None else None
+
+
 # -- regeneration ----------------------------------------------------------------------------------
 
 def build(paths: list[Path]) -> dict:
     """Registry data from fixture exports (versions merged; pre-3.0 exports: union of columns)."""
-    from tracekit.collectors.nsys.pipeline import _metadata
     from tracekit.collectors.nsys.export import Export
 
     versions: dict[str, dict] = {}
     for p in sorted(paths):
         with Export(p) as ex:
-            key = version_key(_metadata(ex).get("export_schema_version"))
-            entry = versions.setdefault(key, {"nsys": [], "fixtures": [], "tables": {}})
-            nsys = None
+            kv: dict = {}
             for tab in ("EXPORT_META_DATA", "META_DATA_EXPORT"):
                 if ex.has(tab, "name", "value"):
-                    nsys = dict(ex.rows(f'SELECT name, value FROM "{tab}"')).get("EXPORT_PRODUCT_VERSION")
+                    kv = dict(ex.rows(f'SELECT name, value FROM "{tab}"'))
+                    break
+            key = version_key(export_schema_version(kv) if kv else None)
+            entry = versions.setdefault(key, {"nsys": [], "fixtures": [], "tables": {}})
+            nsys = kv.get("EXPORT_PRODUCT_VERSION")
             if nsys and nsys not in entry["nsys"]:
                 entry["nsys"].append(nsys)
             entry["fixtures"].append(p.name)

@@ -1,7 +1,7 @@
 -- clock_offsets: One row per run and rank: the clock correction that puts the rank's timestamps on rank 0's clock, and the bound that holds the truth.
 --
 -- Reads the run's clock_model table, written by `tracekit convert` of a multi-rank job
--- (tracekit/clocks.py, docs/multirank.md). The rank's clock reads
+-- (tracekit/convert/clocks.py, docs/multirank.md). The rank's clock reads
 --   local = true + offset_ns + drift_ppm * 1e-6 * (true - t0_ns)
 -- where true is rank 0's clock and t0_ns rank 0's first NCCL kernel start; every cross-rank query
 -- (collective_skew, stragglers, the job timeline) subtracts it. Ranks on one host share one clock

@@ -1,7 +1,7 @@
 -- Roofline macros (loaded by tracekit.roofline.register on every engine connection).
 --
 -- tk_roofline_launches(): one row per ncu launch (ncu_launches) with the roofline inputs taken
--- from ncu_metrics through tk_ncu_spec (tracekit.collectors.ncu.metrics.INPUTS: for each input the metric
+-- from ncu_metrics through tk_ncu_spec (tracekit.schema.ncu_metrics.INPUTS: for each input the metric
 -- names that supply it, preferred first). All definitions are in docs/roofline.md. Reads the
 -- variables gpu, ceilings, tensor_datatype, sparsity (set by the named queries; NULL = default).
 -- A quantity whose inputs are absent is NULL and named in `missing`; never 0.

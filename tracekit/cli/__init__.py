@@ -11,12 +11,16 @@ import sys
 
 import typer
 
-from tracekit.cli import convert, query, schema_cmd  # noqa: F401  (registers commands)
-from tracekit.cli import collect  # noqa: F401,E402  (tracekit collect)
-from tracekit.cli import plot  # noqa: F401,E402  (tracekit plot ...)
-from tracekit.cli import workloads  # noqa: F401,E402  (tracekit workloads)
-from tracekit.cli import study  # noqa: F401,E402  (tracekit study, tracekit compare)
-from tracekit.cli import timeline  # noqa: F401,E402  (tracekit timeline)
+from tracekit.cli import (  # noqa: F401  (registers commands)
+    collect,  # noqa: F401,E402  (tracekit collect)
+    convert,
+    plot,  # noqa: F401,E402  (tracekit plot ...)
+    query,
+    schema_cmd,
+    study,  # noqa: F401,E402  (tracekit study, tracekit compare)
+    timeline,  # noqa: F401,E402  (tracekit timeline)
+    workloads,  # noqa: F401,E402  (tracekit workloads)
+)
 from tracekit.cli.app import STATE, app
 from tracekit.errors import TracekitError, one_line
 

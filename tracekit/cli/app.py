@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tracekit.cluster import SCHEDULER_ENV
+from tracekit.convert.cluster import SCHEDULER_ENV
 
 app = typer.Typer(
     name="tracekit",

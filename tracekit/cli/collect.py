@@ -59,7 +59,8 @@ def collect(
                  threads_per_rank=threads_per_rank)
     opts = CollectOptions(profiler=profiler, extra_profiler_args=extra_profiler_args, force=force,
                           keep_raw=keep_raw, timeout_s=timeout, ncu_steps=_steps(ncu_steps),
-                          ncu_launch_count=CollectOptions.ncu_launch_count if ncu_launch_count is None else ncu_launch_count)
+                          ncu_launch_count=(CollectOptions.ncu_launch_count if ncu_launch_count is None
+                                            else ncu_launch_count))
     do_collect(w, output, opts)
     m = open_run(output).manifest
     rows = ", ".join(f"{n} {t['rows']}" for n, t in m["tables"].items() if t["rows"])

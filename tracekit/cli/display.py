@@ -9,7 +9,7 @@ four digits before the point (``12345678`` ns -> ``12.346 ms``), and the header 
 the profiler's clock, not durations.
 
 The kind of a column comes from its documented unit (the ``@column`` lines of a named query, see
-:mod:`tracekit.named_queries`), refined by its name and description (a ``value`` that is "a
+:mod:`tracekit.query.named_queries`), refined by its name and description (a ``value`` that is "a
 fraction 0-1" is shown as %, ``*flop_per_s`` as FLOP/s); for ad-hoc SQL, from the name alone.
 """
 
@@ -186,7 +186,8 @@ def column(name: str, values: list, kind: str) -> Col:
         cells = ["" if v is None else visible(v) for v in values]
     else:
         cells = [format_plain(v) for v in values]
-    if kind in ("text", "enum") or (kind == "value" and values and all(isinstance(v, str) or v is None for v in values)):
+    if kind in ("text", "enum") or (kind == "value" and values
+                                    and all(isinstance(v, str) or v is None for v in values)):
         key = kind == "enum" or name in _KEY_TEXT
         return Col(name, name, cells, "left", "key" if key else "text", priority(name, kind),
                    shortenable=kind == "text" or len(max(cells, key=len, default="")) > 16)

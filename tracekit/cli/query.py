@@ -21,7 +21,7 @@ _COLUMNS = typer.Option(None, "--columns", "-c", help="Only these columns, comma
                         "this order (every format).")
 _ROWS = typer.Option(None, "--rows", "-n", min=0, help="Rows the table format shows (default: "
                      "100; 0: all). CSV, JSON and Parquet always hold every row.")
-_MEMORY = typer.Option(
+MEMORY_LIMIT = typer.Option(
     None, "--memory-limit", envvar="TRACEKIT_MEMORY_LIMIT",
     help="DuckDB memory limit, e.g. 1GB (default: DuckDB's, 80% of RAM); past it, joins and sorts "
          "spill to disk instead of growing.")
@@ -42,12 +42,14 @@ def parse_params(items: list[str]) -> dict[str, str]:
     return params
 
 
-def _warn_runs(eng, tables: set[str]) -> None:
-    from tracekit.cli.messages import warn
-    from tracekit.explain import run_warnings
+def _report(res) -> None:
+    """A QueryResult's warnings and empty-result reason on stderr (before the rows)."""
+    from tracekit.cli.messages import note, warn
 
-    for w in run_warnings(eng.runs, tables):
+    for w in res.warnings:
         warn(w)
+    if res.empty_reason:
+        note(res.empty_reason)
 
 
 @app.command()
@@ -61,7 +63,7 @@ def query(
                                     "(repeatable; `tracekit queries NAME` lists them)."),
     columns: Optional[str] = _COLUMNS,
     rows: Optional[int] = _ROWS,
-    memory_limit: str = _MEMORY,
+    memory_limit: str = MEMORY_LIMIT,
     jobs: int = jobs_option("Compute the query in parts (groups of run folders) in N local "
                             "worker processes (default: in this process)."),
     scheduler: str = scheduler_option("Compute the parts"),
@@ -74,33 +76,19 @@ def query(
     (exit status 0).
     """
     from tracekit.cli.messages import note
-    from tracekit.engine import Engine
-    from tracekit.explain import tables_read, why_empty
-    from tracekit.named_queries import get_query
+    from tracekit.query import get_query, run
 
     set_quiet(quiet)
     q = get_query(name)
     params = parse_params(param)
     if output is not None:
         check_output(output, run_dirs)
-    with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as eng:
-        if scheduler or (jobs or 1) > 1:  # in parts on workers (docs/multirank.md)
-            from tracekit.cluster import query_runs
-
-            eng._set_params(q, params)  # bad parameters fail here, before any worker starts
-            result = query_runs(run_dirs, name, params, jobs=jobs, scheduler=scheduler,
-                                memory_limit=memory_limit, step_pattern=step_pattern)
-            notices = eng._notices(q, result)
-        else:
-            result = eng.query(q, params)
-            notices = eng.notices
-        _warn_runs(eng, tables_read(q.sql))
-        if result.num_rows == 0:
-            note(why_empty(eng.runs, q, params=params))
-    result = select_columns(result, columns)
-    units = {c.name: (c.unit, c.description) for c in q.columns}
-    render(result, format, output, title=name, units=units, protect=run_dirs, rows=rows)
-    for line in notices:  # the query's @notice lines (coverage, why a column is NULL)
+    res = run(q, run_dirs, params, memory_limit=memory_limit, step_pattern=step_pattern,
+              jobs=jobs, scheduler=scheduler)
+    _report(res)
+    render(select_columns(res.table, columns), format, output, title=name, units=res.units,
+           protect=run_dirs, rows=rows)
+    for line in res.notices:  # the query's @notice lines (coverage, why a column is NULL)
         note(line)
 
 
@@ -114,7 +102,7 @@ def sql(
     output: Path = _OUTPUT,
     columns: Optional[str] = _COLUMNS,
     rows: Optional[int] = _ROWS,
-    memory_limit: str = _MEMORY,
+    memory_limit: str = MEMORY_LIMIT,
     quiet: bool = QUIET,
     allow_external: bool = typer.Option(
         False, "--allow-external", help="Let the SQL read and write any file DuckDB can (COPY, "
@@ -127,20 +115,15 @@ def sql(
     Without --allow-external the statement reads no other file and writes none
     (docs/robustness.md).
     """
-    from tracekit.cli.messages import note
-    from tracekit.engine import Engine
-    from tracekit.explain import tables_read, why_empty
+    from tracekit.query import run
 
     set_quiet(quiet)
     if output is not None:
         check_output(output, run_dirs)
-    with Engine(run_dirs, memory_limit=memory_limit, external_access=allow_external,
-                step_pattern=step_pattern) as eng:
-        result = eng.sql(statement)
-        _warn_runs(eng, tables_read(statement))
-        if result.num_rows == 0 and result.num_columns:
-            note(why_empty(eng.runs, sql=statement))
-    render(select_columns(result, columns), format, output, protect=run_dirs, rows=rows)
+    res = run(statement, run_dirs, sql=True, memory_limit=memory_limit,
+              external_access=allow_external, step_pattern=step_pattern)
+    _report(res)
+    render(select_columns(res.table, columns), format, output, protect=run_dirs, rows=rows)
 
 
 @app.command()
@@ -155,7 +138,7 @@ def queries(
     import sys
 
     from tracekit.cli.querydoc import describe, listing
-    from tracekit.named_queries import all_queries, get_query
+    from tracekit.query import all_queries, get_query
 
     if name is not None:
         sys.stdout.write(describe(get_query(name)))

@@ -8,7 +8,7 @@ import re
 from rich.cells import cell_len
 
 from tracekit.cli.termtable import terminal_width, wrap
-from tracekit.named_queries import NamedQuery
+from tracekit.query.named_queries import NamedQuery
 
 
 def _hanging(left: str, text: str, indent: int, width: int) -> list[str]:

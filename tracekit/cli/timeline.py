@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from tracekit.cli.app import app
-from tracekit.cli.query import _MEMORY
+from tracekit.cli.query import MEMORY_LIMIT
 from tracekit.timeline import DEFAULT_MAX_EVENTS
 
 
@@ -36,7 +36,7 @@ def timeline(
                                    help="End the window early so at most N events are written "
                                    "(0 = no limit); Perfetto UI in a browser holds about 2 GB."),
     force: bool = typer.Option(False, "--force", help="Replace an existing output file."),
-    memory_limit: str = _MEMORY,
+    memory_limit: str = MEMORY_LIMIT,
 ):
     """Write the run's timeline as Chrome trace-event JSON: open it at https://ui.perfetto.dev
     (or chrome://tracing). One process per rank/host process, a track per GPU stream and host

@@ -15,7 +15,8 @@ Choices, per profiler:
   ``--capture-range=nvtx`` never started the collection and left nsys waiting after the
   application had exited, so a capture range is not used on any version (the step ranges carry
   the warm-up mark in their message, which is enough to exclude them).
-- **ncu**: the ``roofline`` section set (:func:`ncu_metric_args`) on at most ``launch_count`` kernel launches inside the NVTX
+- **ncu**: the ``roofline`` section set (:func:`ncu_metric_args`) on at most ``launch_count`` kernel
+  launches inside the NVTX
   ranges of the chosen steps (``--nvtx --nvtx-include 'tracekit@step N/'``), written to a
   ``.ncu-rep`` that is then printed as CSV (``--page raw``).
 - **torch**: the runner itself records ``torch.profiler`` (``--torch-profile DIR``: CPU and, when

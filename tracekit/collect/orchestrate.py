@@ -13,32 +13,28 @@ always records each input's name, size and SHA-256.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
-import signal
 import shlex
 import shutil
 import subprocess
 import sys
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tracekit.collect import commands as C
 from tracekit.collect import tools
-from tracekit.errors import InputError, TracekitError
+from tracekit.collect.process import NSYS_ATTEMPTS, NSYS_TRANSIENT, ProfilerError, Stalled
+from tracekit.collect.process import run_logged as _run  # tests replace orchestrate._run
+from tracekit.collect.process import say as _say
+from tracekit.collect.process import tail as _tail
+from tracekit.errors import InputError
 from tracekit.runfolder import check_replaceable
 
 PROFILERS = ("nsys", "ncu", "torch", "auto")
-
-
-class ProfilerError(TracekitError):
-    """The profiler or the workload under it failed; the message ends with its own last words."""
-
-    exit_code = 1
 
 
 @dataclass
@@ -53,79 +49,6 @@ class CollectOptions:
     # ncu only: which steps (default: the first measured one) and how many launches at most
     ncu_steps: tuple[int, ...] | None = None
     ncu_launch_count: int = 50
-
-
-def _say(msg: str, quiet: bool) -> None:
-    if not quiet:
-        print(f"tracekit collect: {msg}", file=sys.stderr, flush=True)
-
-
-# a Python exception's last line, as a worker rank prints it (torchrun prefixes "[rankN]:")
-_EXCEPTION = re.compile(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)(?::.*)?)$")
-# torchrun's failure summary: it names no cause, only where to look
-_TORCHRUN_BOILERPLATE = re.compile(
-    r"ChildFailedError|Root Cause|error_file|^Failures:|FAILED$|^traceback\s*:|^\[\d+\]:$|^[=-]{8,}$"
-    r"|^Traceback \(most recent call last\)|^File \"")
-
-
-def _tail(text: str, n: int = 3) -> str:
-    """The profiler's own last words, in one line: a Python exception raised by the workload (or
-    one of its torchrun ranks) when there is one, else its last lines that say error/illegal/
-    failed/... (nsys's "Illegal --trace argument"), else its last ``n`` lines; progress bars,
-    usage boilerplate and torchrun's failure summary left out."""
-    lines = [ln.strip() for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
-    lines = [ln for ln in lines if not (ln.startswith("[") and "%" in ln)
-             and not re.match(r"(usage:|Try '|Possible |\$ )", ln)
-             and not _TORCHRUN_BOILERPLATE.search(ln)]
-    raised = list(dict.fromkeys(m.group(1) for ln in lines if (m := _EXCEPTION.match(ln))))
-    if raised:
-        return " | ".join(raised[-2:])
-    key = [ln for ln in lines if re.search(
-        r"error|illegal|invalid|fail|not found|exception|denied|killed|unrecognized|no such", ln, re.I)]
-    return " | ".join(key[-2:] if key else lines[-n:]) or "(no output)"
-
-
-def _kill_tree(pid: int, token: str) -> None:
-    """Kill what one command started: its process group (``start_new_session``), the processes
-    whose environment carries ``TRACEKIT_COLLECT_TOKEN=token`` (the workload and its ranks, which
-    nsys starts outside that group), and the nsys agent of its session, which nsys detaches and
-    names ``--session-name=profile-X-PID``."""
-    with contextlib.suppress(OSError):
-        os.killpg(pid, signal.SIGKILL)
-    marker = f"TRACEKIT_COLLECT_TOKEN={token}".encode()
-    for proc in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError, ValueError):
-            cmd = (proc / "cmdline").read_bytes().split(b"\0")
-            agent = b"--start-agent" in cmd and any(
-                c.startswith(b"--session-name=") and c.endswith(b"-%d" % pid) for c in cmd)
-            if agent or marker in (proc / "environ").read_bytes().split(b"\0"):
-                os.kill(int(proc.name), signal.SIGKILL)
-
-
-class _Stalled(ProfilerError):
-    """nsys kept running, doing nothing, long after the workload had exited (see NSYS_STALL_S)."""
-
-
-# nsys 2022.4 on a CPU-only machine sometimes never exits after the profiled program has (its
-# detached agent spins; seen in about one run in five on a busy 2-core machine, with and without
-# CPU sampling). Normal shutdown after the program exits takes seconds; while nsys imports its
-# stream, a QdstrmImporter process runs. A run whose workload has written all its results, and
-# whose nsys has neither exited nor started importing for NSYS_STALL_S seconds, is killed and
-# profiled again, up to NSYS_ATTEMPTS times in all.
-NSYS_STALL_S = float(os.environ.get("TRACEKIT_NSYS_STALL_S", "45"))
-NSYS_ATTEMPTS = 3
-# nsys output of agent failures that leave no report and pass when profiled again
-NSYS_TRANSIENT = ("sem_open", "End of file")
-
-
-def _importing() -> bool:
-    """True while a QdstrmImporter process runs (nsys converting its stream into a report; it
-    writes to a temporary file whose name does not tell which session it belongs to)."""
-    for proc in Path("/proc").glob("[0-9]*"):
-        with contextlib.suppress(OSError):
-            if b"QdstrmImporter" in (proc / "cmdline").read_bytes():
-                return True
-    return False
 
 
 def threads_per_rank(w: C.Workload) -> tuple[int, str]:
@@ -157,65 +80,6 @@ def host_cpu_table(results: list[dict]):
         "cpu": pa.array(cols["cpu"], pa.int32()), "pid": pa.array(cols["pid"], pa.int64()),
         "tid": pa.array(cols["tid"], pa.int64()), "out_state": pa.array(["Sampled"] * n, pa.string()),
         "block_reason": pa.nulls(n, pa.string()), "is_clipped": pa.array([False] * n, pa.bool_())})
-
-
-def _run(cmd: list[str], what: str, log: Path, timeout: float | None, env: dict | None = None,
-         stall: list[Path] | None = None) -> str:
-    """Run ``cmd`` with stdout+stderr into ``log``; :class:`ProfilerError` quoting its last lines
-    when it fails or runs past ``timeout`` seconds (then it and its nsys agent are killed).
-
-    ``stall=result_files``: once every result file exists (the workload is done), the command
-    must exit within :data:`NSYS_STALL_S` seconds during which no QdstrmImporter runs, else it is
-    killed and :class:`_Stalled` raised. Returns the output."""
-    with open(log, "ab") as f:
-        f.write(("$ " + shlex.join(cmd) + "\n").encode())
-        f.flush()
-        token = uuid.uuid4().hex
-        try:
-            p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
-                                 env={**os.environ, **(env or {}), "TRACEKIT_COLLECT_TOKEN": token})
-        except OSError as exc:
-            raise ProfilerError(f"cannot start {what} ({cmd[0]}): {exc.strerror}") from None
-        try:
-            rc = _wait(p, timeout, stall)
-        except _Stalled:
-            _kill_tree(p.pid, token)
-            p.wait()
-            raise
-        except subprocess.TimeoutExpired:
-            _kill_tree(p.pid, token)
-            p.wait()
-            raise ProfilerError(f"{what} did not finish within {timeout:.0f} s (killed): "
-                                f"{_tail(log.read_text(errors='replace'))}") from None
-        except BaseException:  # KeyboardInterrupt / SIGTERM: leave nothing running
-            _kill_tree(p.pid, token)
-            p.wait()
-            raise
-    out = log.read_text(errors="replace")
-    if rc != 0:
-        raise ProfilerError(f"{what} failed (exit status {rc}): {_tail(out)}")
-    return out
-
-
-def _wait(p: subprocess.Popen, timeout: float | None, files: list[Path] | None) -> int:
-    if files is None:
-        return p.wait(timeout=timeout)
-    start = time.monotonic()
-    idle_since = None
-    while True:
-        try:
-            return p.wait(timeout=0.5)
-        except subprocess.TimeoutExpired:
-            pass
-        now = time.monotonic()
-        if timeout is not None and now - start > timeout:
-            raise subprocess.TimeoutExpired(p.args, timeout)
-        if all(f.is_file() for f in files) and not _importing():
-            idle_since = idle_since or now
-            if now - idle_since > NSYS_STALL_S:
-                raise _Stalled(f"nsys did not exit {NSYS_STALL_S:.0f} s after the workload had finished")
-        else:
-            idle_since = None
 
 
 def choose_profiler(profiler: str, quiet: bool = False) -> str:
@@ -342,6 +206,187 @@ def failure_log(run_dir: Path) -> Path:
     return run_dir.with_name(run_dir.name + ".collect-failed.log")
 
 
+@dataclass
+class _Session:
+    """One ``tracekit collect`` under way: the workload, its options and its work folder."""
+
+    workload: C.Workload
+    options: CollectOptions
+    work: Path
+    quiet: bool
+    extra: list[str]  # --extra-profiler-args, split
+    cuda: bool
+    tpr: int  # threads per rank
+    cmds: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def log(self) -> Path:
+        return self.work / "profiler.log"
+
+    @property
+    def result_json(self) -> str:
+        return str(self.work / RESULT_JSON)
+
+    @property
+    def env(self) -> dict:
+        return {"OMP_NUM_THREADS": str(self.tpr)}
+
+    def running(self, under: str) -> None:
+        w = self.workload
+        _say(f"running {w.name} ({w.preset}, {w.nproc} rank(s), {self.tpr} thread(s) per rank) "
+             f"under {under}", self.quiet)
+
+
+class _NsysPass:
+    """nsys profile (retried when nsys stalls or loses its agent), then nsys export to SQLite."""
+
+    def __init__(self, cuda: bool):
+        self.nsys = tools.nsys_info()  # the tool checks happen before anything runs
+
+    def run(self, s: _Session) -> tuple[list[Path], dict]:
+        w, o = s.workload, s.options
+        base = str(s.work / "profile")
+        prof_cmd = C.nsys_profile_command(self.nsys, C.runner_command(w, s.result_json), base,
+                                          cuda=s.cuda, extra=s.extra)
+        exp_cmd = C.nsys_export_command(self.nsys, base + ".nsys-rep", base + ".sqlite")
+        s.running(f"nsys {self.nsys.version}")
+        s.cmds.append(prof_cmd)
+        self._profile(s, prof_cmd, base)
+        if not Path(base + ".nsys-rep").is_file():
+            raise ProfilerError(f"nsys wrote no report: {_tail(s.log.read_text(errors='replace'))}")
+        s.cmds.append(exp_cmd)
+        _run(exp_cmd, "nsys export", s.log, o.timeout_s)
+        s.notes.append("no capture range: warm-up steps are in the trace, marked by their NVTX "
+                       "message ('step N (warmup)') and by step_summary.warmup")
+        return [Path(base + ".sqlite")], {"nsys": self.nsys.version}
+
+    @staticmethod
+    def _profile(s: _Session, prof_cmd: list[str], base: str) -> None:
+        w, log = s.workload, s.log
+        results = _result_paths(s.work, w.nproc)
+        for attempt in range(1, NSYS_ATTEMPTS + 1):
+            try:
+                _run(prof_cmd, f"nsys profile ({w.name})", log, s.options.timeout_s, env=s.env,
+                     stall=results)
+                break
+            except Stalled as exc:
+                if attempt == NSYS_ATTEMPTS:
+                    raise ProfilerError(f"{exc} ({NSYS_ATTEMPTS} attempts); try "
+                                        "--extra-profiler-args '--sample=none'") from None
+                s.notes.append(f"nsys profile attempt {attempt} killed: {exc}; profiled again")
+                _say(f"attempt {attempt} of {NSYS_ATTEMPTS} killed: {exc}; profiling again", s.quiet)
+            except ProfilerError:
+                # nsys 2022.4 sometimes loses its agent while other nsys sessions run
+                # (SystemException from sem_open before the target starts, or "End of file"
+                # from the agent's connection) and writes no report: profile again
+                text = log.read_text(errors="replace")
+                marker = next((m for m in NSYS_TRANSIENT if m in text), None)
+                if marker is None or Path(base + ".nsys-rep").exists() or attempt == NSYS_ATTEMPTS:
+                    raise
+                s.notes.append(f"nsys profile retried after a transient agent failure ({marker})")
+                _say(f"attempt {attempt} of {NSYS_ATTEMPTS} failed: nsys lost its agent "
+                     f"({marker}), no report; profiling again", s.quiet)
+            for stale in [*results, *s.work.glob("profile.*")]:
+                stale.unlink(missing_ok=True)
+
+
+class _TorchPass:
+    """The runner with torch.profiler on (a Chrome trace per rank, measured steps only)."""
+
+    def __init__(self, cuda: bool):
+        pass
+
+    def run(self, s: _Session) -> tuple[list[Path], dict]:
+        w = s.workload
+        tdir = s.work / "torch"
+        target = C.runner_command(w, s.result_json, torch_profile=str(tdir))
+        s.cmds.append(target)
+        s.running("torch.profiler")
+        try:
+            _run(target, f"the workload {w.name} under torch.profiler", s.log, s.options.timeout_s,
+                 env=s.env)
+        except ProfilerError as exc:
+            # a rank that fails at exit, after every rank wrote its trace and then its result
+            # (the last thing the runner does, after its last collective), left complete
+            # outputs: torch 2.13 + Gloo abort now and then while tearing down
+            # ("terminate called without an active exception")
+            done = _result_paths(s.work, w.nproc)
+            if not all(p.is_file() for p in done) or len(list(tdir.glob("rank*.json"))) != w.nproc:
+                raise
+            note = (f"{exc} -- after every rank had written its trace and result, so they are "
+                    "converted")
+            _say(f"warning: {note}", s.quiet)
+            s.notes.append(note)
+        inputs = sorted(tdir.glob("rank*.json"))
+        if not inputs:
+            raise ProfilerError("torch.profiler wrote no trace")
+        s.notes.append("torch.profiler records the measured steps only (started after warm-up)")
+        return inputs, {}
+
+
+class _NcuPass:
+    """ncu on the chosen steps' kernels (NVTX filter), then its raw page as CSV."""
+
+    def __init__(self, cuda: bool):
+        self.path, self.version = tools.ncu_version()
+        if not cuda:
+            raise tools.ToolNotFoundError("--profiler ncu needs an NVIDIA GPU and driver, and this "
+                                          "machine has none; use --profiler nsys or torch here")
+
+    def run(self, s: _Session) -> tuple[list[Path], dict]:
+        w, o = s.workload, s.options
+        target = C.runner_command(w, s.result_json)
+        warm = _run_steps(w)[0]
+        steps = list(o.ncu_steps) if o.ncu_steps else [warm]
+        base = str(s.work / "profile")
+        prof_cmd = C.ncu_profile_command(self.path, target, base, steps=steps, warmup_steps=warm,
+                                         launch_count=o.ncu_launch_count,
+                                         metric_args=C.ncu_metric_args(list(tools.ncu_sets(self.path))),
+                                         extra=s.extra)
+        s.cmds.append(prof_cmd)
+        _say(f"running {w.name} ({w.preset}) under ncu {self.version} (steps "
+             f"{', '.join(map(str, steps))}, at most {o.ncu_launch_count} launches)", s.quiet)
+        _run(prof_cmd, f"ncu ({w.name})", s.log, o.timeout_s, env=s.env)
+        rep = Path(base + ".ncu-rep")
+        if not rep.is_file():
+            raise ProfilerError(f"ncu wrote no report (no kernel matched the NVTX filter?): "
+                                f"{_tail(s.log.read_text(errors='replace'))}")
+        csv_cmd = C.ncu_csv_command(self.path, str(rep))
+        s.cmds.append(csv_cmd)
+        csv = s.work / "profile.csv"
+        with open(csv, "wb") as f:
+            p = subprocess.run(csv_cmd, stdout=f, stderr=subprocess.PIPE, timeout=o.timeout_s)
+        if p.returncode != 0:
+            raise ProfilerError(f"ncu --import failed: {_tail(p.stderr.decode(errors='replace'))}")
+        return [csv], {"ncu": self.version}
+
+
+_PASSES = {"nsys": _NsysPass, "torch": _TorchPass, "ncu": _NcuPass}
+
+
+def _collect_manifest(s: _Session, results: list[dict], profiler: str, version: dict, wall: float,
+                      tpr_rule: str, cpu_rows) -> dict:
+    """The manifest entries ``tracekit collect`` adds to the run folder's (``collect``, ...)."""
+    o = s.options
+    extra_manifest = _manifest(results, profiler, version, s.cmds, wall, s.notes)
+    extra_manifest["collect"]["threads_per_rank"] = s.tpr
+    extra_manifest["collect"]["threads_per_rank_from"] = tpr_rule
+    extra_manifest["collect"]["threads_seen"] = [r.get("threads") for r in results]
+    if cpu_rows is not None:
+        src = next(r["cpu_samples"] for r in results if r.get("cpu_samples"))
+        extra_manifest["collect"]["host_cpu_samples"] = {
+            "rows": cpu_rows.num_rows, "interval_ms": src.get("interval_ms"),
+            "source": f"/proc/PID/task/TID/{src.get('source')} read by the runner",
+            "table": "cpu_thread_state (out_state 'Sampled')"}
+    extra_manifest["collect"]["requested"] = {**asdict(s.workload), "profiler": o.profiler,
+                                              "extra_profiler_args": o.extra_profiler_args}
+    if o.keep_raw:
+        extra_manifest["collect"]["raw"] = sorted(
+            str(Path("raw") / p.relative_to(s.work)) for p in s.work.rglob("*") if p.is_file())
+    return extra_manifest
+
+
 def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOptions | None = None,
             *, quiet: bool = False) -> Path:
     """Train ``workload`` under ``options.profiler`` and convert the result into ``run_dir``.
@@ -364,141 +409,24 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
     cuda = tools.cuda_present()
     _check_machine(workload, cuda)
     tpr, tpr_rule = threads_per_rank(workload)
-    threads_env = {"OMP_NUM_THREADS": str(tpr)}
-    # the tool checks happen before anything runs
-    if profiler == "nsys":
-        nsys = tools.nsys_info()
-    elif profiler == "ncu":
-        ncu_path, ncu_ver = tools.ncu_version()
-        if not cuda:
-            raise tools.ToolNotFoundError("--profiler ncu needs an NVIDIA GPU and driver, and this "
-                                          "machine has none; use --profiler nsys or torch here")
+    runner = _PASSES[profiler](cuda)  # the tool checks happen before anything runs
     if not tools.torch_importable():
         raise tools.ToolNotFoundError(f"torch is not importable by {sys.executable}: {tools.TORCH_INSTALL}")
 
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     work = run_dir.parent / f".{run_dir.name}.collect-{uuid.uuid4().hex[:10]}"
     work.mkdir()
-    log = work / "profiler.log"
-    cmds: list[list[str]] = []
-    notes: list[str] = []
+    s = _Session(workload, o, work, quiet, extra, cuda, tpr)
+    log = s.log
     t0 = time.monotonic()
     try:
-        result_json = str(work / RESULT_JSON)
-        if profiler == "nsys":
-            target = C.runner_command(workload, result_json)
-            base = str(work / "profile")
-            prof_cmd = C.nsys_profile_command(nsys, target, base, cuda=cuda, extra=extra)
-            exp_cmd = C.nsys_export_command(nsys, base + ".nsys-rep", base + ".sqlite")
-            _say(f"running {workload.name} ({workload.preset}, {workload.nproc} rank(s), {tpr} "
-                 f"thread(s) per rank) under nsys {nsys.version}", quiet)
-            cmds += [prof_cmd]
-            results = _result_paths(work, workload.nproc)
-            for attempt in range(1, NSYS_ATTEMPTS + 1):
-                try:
-                    _run(prof_cmd, f"nsys profile ({workload.name})", log, o.timeout_s,
-                         env=threads_env, stall=results)
-                    break
-                except _Stalled as exc:
-                    if attempt == NSYS_ATTEMPTS:
-                        raise ProfilerError(f"{exc} ({NSYS_ATTEMPTS} attempts); try "
-                                            "--extra-profiler-args '--sample=none'") from None
-                    notes.append(f"nsys profile attempt {attempt} killed: {exc}; profiled again")
-                    _say(f"attempt {attempt} of {NSYS_ATTEMPTS} killed: {exc}; profiling again",
-                         quiet)
-                except ProfilerError:
-                    # nsys 2022.4 sometimes loses its agent while other nsys sessions run
-                    # (SystemException from sem_open before the target starts, or "End of file"
-                    # from the agent's connection) and writes no report: profile again
-                    text = log.read_text(errors="replace")
-                    marker = next((m for m in NSYS_TRANSIENT if m in text), None)
-                    if marker is None or Path(base + ".nsys-rep").exists() or attempt == NSYS_ATTEMPTS:
-                        raise
-                    notes.append(f"nsys profile retried after a transient agent failure ({marker})")
-                    _say(f"attempt {attempt} of {NSYS_ATTEMPTS} failed: nsys lost its agent "
-                         f"({marker}), no report; profiling again", quiet)
-                for stale in [*results, *work.glob("profile.*")]:
-                    stale.unlink(missing_ok=True)
-            if not Path(base + ".nsys-rep").is_file():
-                raise ProfilerError(f"nsys wrote no report: {_tail(log.read_text(errors='replace'))}")
-            cmds.append(exp_cmd)
-            _run(exp_cmd, "nsys export", log, o.timeout_s)
-            inputs = [Path(base + ".sqlite")]
-            version = {"nsys": nsys.version}
-            notes.append("no capture range: warm-up steps are in the trace, marked by their NVTX "
-                         "message ('step N (warmup)') and by step_summary.warmup")
-        elif profiler == "torch":
-            tdir = work / "torch"
-            target = C.runner_command(workload, result_json, torch_profile=str(tdir))
-            cmds.append(target)
-            _say(f"running {workload.name} ({workload.preset}, {workload.nproc} rank(s), {tpr} "
-                 f"thread(s) per rank) under torch.profiler", quiet)
-            try:
-                _run(target, f"the workload {workload.name} under torch.profiler", log, o.timeout_s,
-                     env=threads_env)
-            except ProfilerError as exc:
-                # a rank that fails at exit, after every rank wrote its trace and then its result
-                # (the last thing the runner does, after its last collective), left complete
-                # outputs: torch 2.13 + Gloo abort now and then while tearing down
-                # ("terminate called without an active exception")
-                done = _result_paths(work, workload.nproc)
-                if not all(p.is_file() for p in done) or len(list(tdir.glob("rank*.json"))) != workload.nproc:
-                    raise
-                note = (f"{exc} -- after every rank had written its trace and result, so they are "
-                        "converted")
-                _say(f"warning: {note}", quiet)
-                notes.append(note)
-            inputs = sorted(tdir.glob("rank*.json"))
-            if not inputs:
-                raise ProfilerError("torch.profiler wrote no trace")
-            version = {}
-            notes.append("torch.profiler records the measured steps only (started after warm-up)")
-        else:  # ncu
-            target = C.runner_command(workload, result_json)
-            warm = _run_steps(workload)[0]
-            steps = list(o.ncu_steps) if o.ncu_steps else [warm]
-            base = str(work / "profile")
-            prof_cmd = C.ncu_profile_command(ncu_path, target, base, steps=steps, warmup_steps=warm,
-                                             launch_count=o.ncu_launch_count,
-                                             metric_args=C.ncu_metric_args(list(tools.ncu_sets(ncu_path))),
-                                             extra=extra)
-            cmds.append(prof_cmd)
-            _say(f"running {workload.name} ({workload.preset}) under ncu {ncu_ver} (steps "
-                 f"{', '.join(map(str, steps))}, at most {o.ncu_launch_count} launches)", quiet)
-            _run(prof_cmd, f"ncu ({workload.name})", log, o.timeout_s, env=threads_env)
-            rep = Path(base + ".ncu-rep")
-            if not rep.is_file():
-                raise ProfilerError(f"ncu wrote no report (no kernel matched the NVTX filter?): "
-                                    f"{_tail(log.read_text(errors='replace'))}")
-            csv_cmd = C.ncu_csv_command(ncu_path, str(rep))
-            cmds.append(csv_cmd)
-            csv = work / "profile.csv"
-            with open(csv, "wb") as f:
-                p = subprocess.run(csv_cmd, stdout=f, stderr=subprocess.PIPE, timeout=o.timeout_s)
-            if p.returncode != 0:
-                raise ProfilerError(f"ncu --import failed: {_tail(p.stderr.decode(errors='replace'))}")
-            inputs = [csv]
-            version = {"ncu": ncu_ver}
+        inputs, version = runner.run(s)
         wall = time.monotonic() - t0
         results = _read_results(work, workload.nproc)
         _say("done: " + ", ".join(f"rank {r['rank']} {len(r.get('step_wall_ns') or [])} steps, "
                                   f"mean {r['mean_step_ns'] / 1e6:.1f} ms" for r in results), quiet)
         cpu_rows = host_cpu_table(results) if profiler == "torch" else None
-        extra_manifest = _manifest(results, profiler, version, cmds, wall, notes)
-        extra_manifest["collect"]["threads_per_rank"] = tpr
-        extra_manifest["collect"]["threads_per_rank_from"] = tpr_rule
-        extra_manifest["collect"]["threads_seen"] = [r.get("threads") for r in results]
-        if cpu_rows is not None:
-            src = next(r["cpu_samples"] for r in results if r.get("cpu_samples"))
-            extra_manifest["collect"]["host_cpu_samples"] = {
-                "rows": cpu_rows.num_rows, "interval_ms": src.get("interval_ms"),
-                "source": f"/proc/PID/task/TID/{src.get('source')} read by the runner",
-                "table": "cpu_thread_state (out_state 'Sampled')"}
-        extra_manifest["collect"]["requested"] = {**asdict(workload), "profiler": o.profiler,
-                                                  "extra_profiler_args": o.extra_profiler_args}
-        if o.keep_raw:
-            extra_manifest["collect"]["raw"] = sorted(
-                str(Path("raw") / p.relative_to(work)) for p in work.rglob("*") if p.is_file())
+        extra_manifest = _collect_manifest(s, results, profiler, version, wall, tpr_rule, cpu_rows)
         convert(inputs, run_dir, force=o.force, extra_manifest=extra_manifest,
                 extra_tables=None if cpu_rows is None else {"cpu_thread_state": cpu_rows})
         failure_log(run_dir).unlink(missing_ok=True)  # an earlier attempt's

@@ -18,7 +18,7 @@ CAUSES = ("host", "sync", "copy", "other")
 
 
 def idle_data(run_dirs: Sequence[str | os.PathLike]):
-    from tracekit.engine import Engine
+    from tracekit.query import Engine
 
     with Engine(run_dirs) as eng:
         idle = [r for r in eng.query("gpu_idle").to_pylist() if r["scope"] == "run"]
@@ -51,7 +51,8 @@ def plot_idle(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike, 
         left = [a + b for a, b in zip(left, vals)]
     xmax = max(left) or 1
     for i, r in enumerate(idle):
-        ax_b.text(left[i] + xmax * 0.01, i, f"{100 * (r['idle_fraction'] or 0):.1f}% of {r['wall_ns'] / div:,.1f} {unit}",
+        ax_b.text(left[i] + xmax * 0.01, i,
+                  f"{100 * (r['idle_fraction'] or 0):.1f}% of {r['wall_ns'] / div:,.1f} {unit}",
                   va="center", fontsize=7)
     ax_b.set_xlim(0, xmax * 1.35)
     ax_b.set_yticks(range(len(idle)))

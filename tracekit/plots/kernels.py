@@ -17,7 +17,7 @@ CATEGORIES = ("compute", "nccl", "memcpy", "memset")
 
 
 def kernels_data(run_dirs: Sequence[str | os.PathLike], *, top: int = 15):
-    from tracekit.engine import Engine
+    from tracekit.query import Engine
 
     with Engine(run_dirs) as eng:
         rows = eng.query("gpu_time_breakdown", {"top": str(top)}).to_pylist()

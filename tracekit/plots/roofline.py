@@ -32,7 +32,7 @@ def _short(name: str, width: int = 40, escape: bool = True) -> str:
 def roofline_data(run_dirs: Sequence[str | os.PathLike], params: dict[str, str] | None = None):
     """(kernel rows of the ``roofline`` query, ceiling rows per device, {(run_id, kernel_name):
     share of the run's nsys kernel time} for runs that also hold an nsys pass)."""
-    from tracekit.engine import Engine
+    from tracekit.query import Engine
 
     params = dict(params or {})
     params["per"] = "kernel"
@@ -43,24 +43,8 @@ def roofline_data(run_dirs: Sequence[str | os.PathLike], params: dict[str, str] 
     return kernels, ceilings, shares
 
 
-def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike, *,
-                  params: dict[str, str] | None = None, title: str | None = None, top: int = 8) -> dict:
-    """Draw the roofline of ``run_dirs`` into ``output`` (PNG, SVG or PDF by suffix).
-
-    Returns ``{"plotted": [kernel names], "skipped": {kernel: reason}, "title": text, "legend":
-    [ceiling and marker legend texts], "labels": [numbered kernel legend texts]}``. Raises
-    :class:`InputError` when no kernel has both a FLOP count and a byte count at some level
-    (the message quotes what is missing), :class:`ToolNotFoundError` without matplotlib.
-    """
-    from tracekit.outfile import check_output
-
-    check_output(output, run_dirs, create_parent=True)
-    kernels, ceilings, nsys_shares = roofline_data(run_dirs, params)
-    nsys_runs = {run for run, _ in nsys_shares}
-    if not kernels:
-        raise InputError("no ncu launches in the run folder(s): convert an ncu CSV or .ncu-rep into them")
-    plt = style.pyplot()
-
+def _points(kernels: list[dict], nsys_shares: dict, nsys_runs: set) -> tuple[list, dict]:
+    """([(kernel row, [(level, intensity)], share of the run's time)], {kernel: why skipped})."""
     total_by_run: dict[str, float] = {}
     for k in kernels:
         if k["time_ns"] is not None:
@@ -84,19 +68,11 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
         else:
             share = (k["time_ns"] or 0.0) / (total_by_run.get(k["run_id"]) or 1.0)
         points.append((k, levels, share))
-    if not points:
-        name, why = next(iter(skipped.items()))
-        raise InputError(f"nothing to plot: no kernel has both FLOP and byte counters "
-                         f"(e.g. {_short(name, escape=False)}: {why}); "
-                         "`tracekit query roofline` lists what each kernel lacks")
+    return points, skipped
 
-    fig, ax = plt.subplots(figsize=(12, 6.5), dpi=110)
-    xs = [i for _, lv, _ in points for _, i in lv]
-    ys = [k["flop_per_s"] for k, _, _ in points]
-    peaks = [c[p] for c in ceilings for p, _ in PRECISIONS if c[p]]
-    bws = [c[lv] for c in ceilings for lv, _, _ in LEVELS if c[lv]]
-    x_lo = min(xs + [p / b for p in peaks for b in bws] or xs) / 10
-    x_hi = max(xs + [p / b for p in peaks for b in bws] or xs) * 10
+
+def _draw_ceilings(ax, ceilings: list[dict], x_lo: float, x_hi: float, y_max: float) -> None:
+    """The compute roofs (one per precision) and memory slopes (one per level) of every device."""
     styles = ["-", "--", ":", "-."]
     level_colors = {"dram": "tab:red", "l2": "tab:green", "l1": "tab:blue"}
     for di, c in enumerate(ceilings):
@@ -113,10 +89,15 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
             bw = c[lv]
             if not bw:
                 continue
-            cap = top_peak or max(ys) * 10
+            cap = top_peak or y_max * 10
             x_end = cap / bw
             ax.plot([x_lo, x_end], [x_lo * bw, cap], color=level_colors[lv], linestyle=ls, linewidth=1.2,
                     label=f"{style.text(prefix)}{label} {bw / 1e9:,.0f} GB/s")
+
+
+def _draw_kernels(plt, ax, points: list, top: int) -> list:
+    """A marker per kernel and level, area by share of time; numbers beside the ``top`` largest.
+    Returns the legend handles of the numbered kernels."""
     cmap = plt.get_cmap("tab10")
     ranked = sorted(points, key=lambda p: -p[2])
     markers = dict((a, m) for a, _, m in LEVELS)
@@ -139,6 +120,43 @@ def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLi
     for lv, label, marker in LEVELS:  # marker key only for the levels drawn
         if lv in drawn_levels:
             ax.scatter([], [], marker=marker, color="0.5", edgecolors="black", label=f"kernel at {label} intensity")
+    return kernel_handles
+
+
+def plot_roofline(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike, *,
+                  params: dict[str, str] | None = None, title: str | None = None, top: int = 8) -> dict:
+    """Draw the roofline of ``run_dirs`` into ``output`` (PNG, SVG or PDF by suffix).
+
+    Returns ``{"plotted": [kernel names], "skipped": {kernel: reason}, "title": text, "legend":
+    [ceiling and marker legend texts], "labels": [numbered kernel legend texts]}``. Raises
+    :class:`InputError` when no kernel has both a FLOP count and a byte count at some level
+    (the message quotes what is missing), :class:`ToolNotFoundError` without matplotlib.
+    """
+    from tracekit.outfile import check_output
+
+    check_output(output, run_dirs, create_parent=True)
+    kernels, ceilings, nsys_shares = roofline_data(run_dirs, params)
+    nsys_runs = {run for run, _ in nsys_shares}
+    if not kernels:
+        raise InputError("no ncu launches in the run folder(s): convert an ncu CSV or .ncu-rep into them")
+    plt = style.pyplot()
+
+    points, skipped = _points(kernels, nsys_shares, nsys_runs)
+    if not points:
+        name, why = next(iter(skipped.items()))
+        raise InputError(f"nothing to plot: no kernel has both FLOP and byte counters "
+                         f"(e.g. {_short(name, escape=False)}: {why}); "
+                         "`tracekit query roofline` lists what each kernel lacks")
+
+    fig, ax = plt.subplots(figsize=(12, 6.5), dpi=110)
+    xs = [i for _, lv, _ in points for _, i in lv]
+    ys = [k["flop_per_s"] for k, _, _ in points]
+    peaks = [c[p] for c in ceilings for p, _ in PRECISIONS if c[p]]
+    bws = [c[lv] for c in ceilings for lv, _, _ in LEVELS if c[lv]]
+    x_lo = min(xs + [p / b for p in peaks for b in bws] or xs) / 10
+    x_hi = max(xs + [p / b for p in peaks for b in bws] or xs) * 10
+    _draw_ceilings(ax, ceilings, x_lo, x_hi, max(ys))
+    kernel_handles = _draw_kernels(plt, ax, points, top)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x_lo, x_hi)

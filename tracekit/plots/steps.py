@@ -22,7 +22,7 @@ PHASES = (("data_ns", "data"), ("forward_ns", "forward"), ("backward_ns", "backw
 
 
 def steps_data(run_dirs: Sequence[str | os.PathLike], *, include_warmup: bool = True):
-    from tracekit.engine import Engine
+    from tracekit.query import Engine
 
     with Engine(run_dirs) as eng:
         rows = eng.query("step_summary", {"include_warmup": str(include_warmup).lower()}).to_pylist()

@@ -50,7 +50,7 @@ def _note_figure(plt, title: str, text: str, xlabel: str, ylabel: str) -> str:
 def _lines(plt, df: pd.DataFrame, ys: list[tuple[str, str]], title: str) -> str:
     fig, axes = plt.subplots(1, len(ys), figsize=(5.2 * len(ys), 3.6), squeeze=False)
     for ax, (col, label) in zip(axes[0], ys):
-        for key, g in df.groupby(["workload", "precision", "interconnect"], dropna=False, sort=True):
+        for _key, g in df.groupby(["workload", "precision", "interconnect"], dropna=False, sort=True):
             g = g.sort_values("world_size")
             if g[col].notna().any():
                 ax.plot(g["world_size"], g[col], marker="o", label=_series_label(g.iloc[0]))

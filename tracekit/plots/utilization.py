@@ -18,7 +18,7 @@ MAX_LINE_ROWS = 4
 
 def utilization_data(run_dirs: Sequence[str | os.PathLike], *, bins: int = 200, bin_ns: int = 0):
     """(rows of ``gpu_utilization_timeline``, GPU names) for ``run_dirs``."""
-    from tracekit.engine import Engine
+    from tracekit.query import Engine
 
     with Engine(run_dirs) as eng:
         rows = eng.query("gpu_utilization_timeline", {"bins": str(bins), "bin_ns": str(bin_ns)}).to_pylist()
@@ -52,7 +52,7 @@ def plot_utilization(run_dirs: Sequence[str | os.PathLike], output: str | os.Pat
     head = title or style.run_title("GPU utilization over time", runs, gpus)
     if len(series) <= MAX_LINE_ROWS:
         fig, axes = plt.subplots(len(series), 1, figsize=(10, 1.2 + 1.6 * len(series)), sharex=True, squeeze=False)
-        for ax, (key, s), lab in zip(axes[:, 0], series.items(), labels):
+        for ax, s, lab in zip(axes[:, 0], series.values(), labels):
             t0 = s[0]["bin_start_ns"]
             xs = [(r["bin_start_ns"] - t0) / div for r in s] + [(s[-1]["bin_start_ns"] + s[-1]["wall_ns"] - t0) / div]
             k = [100 * (r["utilization"] or 0) for r in s]
@@ -75,7 +75,8 @@ def plot_utilization(run_dirs: Sequence[str | os.PathLike], output: str | os.Pat
         mesh = None
         for i, s in enumerate(series.values()):
             t0 = s[0]["bin_start_ns"]
-            xs = np.array([(r["bin_start_ns"] - t0) / div for r in s] + [(s[-1]["bin_start_ns"] + s[-1]["wall_ns"] - t0) / div])
+            end = (s[-1]["bin_start_ns"] + s[-1]["wall_ns"] - t0) / div
+            xs = np.array([(r["bin_start_ns"] - t0) / div for r in s] + [end])
             z = np.array([[100 * (r["utilization"] or 0) for r in s]])
             mesh = ax.pcolormesh(xs, [i - 0.5, i + 0.5], z, vmin=0, vmax=100, cmap="viridis", shading="flat")
         ax.set_yticks(range(len(series)))

@@ -2,7 +2,7 @@
 which live with the other SQL under ``queries/`` (``queries/data/gpu_peaks.csv``,
 ``queries/data/tensor_factors.csv``, ``queries/roofline/_macros.sql``).
 
-:func:`register` is called by :class:`tracekit.engine.Engine` on a connection whose statement names
+:func:`register` is called by :class:`tracekit.query.engine.Engine` on a connection whose statement names
 one of these (on demand). It creates
 
 - ``gpu_peaks``: the documented per-GPU ceilings of ``gpu_peaks.csv`` (device_name as ncu's
@@ -13,7 +13,7 @@ one of these (on demand). It creates
   the macro ``tk_gpu_table_name``;
 - ``tensor_factors``: FLOP per tensor-pipe instruction by compute capability, for the labelled
   estimate used when a report has no per-datatype tensor op counters;
-- ``tk_ncu_spec``: :data:`tracekit.collectors.ncu.metrics.INPUTS` as rows (alias, metric_name, prio);
+- ``tk_ncu_spec``: :data:`tracekit.schema.ncu_metrics.INPUTS` as rows (alias, metric_name, prio);
 - the macros of ``queries/roofline/_macros.sql``: ``tk_roofline_launches()`` (one row per ncu launch with FLOPs,
   bytes, time and ceilings) and scalar helpers ``tk_bound``.
 
@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import duckdb
 
-from tracekit.collectors.ncu.metrics import INPUTS
 from tracekit.errors import QueryError, one_line
-from tracekit.named_queries import data_file, macros_sql
+from tracekit.query.named_queries import data_file, macros_sql
+from tracekit.schema.ncu_metrics import INPUTS
 
 
 def peaks_path() -> str:

@@ -11,9 +11,9 @@ To add a table: define it in the module of its group and add it to that module's
 from __future__ import annotations
 
 from tracekit.errors import SchemaError
-from tracekit.schema import system, timeline
-from tracekit.schema import ncu as _ncu
 from tracekit.schema import comm as _comm
+from tracekit.schema import ncu as _ncu
+from tracekit.schema import system, timeline
 from tracekit.schema.core import UNITS, Column, Table
 
 # One module per group of tables; a new group is imported here and added to _ALL.

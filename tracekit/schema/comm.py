@@ -51,7 +51,7 @@ COLLECTIVES = Table(
 CLOCK_MODEL = Table(
     "clock_model",
     "One row per rank of a multi-rank job: the correction that puts the rank's timestamps on rank "
-    "0's clock, estimated at conversion from the job's NCCL collectives (tracekit.clocks, "
+    "0's clock, estimated at conversion from the job's NCCL collectives (tracekit.convert.clocks, "
     "docs/multirank.md): local = true + offset_ns + drift_ppm * 1e-6 * (true - t0_ns). Every "
     "cross-rank query (collective_skew, stragglers, the job timeline) subtracts it; the "
     "`clock_offsets` query shows it. Written by `tracekit convert` of a job only; "
@@ -71,7 +71,7 @@ CLOCK_MODEL = Table(
         C("bound_ns", i64, "ns", "Half-width of the interval around offset_ns that holds the true offset "
           "(0 for rank 0's clock); null when not estimated."),
         C("method", s, "enum", "How it was obtained: reference, collective_ends, offset_only, causality, "
-          "none, unestimated (tracekit.clocks.METHODS).", required=True),
+          "none, unestimated (tracekit.convert.clocks.METHODS).", required=True),
         C("constraints", i64, "count", "Collective instances the estimate used.", required=True),
     ),
     group="comm",

@@ -43,7 +43,7 @@ def render_markdown() -> str:
         "listed in the manifest under `not_captured` with the reason; in queries they are empty, "
         "and `run_tables.captured` tells them apart from tables captured with zero rows.",
         "",
-        "Every query view adds a leading `run_id` column (see `tracekit/engine.py`).",
+        "Every query view adds a leading `run_id` column (see `tracekit/query/engine.py`).",
         "",
         "## Units",
         "",

@@ -27,10 +27,9 @@ def build_study(run_dirs: Sequence[str | os.PathLike], out_dir: str | os.PathLik
                 step_pattern: str | None = None) -> tuple[Study, Path]:
     """Compute the study over ``run_dirs`` and write it to ``out_dir``; returns (study, path).
     ``pool``: average runs with equal keys into one point (else each run is its own point);
-    ``step_pattern``: ranges that are steps (see :class:`tracekit.engine.Engine`)."""
-    from tracekit.study.report import write_study
-
+    ``step_pattern``: ranges that are steps (see :class:`tracekit.query.engine.Engine`)."""
     from tracekit.runfolder import check_replaceable
+    from tracekit.study.report import write_study
 
     check_replaceable(out_dir, force=force, inputs=run_dirs, marker="study.json", key="tables",
                       what="study folder")

@@ -18,8 +18,8 @@ import os
 import numpy as np
 import pandas as pd
 
-from tracekit.engine import Engine
 from tracekit.errors import InputError
+from tracekit.query import Engine
 from tracekit.runfolder import open_run
 
 
@@ -92,7 +92,7 @@ def _kernel_rows(eng: Engine, a: str, b: str, threshold: float) -> pd.DataFrame:
 def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, *,
                  threshold: float = 0.05, step_pattern: str | None = None) -> dict:
     """{"a", "b": run ids, "metrics": DataFrame, "kernels": DataFrame, "kernel_counts": dict}.
-    ``step_pattern``: see :class:`tracekit.engine.Engine`."""
+    ``step_pattern``: see :class:`tracekit.query.engine.Engine`."""
     if threshold < 0:
         raise InputError(f"--threshold must be at least 0, got {threshold}")
     ra, rb = open_run(run_a), open_run(run_b)

@@ -24,10 +24,9 @@ or None (world size, batch size), never a default. ``origin`` says where every k
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import re
 
 from tracekit.errors import InputError, one_line
 from tracekit.runfolder import Run, open_run
@@ -218,7 +217,7 @@ def run_info(run: Run, override: dict, inv: dict | None = None) -> RunInfo:
 
 def _inventory(runs: list[Run], step_pattern: str | None) -> dict[str, dict]:
     """``run_inventory`` rows by run_id (one engine over every run)."""
-    from tracekit.engine import Engine
+    from tracekit.query import Engine
 
     with Engine([r.path for r in runs], step_pattern=step_pattern) as eng:
         return {row["run_id"]: row for row in eng.query("run_inventory").to_pylist()}

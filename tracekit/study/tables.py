@@ -1,6 +1,6 @@
 """The study's tables, computed from the named queries' results on the study's runs.
 
-Every number comes from a named query (``queries/``) run by :class:`tracekit.engine.Engine` over
+Every number comes from a named query (``queries/``) run by :class:`tracekit.query.engine.Engine` over
 all runs at once, then aggregated per run and per group (workload, precision, world size,
 interconnect); :data:`SOURCES` names the query behind each table. Definitions (docs/study.md):
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.engine import Engine
+from tracekit.query import Engine
 from tracekit.study.runs import RunInfo
 
 # Tensor-core kernels by name: cuBLAS/cuDNN/CUTLASS spellings of HMMA/IMMA tile kernels across
@@ -130,7 +130,7 @@ def build_tables(infos: list[RunInfo], *, pool: bool = False,
                  step_pattern: str | None = None) -> Study:
     """The study's tables over ``infos``. ``pool``: average runs whose keys (workload, precision,
     world size, interconnect, per-GPU batch) are equal into one point; else each run is its own
-    point. ``step_pattern``: see :class:`tracekit.engine.Engine`."""
+    point. ``step_pattern``: see :class:`tracekit.query.engine.Engine`."""
     study = Study(runs=infos, pool=pool)
     keys = _keys(infos, pool)
     timeline = keys[keys.kind == "timeline"]

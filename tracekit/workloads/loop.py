@@ -21,8 +21,7 @@ from pathlib import Path
 
 from tracekit.errors import InputError, ToolNotFoundError
 from tracekit.workloads import annotate as _annotate
-from tracekit.workloads.annotate import (COMM, MEASURE, backend, end_range, start_range,
-                                         step_message)
+from tracekit.workloads.annotate import COMM, MEASURE, backend, end_range, start_range, step_message
 from tracekit.workloads.registry import PRESETS, REGISTRY
 
 PRECISIONS = ("fp32", "amp", "bf16")
@@ -48,7 +47,7 @@ class RunConfig:
     torch_profile: str | None = None  # folder for torch.profiler Chrome traces (rank{N}.json)
     command: list[str] = field(default_factory=list)
 
-    def validate(self) -> "RunConfig":
+    def validate(self) -> RunConfig:
         if self.workload not in REGISTRY:
             raise InputError(f"unknown workload {self.workload!r}; choose one of: {', '.join(REGISTRY)}")
         if self.preset not in PRESETS:
@@ -303,7 +302,10 @@ def _train(torch, dist, config, spec, device, batch_size, world, rank, local_ran
                     optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
             sync()
-            step_ns.append(time.perf_counter_ns() - t0)
+        # read after the step range has closed (and t0 before it opened), so the runner's time
+        # of a step always contains the trace's: the difference is the range's own push and pop,
+        # which a loaded machine can stretch, never a step boundary drawn inside the range
+        step_ns.append(time.perf_counter_ns() - t0)
         losses.append(float(loss.detach().float()))
     if cuda:
         torch.cuda.profiler.stop()
@@ -314,6 +316,14 @@ def _train(torch, dist, config, spec, device, batch_size, world, rank, local_ran
         Path(config.torch_profile).mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(Path(config.torch_profile) / f"rank{rank}.json"))
 
+    return _result(torch, dist, config, spec, device, batch_size, world, rank,
+                   step_ns=step_ns, losses=losses, channels_last=channels_last, started=started,
+                   sampler=sampler)
+
+
+def _result(torch, dist, config, spec, device, batch_size, world, rank, *, step_ns, losses,
+            channels_last, started, sampler) -> dict:
+    """The run's result (every rank's step times gathered), written to ``result_json``."""
     env = environment(torch, device)
     measured = step_ns[config.warmup_steps:]
     samples_per_step = batch_size * world

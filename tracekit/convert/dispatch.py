@@ -1,15 +1,16 @@
-"""Convert profiler outputs into a run folder (``tracekit convert``)."""
+"""The entry point of ``tracekit convert``: one run folder from profiler outputs, as one run or as a
+multi-rank job."""
 
 from __future__ import annotations
 
-import errno
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from tracekit.collectors import detect
-from tracekit.errors import InputError, RunFolderError, one_line
-from tracekit.integrity import count_duplicates, count_nonpositive
+from tracekit.convert.job import convert_job, is_job
+from tracekit.convert.single import convert_single
+from tracekit.errors import InputError
 from tracekit.progress import NULL_PROGRESS, Progress
 from tracekit.runfolder import RunWriter
 
@@ -24,7 +25,7 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
 
     Each input is recognized by its content (:func:`tracekit.collectors.detect`). Two or more
     nsys exports/reports, or two or more Kineto traces, are a multi-rank job
-    (:mod:`tracekit.job`): one rank per input, converted in parallel (``jobs`` local worker
+    (:mod:`tracekit.convert.job`): one rank per input, converted in parallel (``jobs`` local worker
     processes, default one per core, or the workers of the Dask ``scheduler``), one Parquet file
     per rank per table, ranks listed in the manifest. Otherwise inputs of the same format go to
     that format's collector together (e.g. an nsys export and an ncu report); two collectors
@@ -36,12 +37,10 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
 
     Returns the run folder's path. Raises :class:`InputError` subclasses for bad input (in a job,
     naming the broken input, unless ``skip_bad_ranks``); nothing is left behind on any error.
-    ``clock_model`` and ``merge_unrelated``: see :func:`tracekit.job.convert_job` (a job only).
+    ``clock_model`` and ``merge_unrelated``: see :func:`tracekit.convert.job.convert_job` (a job only).
     """
     if not inputs:
         raise InputError("no input files given")
-    from tracekit.job import convert_job, is_job
-
     mods = [detect(p) for p in inputs]
     formats = [m.NAME for m in mods]
     if not is_job(formats):
@@ -66,42 +65,3 @@ def _workload_hosts(extra: dict | None) -> dict[int, str]:
     ranks = ((extra or {}).get("workload") or {}).get("ranks") or []
     return {r["rank"]: r["hostname"] for r in ranks
             if isinstance(r, dict) and isinstance(r.get("rank"), int) and isinstance(r.get("hostname"), str)}
-
-
-def convert_single(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *,
-                   force: bool = False, progress: Progress = NULL_PROGRESS,
-                   extra_manifest: dict | None = None, extra_tables: dict | None = None,
-                   modules=None) -> Path:
-    """Convert ``inputs`` into one run folder with one file per table (no rank split): what
-    :func:`convert` does for anything but a multi-rank job, and for each rank of one."""
-    groups: dict[str, tuple[object, list[Path]]] = {}
-    for p, mod in zip(inputs, modules or [detect(p) for p in inputs]):
-        groups.setdefault(mod.NAME, (mod, []))[1].append(Path(p))
-    with RunWriter(run_dir, force=force, inputs=inputs) as writer:
-        writer.manifest["sources"] = {}
-        for name, (mod, paths) in groups.items():
-            try:
-                mod.collect(paths, writer, progress)
-            except OSError as exc:  # not caught by the collector: a disk or an input gone
-                raise _os_error(exc, writer, paths) from None
-        count_duplicates(writer)  # manifest duplicate_rows + warning (tracekit.integrity)
-        count_nonpositive(writer)  # manifest nonpositive_duration_rows + warning
-        for name, table in (extra_tables or {}).items():
-            writer.write_table(name, [table])  # InputError when a collector wrote it too
-        if extra_manifest:
-            writer.manifest.update(extra_manifest)
-    return Path(run_dir)
-
-
-_WRITE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG}
-
-
-def _os_error(exc: OSError, writer: RunWriter, paths: list[Path]) -> InputError:
-    """An OS error during a collector's run as a one-line error (exit 2): writing the run folder
-    (full disk, quota, read-only) or reading an input (deleted or unreadable meanwhile)."""
-    reason = exc.strerror or one_line(exc)
-    name = exc.filename
-    if exc.errno in _WRITE_ERRNOS or (name and str(writer.path) in str(name)) or "No space" in reason:
-        return RunFolderError(f"cannot write the run folder: {reason}", path=writer.run_dir)
-    where = name if name else ", ".join(str(p) for p in paths)
-    return InputError(f"cannot read the input: {reason}", path=where)

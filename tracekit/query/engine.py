@@ -22,10 +22,8 @@ small query). :attr:`Engine.con` creates all of them first, for direct DuckDB us
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -35,9 +33,14 @@ import duckdb
 import pyarrow as pa
 
 from tracekit import schema
+from tracekit.duck import fetch_arrow, glob_literal, lit
 from tracekit.errors import QueryError, one_line
-from tracekit.named_queries import NamedQuery, get_query, macro_topics, macros_sql
+from tracekit.query import catalog
+from tracekit.query.named_queries import NamedQuery, get_query
 from tracekit.runfolder import Run, open_run
+
+__all__ = ["Engine", "duck_type", "fetch_arrow", "glob_literal", "resolve_step_pattern",
+           "set_step_pattern", "STEP_PATTERN_ENV"]
 
 _DUCK_TYPES = {
     pa.int8(): "TINYINT",
@@ -56,10 +59,6 @@ def duck_type(t: pa.DataType) -> str:
     if pa.types.is_list(t):
         return duck_type(t.value_type) + "[]"
     return _DUCK_TYPES[t]
-
-
-def _lit(s: str) -> str:
-    return "'" + str(s).replace("'", "''") + "'"
 
 
 class Engine:
@@ -92,7 +91,7 @@ class Engine:
         # joins and sorts past the memory limit spill here (DuckDB's default for an in-memory
         # database is .tmp in the working directory); removed by close()
         self._spill = tempfile.mkdtemp(prefix="tracekit-spill-")
-        self._con.execute(f"SET temp_directory = {_lit(self._spill)}")
+        self._con.execute(f"SET temp_directory = {lit(self._spill)}")
         # DuckDB picks quadratic join algorithms for inputs it estimates small: an ASOF join with
         # <= 64 rows on its left as a nested-loop join plus a group-by, a range join with <= 1000
         # rows on a side as a piecewise merge join, any join of <= 5 rows a side as a nested
@@ -106,7 +105,7 @@ class Engine:
             self._con.execute(f"SET threads = {int(threads)}")
         if memory_limit:
             try:
-                self._con.execute(f"SET memory_limit = {_lit(memory_limit)}")
+                self._con.execute(f"SET memory_limit = {lit(memory_limit)}")
             except duckdb.Error as exc:
                 self.close()
                 raise QueryError(f"memory limit {memory_limit!r}: {one_line(exc)}") from None
@@ -131,26 +130,8 @@ class Engine:
     # -- views and macros, on demand -------------------------------------------------------
     def _prepare(self, text: str | None) -> None:
         """Create the views, macros and roofline tables that ``text`` needs (all for None)."""
-        macros = _macro_statements()
-        if text is None:
-            want = set(schema.TABLES) | {"runs", "run_tables", _ROOFLINE} | set(macros)
-        else:
-            want = set()
-            todo = _identifiers(text)
-            seen: set[str] = set()
-            while todo:  # names used by the statement and, transitively, by the macros it calls
-                name = todo.pop()
-                if name in seen:
-                    continue
-                seen.add(name)
-                if name in macros:
-                    want.add(name)
-                    todo |= _identifiers(macros[name])
-                elif name in _roofline_names():
-                    want.add(_ROOFLINE)
-                    todo |= _roofline_identifiers()
-                elif name in schema.TABLES or name in ("runs", "run_tables"):
-                    want.add(name)
+        macros = catalog.macro_statements()
+        want = catalog.everything() if text is None else catalog.needed(text)
         want -= self._created
         if not want:
             return
@@ -168,7 +149,7 @@ class Engine:
                 raise QueryError(f"queries/_macros.sql failed: {one_line(exc)}") from None
         if "tk_steps" in want:
             self._cache_steps()
-        if _ROOFLINE in want:
+        if catalog.ROOFLINE in want:
             from tracekit.roofline import register as _register_roofline
 
             _register_roofline(self._con)  # gpu_peaks table + roofline macros (docs/roofline.md)
@@ -230,7 +211,8 @@ class Engine:
         if self.runs:
             self._insert("runs", runs)
         self._con.execute(
-            "CREATE TABLE run_tables (run_id VARCHAR, table_name VARCHAR, captured BOOLEAN, rows BIGINT, reason VARCHAR)"
+            "CREATE TABLE run_tables (run_id VARCHAR, table_name VARCHAR, captured BOOLEAN, "
+            "rows BIGINT, reason VARCHAR)"
         )
         if self.runs:
             self._insert("run_tables", tables)
@@ -241,38 +223,39 @@ class Engine:
 
         With ``external_access=False`` (``tracekit sql`` without ``--allow-external``) the
         statement may read no file but the run folders' tables, write none, attach nothing and
-        change no setting (:mod:`tracekit.sql_guard`)."""
+        change no setting (:mod:`tracekit.query.sql_guard`)."""
         if not self._external:
-            from tracekit.sql_guard import check_statements
+            from tracekit.query.sql_guard import check_statements
 
             check_statements(text)
         self._prepare(text)
         if not self._external and not self._locked:
-            from tracekit.sql_guard import lock
+            from tracekit.query.sql_guard import lock
 
             lock(self._con, self.runs, self._spill)
             self._locked = True
         try:
             return fetch_arrow(self._con.sql(text))
         except duckdb.Error as exc:
-            from tracekit.explain import sql_error
+            from tracekit.query.explain import sql_error
 
             raise QueryError(f"SQL failed: {sql_error(one_line(exc))}") from None
 
     def query(self, name: str | NamedQuery, params: dict[str, str] | None = None) -> pa.Table:
         """Run a named query with ``params`` (name -> text value, cast to the declared type)."""
         q = name if isinstance(name, NamedQuery) else get_query(name)
-        self._set_params(q, params or {})
+        self.set_params(q, params or {})
         self._prepare(q.sql)
         try:
             result = fetch_arrow(self._con.sql(q.sql))
         except duckdb.Error as exc:
             raise QueryError(f"query {q.name} failed: {one_line(exc)}") from None
-        self.notices = self._notices(q, result)
+        self.notices = self.notices_for(q, result)
         return result
 
-    def _notices(self, q: NamedQuery, result: pa.Table) -> list[str]:
-        """The lines of ``q``'s ``@notice`` statements over ``result`` (see named_queries)."""
+    def notices_for(self, q: NamedQuery, result: pa.Table) -> list[str]:
+        """The lines of ``q``'s ``@notice`` statements over ``result`` (see named_queries), e.g.
+        over a result computed in parts on workers."""
         out: list[str] = []
         if not q.notices:
             return out
@@ -296,7 +279,7 @@ class Engine:
         larger than memory can be consumed in order (DuckDB sorts out of core, spilling to the
         engine's temp folder). Read it before running another statement on this engine."""
         q = name if isinstance(name, NamedQuery) else get_query(name)
-        self._set_params(q, params or {})
+        self.set_params(q, params or {})
         self._prepare(q.sql)
         try:
             rel = self._con.sql(q.sql)
@@ -305,7 +288,9 @@ class Engine:
         except duckdb.Error as exc:
             raise QueryError(f"query {q.name} failed: {one_line(exc)}") from None
 
-    def _set_params(self, q: NamedQuery, params: dict[str, str]):
+    def set_params(self, q: NamedQuery, params: dict[str, str]) -> None:
+        """Check ``params`` against ``q``'s declared parameters and set them (DuckDB variables);
+        :class:`QueryError` naming the parameter for an unknown name or a bad value."""
         for key in params:
             q.param(key)  # raises for unknown names
         for p in q.params:
@@ -315,7 +300,7 @@ class Engine:
             else:
                 if p.name in params:
                     value = p.check(value, q.name)  # type and domain (named_queries.Param)
-                expr = f"CAST({_lit(value)} AS {p.type})"
+                expr = f"CAST({lit(value)} AS {p.type})"
             try:
                 self._con.execute(f"SET VARIABLE {p.name} = {expr}")
             except duckdb.Error:
@@ -332,55 +317,6 @@ class Engine:
 
     def __exit__(self, *exc):
         self.close()
-
-
-_ROOFLINE = "<roofline>"  # marker: tracekit.roofline.register has run
-# the tables tracekit.roofline.register creates beside the macros of queries/roofline/_macros.sql
-_ROOFLINE_TABLES = frozenset({"gpu_peaks", "gpu_aliases", "tensor_factors", "tk_ncu_spec"})
-_IDENT = re.compile(r"[a-z_][a-z0-9_]*")
-_COMMENT = re.compile(r"--[^\n]*")
-_MACRO = re.compile(r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?MACRO\s+(\w+)",
-                    re.IGNORECASE | re.MULTILINE)
-
-
-def _identifiers(text: str) -> set[str]:
-    """Every word of ``text`` outside ``--`` comments that could name a view or macro (lower case;
-    words in string literals count too, which can only create more than needed)."""
-    return set(_IDENT.findall(_COMMENT.sub("", text).lower()))
-
-
-@functools.cache
-def _macro_statements() -> dict[str, str]:
-    """Every ``_macros.sql`` of :func:`tracekit.named_queries.macro_topics` (``queries/_macros.sql``,
-    then ``queries/ops/``, ``queries/ranks/``, ...) as {macro name (lower case): its CREATE
-    statement}, in load order (a macro after those it calls)."""
-    text = "\n".join(macros_sql(t) for t in macro_topics())
-    starts = list(_MACRO.finditer(text))
-    ends = [m.start() for m in starts[1:]] + [len(text)]
-    return {m.group(1).lower(): text[m.start():end] for m, end in zip(starts, ends)}
-
-
-@functools.cache
-def _roofline_identifiers() -> frozenset[str]:
-    from tracekit.roofline import macros_text
-
-    return frozenset(_identifiers(macros_text()))
-
-
-@functools.cache
-def _roofline_names() -> frozenset[str]:
-    """Names that need the roofline tables and macros: its tables and every macro its
-    queries/roofline/_macros.sql creates."""
-    from tracekit.roofline import macros_text
-
-    return _ROOFLINE_TABLES | {m.group(1).lower() for m in _MACRO.finditer(macros_text())}
-
-
-def glob_literal(path: str | os.PathLike) -> str:
-    """``path`` as a DuckDB glob pattern that matches only itself: ``[``, ``*`` and ``?`` (the
-    characters DuckDB's file functions expand) become one-character classes (``[[]``, ``[*]``,
-    ``[?]``), so a run folder named ``run[12]`` reads its own files, not run1's and run2's."""
-    return re.sub(r"([\[*?])", r"[\1]", str(path))
 
 
 def _files_select(name: str, files: list[tuple[str, Path, tuple]], tdef) -> str:
@@ -400,16 +336,16 @@ def _files_select(name: str, files: list[tuple[str, Path, tuple]], tdef) -> str:
     present = set().union(*names)
     ids = [run_id for run_id, _, _ in files]
     if len(set(ids)) == 1:
-        cols = [f"CAST({_lit(ids[0])} AS VARCHAR) AS run_id"]
+        cols = [f"CAST({lit(ids[0])} AS VARCHAR) AS run_id"]
     else:
-        run_ids = ", ".join(_lit(i) for i in ids)
+        run_ids = ", ".join(lit(i) for i in ids)
         cols = [f"CAST([{run_ids}][CAST(t.file_index AS BIGINT) + 1] AS VARCHAR) AS run_id"]
     for c in tdef.columns:
         if c.name in present:
             cols.append(f'CAST(t."{c.name}" AS {duck_type(c.type)}) AS "{c.name}"')
         else:
             cols.append(f'CAST(NULL AS {duck_type(c.type)}) AS "{c.name}"')
-    paths = ", ".join(_lit(glob_literal(p)) for _, p, _ in files)
+    paths = ", ".join(lit(glob_literal(p)) for _, p, _ in files)
     by_name = ", union_by_name = true" if len(set(names)) > 1 else ""
     return f"SELECT {', '.join(cols)} FROM read_parquet([{paths}]{by_name}) AS t"
 
@@ -433,10 +369,3 @@ def set_step_pattern(con: duckdb.DuckDBPyConnection, pattern: str) -> None:
         raise QueryError(f"--step-pattern {pattern!r} is not a valid regular expression: "
                          f"{one_line(exc)}") from None
     con.execute("SET VARIABLE tk_step_pattern = ?", [pattern])
-
-
-def fetch_arrow(result) -> pa.Table:
-    """Arrow table of a DuckDB relation (``to_arrow_table`` in DuckDB >= 1.4, else ``arrow``)."""
-    fn = getattr(result, "to_arrow_table", None) or result.arrow
-    out = fn()
-    return out if isinstance(out, pa.Table) else out.read_all()

@@ -2,12 +2,13 @@
 is empty. Both come from the run folders' manifests (row counts, ``not_captured`` reasons,
 ``warnings``), so they cost no query.
 
-- :func:`tables_read`: the run-folder tables a statement reads, through the macros it calls;
+- :func:`tables_read` (:mod:`tracekit.query.catalog`): the run-folder tables a statement reads,
+  through the macros it calls;
 - :func:`run_warnings`: the manifest warnings of the runs that concern those tables;
 - :func:`why_empty`: one sentence saying why a named query or SQL statement returned no rows —
   a table not captured (with the manifest's reason and the profiler option that captures it),
   captured with zero rows, or rows present that the query's condition (its ``@empty`` header
-  line, :mod:`tracekit.named_queries`) did not select.
+  line, :mod:`tracekit.query.named_queries`) did not select.
 """
 
 from __future__ import annotations
@@ -16,8 +17,12 @@ import re
 from collections.abc import Sequence
 
 from tracekit import schema
-from tracekit.named_queries import NamedQuery
+from tracekit.query import catalog
+from tracekit.query.catalog import tables_read
+from tracekit.query.named_queries import NamedQuery
 from tracekit.runfolder import Run
+
+__all__ = ["CAPTURE", "run_warnings", "sql_error", "tables_read", "why_empty"]
 
 CAPTURE = {
     "kernels": "nsys profile --trace=cuda, or the PyTorch profiler with ProfilerActivity.CUDA",
@@ -54,39 +59,15 @@ def sql_error(message: str) -> str:
     """DuckDB's error ``message`` with its suggestion for an unknown table or function replaced by
     the closest run-folder tables and tracekit macros (DuckDB only knows the views created so
     far, so it suggests its own catalog, e.g. ``pg_enum``)."""
-    from tracekit import engine
     from tracekit.suggest import did_you_mean
 
     m = _MISSING.search(message)
     if not m:
         return message
     kind, name = m.group(1), m.group(2)
-    names = (list(schema.TABLES) + ["runs", "run_tables"] + list(engine._macro_statements())
-             + sorted(engine._roofline_names()))
-    hint = did_you_mean(name, names) or (
+    hint = did_you_mean(name, catalog.all_names()) or (
         f" (tables: {', '.join(schema.TABLES)}, runs, run_tables)" if kind.lower() == "table" else "")
     return message[:m.start()] + f"{kind} {name} does not exist{hint}" + message[m.end():]
-
-
-def tables_read(text: str) -> set[str]:
-    """The run-folder tables ``text`` (SQL) reads, directly or through the macros of
-    ``queries/_macros.sql`` and the roofline macros it calls."""
-    from tracekit import engine
-
-    macros = engine._macro_statements()
-    todo, seen, out = set(engine._identifiers(text)), set(), set()
-    while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        if name in macros:
-            todo |= engine._identifiers(macros[name])
-        elif name in engine._roofline_names():
-            todo |= set(engine._roofline_identifiers())
-        elif name in schema.TABLES:
-            out.add(name)
-    return out
 
 
 def run_warnings(runs: Sequence[Run], tables: set[str] | None = None) -> list[str]:

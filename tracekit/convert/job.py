@@ -2,7 +2,7 @@
 
 Each input (an nsys export or report, or a Kineto trace) is a *rank part*: it is converted on its
 own (in parallel: local worker processes, ``jobs``, or the workers of a Dask scheduler,
-:mod:`tracekit.cluster`) into a staging run folder inside the job's temporary folder, then its
+:mod:`tracekit.convert.cluster`) into a staging run folder inside the job's temporary folder, then its
 tables are moved to ``TABLE/rank-NNNNN.parquet`` (one file per rank per table; a glob
 ``RUN/TABLE/*.parquet`` reads the table as one dataset in DuckDB, pyarrow.dataset or polars) and
 the manifest gets ``ranks``: one entry per rank with its input file, host, pid(s), devices,
@@ -36,7 +36,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tracekit import clocks, jobid, schema
+from tracekit import schema
+from tracekit.convert import clocks
+from tracekit.convert import identity as jobid
 from tracekit.errors import InputError
 from tracekit.runfolder import MANIFEST, RunWriter, open_run, parquet_options
 
@@ -73,7 +75,7 @@ def name_rank(path: str | os.PathLike, pattern: str | None = None) -> int | None
 def convert_part(path: str, part_dir: str) -> dict:
     """Convert one rank's input into the staging run folder ``part_dir`` (run on a worker).
     Returns ``{"manifest": ..., "worker": address}``; raises the collector's InputError."""
-    from tracekit.convert import convert_single
+    from tracekit.convert.single import convert_single
 
     convert_single([Path(path)], Path(part_dir))
     return {"manifest": open_run(part_dir).manifest, "worker": _worker_address()}
@@ -96,17 +98,17 @@ def convert_job(inputs: Sequence[Path], formats: Sequence[str], writer: RunWrite
                 hosts: dict[int, str] | None = None) -> None:
     """Convert the rank inputs into ``writer``'s run folder (see the module docstring).
 
-    Inputs that cannot be one job (:mod:`tracekit.jobid`) are an :class:`InputError` naming two
+    Inputs that cannot be one job (:mod:`tracekit.convert.identity`) are an :class:`InputError` naming two
     of them, unless ``merge_unrelated`` (then recorded in the manifest and warned about).
     ``clock_model``: 'estimate' (the ranks' clocks estimated from the collectives,
-    :mod:`tracekit.clocks`) or 'none' (the clocks are synchronized: no correction, bound 0);
+    :mod:`tracekit.convert.clocks`) or 'none' (the clocks are synchronized: no correction, bound 0);
     written as the table clock_model. ``hosts``: rank -> host name known from elsewhere
     (``tracekit collect``'s workload description), for ranks whose input records none.
 
     Raises :class:`InputError` naming the first broken input (nothing is written), unless
     ``skip_bad_ranks``: then broken inputs are listed in the manifest (``skipped_ranks``) and in
     its warnings, and the rest is converted; all broken is still an error."""
-    from tracekit.cluster import run_parts
+    from tracekit.convert.cluster import run_parts
 
     for i, p in enumerate(inputs):  # the same rank twice would double every total
         for q in inputs[:i]:
@@ -350,7 +352,7 @@ def _merge_manifests(parts: list[dict], writer: RunWriter) -> None:
                 m["sources"][fmt] = {**s, "per_rank": []}
             merged = m["sources"][fmt]
             merged["per_rank"].append({"rank": p["rank"], **s})
-    for fmt, merged in m["sources"].items():
+    for merged in m["sources"].values():
         per = merged["per_rank"]
         for key in ("files", "ranks"):
             if all(isinstance(s.get(key), list) for s in per):

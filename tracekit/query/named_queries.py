@@ -23,11 +23,12 @@ are read in SQL with ``getvariable('top')`` and are set (cast to the declared Du
 the query runs. A value must be of the declared type (``3.7`` is not an INTEGER, ``1,5`` not a
 DOUBLE) and in the optional bracketed domain after the default: ``[>=0]``, ``[<=10]``,
 ``[0..100]`` (inclusive) or ``[kernel|launch]`` (one of the words); anything else is a
-:class:`~tracekit.errors.QueryError` (exit 2), never an empty or rounded answer. Every output column must have an ``@column`` line with a unit from
-:data:`tracekit.schema.UNITS` (tests enforce it).
+:class:`~tracekit.errors.QueryError` (exit 2), never an empty or rounded answer.
+Every output column must have an ``@column`` line with a unit from :data:`tracekit.schema.UNITS`
+(tests enforce it).
 
 Two optional lines say what an empty result means (``tracekit query`` prints it on stderr,
-:mod:`tracekit.explain`): ``@requires`` names the tables that must have rows for the query to
+:mod:`tracekit.query.explain`): ``@requires`` names the tables that must have rows for the query to
 return any (default: every table the SQL reads), ``@empty`` the condition that selected none of
 their rows when they do, e.g. ``@empty no NCCL kernels (names with ncclKernel_ or ncclDevKernel_)``.
 """

@@ -251,7 +251,7 @@ def model_for_job(run_path, manifest: dict, mode: str = "estimate") -> pa.Table:
     ``manifest`` with ``ranks``): estimated from its NCCL kernels (``mode`` 'estimate') or the
     identity ('none'). Reads the tables through the query engine (the instances of
     ``tk_comm_calls_raw``, queries/ranks/_macros.sql); ``run_path`` must hold ``manifest.json``."""
-    from tracekit.engine import Engine
+    from tracekit.query import Engine
 
     ranks = [e["rank"] for e in manifest.get("ranks") or []]
     hosts = {e["rank"]: e.get("host") for e in manifest.get("ranks") or []}

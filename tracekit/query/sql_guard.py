@@ -21,6 +21,7 @@ from collections.abc import Iterable
 import duckdb
 
 from tracekit import schema
+from tracekit.duck import glob_literal, lit_list
 from tracekit.errors import QueryError, one_line
 
 ALLOWED = frozenset({"SELECT", "EXPLAIN", "CREATE", "INSERT", "UPDATE", "DELETE", "DROP"})
@@ -48,15 +49,9 @@ def _data_files() -> list[str]:
     return [os.path.dirname(peaks_path()) + os.sep]
 
 
-def _list(items: list[str]) -> str:
-    return "[" + ", ".join("'" + s.replace("'", "''") + "'" for s in items) + "]"
-
-
 def lock(con: duckdb.DuckDBPyConnection, runs: Iterable, spill: str) -> None:
     """Allow ``con`` to read only the runs' table files (and tracekit's own data tables), then
     switch external access off and lock the configuration."""
-    from tracekit.engine import glob_literal
-
     paths = []
     for run in runs:
         for name in schema.TABLES:
@@ -65,7 +60,7 @@ def lock(con: duckdb.DuckDBPyConnection, runs: Iterable, spill: str) -> None:
                 for form in (os.path.realpath(p), str(p), str(p.absolute())):
                     paths += [form, glob_literal(form)]
     dirs = [spill.rstrip(os.sep) + os.sep] + _data_files()
-    con.execute(f"SET allowed_paths = {_list(sorted(set(paths)))}")
-    con.execute(f"SET allowed_directories = {_list(dirs)}")
+    con.execute(f"SET allowed_paths = {lit_list(sorted(set(paths)))}")
+    con.execute(f"SET allowed_directories = {lit_list(dirs)}")
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")

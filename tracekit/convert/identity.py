@@ -1,7 +1,7 @@
 """Job identity: whether the inputs of a multi-rank conversion can be one job.
 
 :func:`conflicts` compares the rank parts of a job (each input converted on its own, see
-:mod:`tracekit.job`) and lists what says they are not one job:
+:mod:`tracekit.convert.job`) and lists what says they are not one job:
 
 - different world sizes (Kineto ``distributedInfo.world_size``; nsys: ``WORLD_SIZE``-style
   variables of the profiled command's recorded environment);
@@ -18,7 +18,7 @@ manifest (``job.identity_conflicts``) and every cross-rank query says so in a no
 
 Ranks that record the same ``distributedInfo.rank`` on different (or unrecorded) hosts, e.g.
 local rank 0 of two nodes, are not a conflict: the job gives them distinct ranks (file name,
-else file order) and every table uses those (:mod:`tracekit.job`), with a warning.
+else file order) and every table uses those (:mod:`tracekit.convert.job`), with a warning.
 """
 
 from __future__ import annotations

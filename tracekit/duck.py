@@ -1,0 +1,78 @@
+"""DuckDB helpers shared by the collectors, the integrity checks and the query engine: quoting,
+literal file globs, scratch connections and Arrow results. The one place these are written.
+
+- :func:`lit`: a Python string as a SQL string literal (``'it''s'``);
+- :func:`ident`: a name as a quoted SQL identifier (``"my col"``);
+- :func:`glob_literal` / :func:`file_literal`: a path as a DuckDB glob that matches only itself
+  (DuckDB's file functions expand ``[``, ``*`` and ``?``);
+- :func:`scratch`: an in-memory connection with bounded memory and threads, spilling to a folder;
+- :func:`fetch_arrow`: a relation's result as a :class:`pyarrow.Table` (any DuckDB >= 1.3).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+
+import pyarrow as pa
+
+
+def lit(text: object) -> str:
+    """``text`` (made a string) as a SQL string literal, quotes doubled."""
+    return "'" + str(text).replace("'", "''") + "'"
+
+
+def lit_list(items: Iterable[str]) -> str:
+    """A SQL list literal of string literals: ``['a', 'b']``."""
+    return "[" + ", ".join(lit(s) for s in items) + "]"
+
+
+def ident(name: str) -> str:
+    """``name`` as a quoted SQL identifier, double quotes doubled."""
+    return '"' + str(name).replace('"', '""') + '"'
+
+
+def glob_literal(path: str | os.PathLike) -> str:
+    """``path`` as a DuckDB glob pattern that matches only itself: ``[``, ``*`` and ``?`` (the
+    characters DuckDB's file functions expand) become one-character classes (``[[]``, ``[*]``,
+    ``[?]``), so a run folder named ``run[12]`` reads its own files, not run1's and run2's."""
+    return re.sub(r"([\[*?])", r"[\1]", str(path))
+
+
+def file_literal(path: str | os.PathLike) -> str:
+    """SQL string literal naming one file for ``read_parquet`` and the other file functions,
+    which read their argument as a glob (:func:`glob_literal`)."""
+    return lit(glob_literal(path))
+
+
+def scratch(*, memory_limit: str | None = None, threads: int | None = None,
+            temp_directory: str | os.PathLike | None = None, database: str = ":memory:",
+            settings: Iterable[str] = ()):
+    """A DuckDB connection for work on the side (collectors' decoding, duplicate checks) with
+    bounded ``memory_limit`` and ``threads``; past the limit it spills to ``temp_directory``.
+    ``settings``: further ``SET`` statements' bodies, e.g. ``"preserve_insertion_order = false"``.
+    The caller closes it."""
+    import duckdb
+
+    con = duckdb.connect(database)
+    try:
+        if memory_limit:
+            con.execute(f"SET memory_limit = {lit(memory_limit)}")
+        if threads:
+            con.execute(f"SET threads = {int(threads)}")
+        if temp_directory is not None:
+            con.execute(f"SET temp_directory = {lit(temp_directory)}")
+        for s in settings:
+            con.execute(f"SET {s}")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def fetch_arrow(result) -> pa.Table:
+    """Arrow table of a DuckDB relation (``to_arrow_table`` in DuckDB >= 1.4, else ``arrow``)."""
+    fn = getattr(result, "to_arrow_table", None) or result.arrow
+    out = fn()
+    return out if isinstance(out, pa.Table) else out.read_all()
