@@ -162,6 +162,8 @@ def convert_job(inputs: Sequence[Path], formats: Sequence[str], writer: RunWrite
     _warn_shared_pids(parts, writer)
     (writer.path / MANIFEST).write_text(json.dumps(m, default=str), encoding="utf-8")  # for the engine
     writer.write_table("clock_model", [clocks.model_for_job(writer.path, m, clock_model)])
+    entry = m["tables"]["clock_model"]  # a job's tables list "files" (one file here: the job's)
+    m["tables"]["clock_model"] = {"rows": entry["rows"], "files": [entry["file"]]}
     (writer.path / MANIFEST).unlink()
     if skipped:
         m["skipped_ranks"] = skipped
