@@ -23,10 +23,11 @@ BASE = "nsys2023.1_rtx3090_conv_fp16"  # one process (pid 24129), 36 kernels, ho
 START = 1690709432747674811  # its TARGET_INFO_SESSION_START_TIME.utcEpochNs
 
 
-def _rank_export(tmp_path, name, rank, start_shift_ns=0, host="host", pid_shift=0):
+def _rank_export(tmp_path, name, rank, start_shift_ns=0, host="host", pid_shift=0, extra_sql=""):
     """The fixture export as rank ``rank`` (RANK=<rank> in its recorded environment), recorded
-    ``start_shift_ns`` later on host ``host``, its pids moved by ``pid_shift``."""
-    sql = (f"UPDATE TARGET_INFO_SYSTEM_ENV SET value = value || ';RANK={rank}' WHERE name = 'DeviceEnvironment';"
+    ``start_shift_ns`` later on host ``host``, its pids moved by ``pid_shift``; ``extra_sql``
+    applied too."""
+    sql = extra_sql + (f"UPDATE TARGET_INFO_SYSTEM_ENV SET value = value || ';RANK={rank}' WHERE name = 'DeviceEnvironment';"
            f"UPDATE TARGET_INFO_SYSTEM_ENV SET value = '{host}' WHERE name = 'Hostname';"
            f"UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + {start_shift_ns};")
     if pid_shift:  # globalPid / globalTid carry the pid in bits 24..47, in every table having them
@@ -53,7 +54,8 @@ def nsys_job(tmp_path_factory):
 def test_job_layout_and_manifest(nsys_job):
     job, single, (a, b) = nsys_job
     m = json.loads((job / "manifest.json").read_text())
-    assert m["layout_version"] == 2 and m["job"] == {"format": "nsys", "rank_source": "trace", "ranks": 2}
+    assert m["layout_version"] == 2 and m["job"] == {"format": "nsys", "rank_source": "trace", "ranks": 2,
+                                                  "clock_model": "estimate"}
     got = [{k: r[k] for k in ("rank", "input", "host", "pid", "devices", "clock_offset_ns")} for r in m["ranks"]]
     assert got == [
         {"rank": 0, "input": str(a.resolve()), "host": "host", "pid": 24129, "devices": [0], "clock_offset_ns": 0},

@@ -60,6 +60,7 @@ def expected_collectives(doc):
                         "in_bytes": a["In msg nelems"] * size, "out_bytes": a["Out msg nelems"] * size,
                         "group_size": a["Group size"], "process_group": a["Process Group Name"],
                         "seq": None,  # the trace's PyTorch writes no 'Seq' argument
+                        "peer_rank": None,  # no send/recv
                         "_dur_ns": int(e["dur"] * 1000), "_name": e["name"]})
     return sorted(out, key=lambda r: r["start_ns"])
 

@@ -143,6 +143,7 @@ def column_sources() -> dict[tuple[str, str], str]:
         ("collectives", "group_size"): "args['Group size'] (same source)",
         ("collectives", "process_group"): "args['Process Group Name'] (else args['Process Group Description'])",
         ("collectives", "seq"): "args['Seq'] of the NCCL kernel, else of the record_param_comms operator",
+        ("collectives", "peer_rank"): "args['Dst Rank'] of a send, args['Src Rank'] of a recv (same source)",
     })
     out.update(MEM.column_sources())
     return out
@@ -246,6 +247,9 @@ def _read_file(st: FileState, parts: Parts, progress: Progress, range_counter: l
         pg = a.get(ARG["process_group"], a.get(ARG["process_group_alt"]))
         c["process_group"].append(pg if pg is None or type(pg) is str else str(pg))
         c["pg_seq"].append(fit(to_int(a.get(ARG["pg_seq"])), I64_MAX))
+        kind = coll.lower() if type(coll) is str else ""
+        peer = a.get("Dst Rank") if kind == "send" else a.get("Src Rank") if kind == "recv" else None
+        c["peer_rank"].append(fit(to_int(peer), I32_MAX))
         CM.n += 1
         if CM.n >= CHUNK_ROWS:
             parts.flush(CM, fi)

@@ -287,7 +287,7 @@ ops AS (
     SELECT external_id,
            arg_min({{'collective': collective, 'dtype': dtype, 'in_elements': in_elements,
                      'out_elements': out_elements, 'group_size': group_size,
-                     'process_group': process_group}}, seq) AS a,
+                     'process_group': process_group, 'peer_rank': peer_rank}}, seq) AS a,
            arg_min(pg_seq, seq) FILTER (WHERE pg_seq IS NOT NULL) AS pg_seq
     FROM c WHERE NOT kernel AND external_id IS NOT NULL AND collective IS NOT NULL
     GROUP BY external_id
@@ -300,7 +300,7 @@ k AS (
            CASE WHEN k.collective IS NOT NULL
                 THEN {{'collective': k.collective, 'dtype': k.dtype, 'in_elements': k.in_elements,
                        'out_elements': k.out_elements, 'group_size': k.group_size,
-                       'process_group': k.process_group}}
+                       'process_group': k.process_group, 'peer_rank': k.peer_rank}}
                 ELSE o.a END AS a
     FROM c k LEFT JOIN ops o ON o.external_id = k.external_id
     WHERE k.kernel
@@ -311,7 +311,8 @@ SELECT k.start_ns + {base} AS start_ns, CAST({host_pid} AS BIGINT) AS pid, k.dev
        k.a.in_elements AS in_elements, k.a.out_elements AS out_elements,
        TRY_CAST(CAST(k.a.in_elements AS HUGEINT) * d.element_bytes AS BIGINT) AS in_bytes,
        TRY_CAST(CAST(k.a.out_elements AS HUGEINT) * d.element_bytes AS BIGINT) AS out_bytes,
-       k.a.group_size AS group_size, k.a.process_group AS process_group, k.pg_seq AS seq, k.source
+       k.a.group_size AS group_size, k.a.process_group AS process_group, k.pg_seq AS seq,
+       k.a.peer_rank AS peer_rank, k.source
 FROM k LEFT JOIN dtype_bytes d ON d.dtype = lower(k.a.dtype)
 ORDER BY k.seq
 """

@@ -84,11 +84,12 @@ FLOW_COLUMNS = {"id": i64, "is_start": b, "pid": i64, "tid": i64, "ts_ns": i64}
 # one row per NCCL kernel (kernel=true: its args, when PyTorch >= 2.1 copied the collective's
 # arguments onto it, and its External id) and per record_param_comms CPU operator (kernel=false;
 # linked to the NCCL kernel with the same External id at the end). seq: order within the file;
-# pg_seq: PyTorch's 'Seq' argument, the collective's sequence number in its process group.
+# pg_seq: PyTorch's 'Seq' argument, the collective's sequence number in its process group;
+# peer_rank: a send's 'Dst Rank', a recv's 'Src Rank' (PyTorch >= 2.4 writes them, as global ranks).
 COMM_COLUMNS = {"seq": i64, "kernel": b, "external_id": i64, "start_ns": i64, "device_id": i32,
                 "stream_id": i64, "correlation_id": i64, "collective": s, "dtype": s,
                 "in_elements": i64, "out_elements": i64, "group_size": i32, "process_group": s,
-                "pg_seq": i64}
+                "pg_seq": i64, "peer_rank": i32}
 # [memory] / [OutOfMemory] events, for memory_events (collectors/kineto/memory.py).
 MEMORY_PART = "_memory"
 MEMORY_COLUMNS = {"seq": i64, "timestamp_ns": i64, "pid": i64, "tid": i64, "device_type": s,

@@ -85,8 +85,12 @@ RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "MV2_
                   "SLURM_PROCID")
 
 
+WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_NTASKS")
+
+
 def _host_and_rank(export: Export) -> dict:
-    """``hostname`` and ``env_rank`` (with ``env_rank_variable``) from TARGET_INFO_SYSTEM_ENV:
+    """``hostname``, ``env_rank`` (with ``env_rank_variable``) and ``env_world_size`` from
+    TARGET_INFO_SYSTEM_ENV:
     the host name nsys recorded, and the rank in the profiled command's environment (e.g.
     ``nsys profile -o report_%q{RANK}`` under torchrun). Absent when the export has neither."""
     if not export.has("TARGET_INFO_SYSTEM_ENV", "name", "value"):
@@ -105,6 +109,10 @@ def _host_and_rank(export: Export) -> dict:
             if pairs.get(var, "").strip().isdigit():
                 out["env_rank"] = int(pairs[var])
                 out["env_rank_variable"] = var
+                break
+        for var in WORLD_SIZE_VARIABLES:
+            if pairs.get(var, "").strip().isdigit():
+                out["env_world_size"] = int(pairs[var])
                 break
     return out
 

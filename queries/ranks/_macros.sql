@@ -40,11 +40,18 @@ CREATE OR REPLACE TEMP MACRO tk_collective_type(raw) AS
 -- with the i-th on every other rank (NCCL and Gloo require every member to issue a group's
 -- collectives in the same order). A rank whose trace starts one collective late is therefore
 -- misaligned; trace the same window on every rank (tracekit collect does).
-CREATE OR REPLACE TEMP MACRO tk_comm_calls() AS TABLE
+-- kind: 'p2p' for point-to-point calls (SendRecv, Send, Recv), else 'collective'. sender and
+-- receiver (global ranks) of a Send or Recv whose collectives row records the peer (peer_rank:
+-- Kineto 'Dst Rank' / 'Src Rank'), else null; such a call's seq is its position among the
+-- participant's calls of the same group, type and peer: NCCL matches the i-th send from A to B
+-- with the i-th recv at B from A.
+-- Times are on each rank's own clock (as recorded); tk_comm_calls() puts them on rank 0's.
+CREATE OR REPLACE TEMP MACRO tk_comm_calls_raw() AS TABLE
 WITH coll AS (
     SELECT run_id, pid, device_id, correlation_id, any_value(collective) AS collective,
            any_value(greatest(in_bytes, out_bytes)) AS bytes, any_value(group_size) AS group_size,
-           any_value(process_group) AS process_group, any_value(seq) AS pg_seq
+           any_value(process_group) AS process_group, any_value(seq) AS pg_seq,
+           any_value(peer_rank) AS peer_rank
     FROM collectives WHERE correlation_id IS NOT NULL
     GROUP BY run_id, pid, device_id, correlation_id
 ),
@@ -52,7 +59,7 @@ gpu AS (
     SELECT k.run_id, k.pid, k.device_id, 'nccl' AS backend, c.process_group,
            tk_collective_type(coalesce(c.collective, regexp_extract(k.name, 'nccl(?:Dev)?Kernel_([A-Za-z]+)', 1)))
                AS collective,
-           k.start_ns, k.end_ns, c.bytes, c.group_size, c.pg_seq
+           k.start_ns, k.end_ns, c.bytes, c.group_size, c.pg_seq, c.peer_rank
     FROM kernels k LEFT JOIN coll c
       ON c.run_id = k.run_id AND c.pid IS NOT DISTINCT FROM k.pid
      AND c.device_id IS NOT DISTINCT FROM k.device_id AND c.correlation_id = k.correlation_id
@@ -79,7 +86,7 @@ cpu AS (
     SELECT r.run_id, r.pid, CAST(NULL AS INTEGER) AS device_id, 'gloo' AS backend,
            CAST(NULL AS VARCHAR) AS process_group, tk_collective_type(r.op) AS collective,
            r.start_ns, r.end_ns, CAST(NULL AS BIGINT) AS bytes, CAST(NULL AS INTEGER) AS group_size,
-           CAST(NULL AS BIGINT) AS pg_seq
+           CAST(NULL AS BIGINT) AS pg_seq, CAST(NULL AS INTEGER) AS peer_rank
     FROM cpu_ranges r JOIN has_any h ON h.run_id = r.run_id AND h.pid IS NOT DISTINCT FROM r.pid
     WHERE NOT h.nccl AND (r.kind = 'gloo' OR NOT h.gloo) AND r.op <> ''
 ),
@@ -93,25 +100,65 @@ parts AS (
     FROM (SELECT DISTINCT run_id, pid, device_id FROM calls) p
     LEFT JOIN tk_ranks() r ON r.run_id = p.run_id AND r.pid = p.pid
 )
-SELECT c.*, CAST(CASE WHEN p.known_in_run > 0 THEN p.known_rank ELSE p.ordinal END AS INTEGER) AS rank,
-       coalesce(c.pg_seq, row_number() OVER (PARTITION BY c.run_id, c.pid, c.device_id, c.process_group,
-                                                          c.collective ORDER BY c.start_ns, c.end_ns)) AS seq
+SELECT c.*, CASE WHEN c.collective IN ('SendRecv', 'Send', 'Recv') THEN 'p2p' ELSE 'collective' END AS kind,
+       CAST(CASE WHEN p.known_in_run > 0 THEN p.known_rank ELSE p.ordinal END AS INTEGER) AS rank,
+       CAST(CASE WHEN c.collective = 'Send' THEN CASE WHEN p.known_in_run > 0 THEN p.known_rank ELSE p.ordinal END
+                 WHEN c.collective = 'Recv' THEN c.peer_rank END AS INTEGER) AS sender,
+       CAST(CASE WHEN c.collective = 'Recv' THEN CASE WHEN p.known_in_run > 0 THEN p.known_rank ELSE p.ordinal END
+                 WHEN c.collective = 'Send' THEN c.peer_rank END AS INTEGER) AS receiver,
+       CASE WHEN c.collective IN ('Send', 'Recv')
+            THEN row_number() OVER (PARTITION BY c.run_id, c.pid, c.device_id, c.process_group, c.collective,
+                                                 c.peer_rank ORDER BY c.start_ns, c.end_ns)
+            ELSE coalesce(c.pg_seq, row_number() OVER (PARTITION BY c.run_id, c.pid, c.device_id, c.process_group,
+                                                                c.collective ORDER BY c.start_ns, c.end_ns)) END AS seq
 FROM calls c JOIN parts p
   ON p.run_id = c.run_id AND p.pid IS NOT DISTINCT FROM c.pid AND p.device_id IS NOT DISTINCT FROM c.device_id;
+
+-- tk_clock_true(t, m): timestamp t of a rank on rank 0's clock, with the rank's clock_model row
+-- m (offset_ns, drift_ppm, t0_ns): t - offset - drift * 1e-6 * (t - t0), rounded to ns; t itself
+-- where the run has no clock model (one input: one clock).
+CREATE OR REPLACE TEMP MACRO tk_clock_true(t, off, drift, t0) AS
+    t - coalesce(off, 0) - coalesce(CAST(round(drift * 1e-6 * (t - t0)) AS BIGINT), 0);
+
+-- tk_pid_clock(): per (run_id, pid) with a rank: that rank's clock_model row (offset_ns, drift_ppm,
+-- t0_ns), for putting any table's timestamps on rank 0's clock with tk_clock_true (the job
+-- timeline). Processes without a rank or a model row are absent (their times stay as recorded).
+CREATE OR REPLACE TEMP MACRO tk_pid_clock() AS TABLE
+SELECT r.run_id, r.pid, r.rank, m.offset_ns, m.drift_ppm, m.t0_ns
+FROM tk_ranks() r JOIN clock_model m ON m.run_id = r.run_id AND m.rank = r.rank;
+
+-- tk_comm_calls(): tk_comm_calls_raw() with start_ns and end_ns on rank 0's clock (the run's
+-- clock_model, estimated at conversion; docs/multirank.md), plus clock_id (null: the run's one
+-- clock) and clock_bound_ns (the clock's bound; 0 for a run without a clock model, null for an
+-- unestimated clock).
+CREATE OR REPLACE TEMP MACRO tk_comm_calls() AS TABLE
+SELECT c.* REPLACE (tk_clock_true(c.start_ns, m.offset_ns, m.drift_ppm, m.t0_ns) AS start_ns,
+                    tk_clock_true(c.end_ns, m.offset_ns, m.drift_ppm, m.t0_ns) AS end_ns),
+       m.clock_id, CASE WHEN m.rank IS NULL THEN 0 ELSE m.bound_ns END AS clock_bound_ns
+FROM tk_comm_calls_raw() c
+LEFT JOIN clock_model m ON m.run_id = c.run_id AND m.rank = c.rank;
 
 -- tk_comm_arrivals(): tk_comm_calls() with what its collective instance says about it. An instance
 -- is (run_id, process_group, collective, seq): the seq-th call of that group and type on every
 -- participant. ranks = participants in the instance; first/last_start_ns = earliest and latest
 -- start (arrival) over them; arrival_from_last = 1 for the participant that arrived last (ties:
 -- the lowest rank, then pid, device), 2 for the next-latest, ...; next_latest_start_ns = the start of
--- the participant with arrival_from_last = 2 (null when the instance has one participant).
+-- the participant with arrival_from_last = 2 (null when the instance has one participant);
+-- arrival_from_first = 1 for the earliest (ties: the lowest rank). Point-to-point calls (kind
+-- 'p2p') with a known sender and receiver pair into instances (process_group, 'Send/Recv',
+-- sender, receiver, seq): the i-th send from A to B with the i-th recv at B from A; those whose
+-- peer the trace does not record (SendRecv kernels, older PyTorch) cannot be paired provably
+-- and are left out (collective_skew counts them in a notice). For collectives sender and
+-- receiver are null.
 CREATE OR REPLACE TEMP MACRO tk_comm_arrivals() AS TABLE
 SELECT *,
+       row_number() OVER (inst ORDER BY start_ns, rank, pid, device_id) AS arrival_from_first,
        count(*) OVER inst AS ranks,
        min(start_ns) OVER inst AS first_start_ns,
        max(start_ns) OVER inst AS last_start_ns,
        row_number() OVER (inst ORDER BY start_ns DESC, rank, pid, device_id) AS arrival_from_last,
        nth_value(start_ns, 2) OVER (inst ORDER BY start_ns DESC, rank, pid, device_id
                                     ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS next_latest_start_ns
-FROM tk_comm_calls()
-WINDOW inst AS (PARTITION BY run_id, process_group, collective, seq);
+FROM (SELECT * REPLACE (CASE WHEN kind = 'p2p' THEN 'Send/Recv' ELSE collective END AS collective)
+      FROM tk_comm_calls() WHERE kind = 'collective' OR (sender IS NOT NULL AND receiver IS NOT NULL))
+WINDOW inst AS (PARTITION BY run_id, process_group, collective, sender, receiver, seq);

@@ -1,8 +1,9 @@
--- stragglers: One row per rank: how often it arrived last at a collective, the delay it caused the others, its own mean wait, its step time against the median rank.
+-- stragglers: One row per rank: how often it arrived last at a collective, the delay it caused, its typical lateness, and whether that is beyond the clock uncertainty and jitter (straggler).
 --
 -- Built on the collective instances of `collective_skew` (tk_comm_arrivals in queries/ranks/_macros.sql:
 -- NCCL kernels on GPUs, Gloo ranges on CPUs, matched across ranks by process group, type and
--- order). Only instances with two or more participants count.
+-- order). Only collective instances with two or more participants count (point-to-point pairs
+-- are shown by collective_skew, never averaged in here).
 --   collectives       = instances the rank took part in;
 --   last_arrivals     = instances where it arrived last, strictly after every other participant
 --                       (when two ranks tie for last, neither alone held the collective up);
@@ -12,23 +13,56 @@
 --                       for the last arrival (0 where it was last);
 --   step_ns_vs_median = its mean step time (tk_steps, warm-up steps excluded) / the median over the
 --                       run's ranks of their mean step time; null without steps.
--- Rows are ordered by delay caused: the first row is the straggler.
+--   lateness_ns       = median over its instances of its start - the instance's median start: how
+--                       late it typically arrives (negative: early);
+--   jitter_ns         = the run's arrival jitter: the 90th percentile of |start - the instance's
+--                       median start| over every arrival but the last of each instance;
+--   bound_ns          = how much of lateness_ns the clocks can explain: 0 when the run has one
+--                       clock, else the rank's clock bound + the largest clock bound of the run
+--                       (clock_offsets); null when a clock was not estimated;
+--   straggler         = true when the rank arrived last at half or more of its collectives AND
+--                       its lateness exceeds 3 x jitter_ns + bound_ns: late beyond what the
+--                       clock uncertainty and ordinary jitter explain. Otherwise a notice says
+--                       "no straggler beyond the clock uncertainty".
+-- All times are on rank 0's clock (the run's clock model, see collective_skew).
+-- Rows are ordered by straggler, then delay caused: a straggler is the first row.
 --
 -- @column run_id            id     Run folder the row comes from.
 -- @column rank              id     Distributed rank (processes.rank / manifest; else the participant ordinal, see collective_skew).
+-- @column straggler         enum   true when last at >= half its collectives and lateness_ns > 3 x jitter_ns + bound_ns; else false.
 -- @column collectives       count  Collective instances with two or more participants that the rank took part in.
 -- @column last_arrivals     count  Of which it arrived last.
 -- @column delay_caused_ns   ns     Sum over its last arrivals of its start - the next-latest start.
 -- @column mean_wait_ns      ns     Mean over its collectives of the last arrival's start - its start.
 -- @column step_ns_vs_median value  Mean step time of the rank / median over ranks of the mean step time.
 -- @key delay_caused_ns
-WITH a AS (SELECT * FROM tk_comm_arrivals() WHERE ranks > 1),
+-- @column lateness_ns       ns     Median over its collectives of its start - the instance's median start.
+-- @column jitter_ns         ns     The run's arrival jitter (90th percentile of |start - median start|, last arrivals excluded).
+-- @column bound_ns          ns     Clock uncertainty of lateness_ns (0: one clock; null: a clock not estimated).
+-- @notice SELECT 'stragglers: run ' || run_id || ': no straggler beyond the clock uncertainty (clock bound up to ' || coalesce(printf('%.1f', max(bound_ns) / 1e3) || ' µs', 'unknown: a clock was not estimated') || ', arrival jitter ' || printf('%.1f', max(jitter_ns) / 1e3) || ' µs)' FROM result GROUP BY run_id HAVING NOT bool_or(coalesce(straggler, false)) ORDER BY run_id
+-- @notice SELECT 'stragglers: run ' || run_id || ': its inputs may not be one job (merged with --merge-unrelated: ' || json_extract_string(manifest, '$.job.identity_conflicts[0]') || '); cross-rank results may be meaningless' FROM runs WHERE json_array_length(json_extract(manifest, '$.job.identity_conflicts')) > 0 ORDER BY run_id
+WITH a0 AS (SELECT * FROM tk_comm_arrivals() WHERE ranks > 1 AND kind = 'collective'),
+a AS (
+    -- relative to the first arrival: a median of epoch ns as a double would round to 256 ns
+    SELECT *, (start_ns - first_start_ns)
+              - median(start_ns - first_start_ns) OVER (PARTITION BY run_id, process_group, collective, seq)
+              AS lateness
+    FROM a0
+),
+jit AS (
+    SELECT run_id, quantile_cont(abs(lateness), 0.9) FILTER (WHERE arrival_from_last > 1) AS jitter_ns,
+           count(DISTINCT coalesce(clock_id, '')) AS clocks,
+           max(clock_bound_ns) AS max_bound, bool_or(clock_bound_ns IS NULL) AS unknown_bound
+    FROM a GROUP BY run_id
+),
 per_rank AS (
     SELECT run_id, rank, count(*) AS collectives,
            count(*) FILTER (WHERE arrival_from_last = 1 AND start_ns > next_latest_start_ns) AS last_arrivals,
            CAST(coalesce(sum(start_ns - next_latest_start_ns) FILTER (WHERE arrival_from_last = 1), 0) AS BIGINT)
                AS delay_caused_ns,
            avg(last_start_ns - start_ns) AS mean_wait_ns,
+           median(lateness) AS lateness_ns,
+           max(clock_bound_ns) AS own_bound, bool_or(clock_bound_ns IS NULL) AS own_unknown,
            list(DISTINCT pid) AS pids
     FROM a GROUP BY run_id, rank
 ),
@@ -44,10 +78,21 @@ rank_steps AS (
 ),
 med AS (
     SELECT run_id, median(mean_step_ns) AS median_step_ns FROM rank_steps GROUP BY run_id
+),
+v AS (
+    SELECT p.*, j.jitter_ns,
+           CASE WHEN j.clocks <= 1 THEN 0 WHEN p.own_unknown OR j.unknown_bound THEN NULL
+                ELSE p.own_bound + j.max_bound END AS bound_ns
+    FROM per_rank p JOIN jit j ON j.run_id = p.run_id
 )
-SELECT p.run_id, p.rank, p.collectives, p.last_arrivals, p.delay_caused_ns, p.mean_wait_ns,
-       rs.mean_step_ns / nullif(m.median_step_ns, 0) AS step_ns_vs_median
-FROM per_rank p
+SELECT p.run_id, p.rank,
+       coalesce(2 * p.last_arrivals >= p.collectives AND p.lateness_ns > 3 * p.jitter_ns + p.bound_ns, false)
+           AS straggler,
+       p.collectives, p.last_arrivals, p.delay_caused_ns, p.mean_wait_ns,
+       rs.mean_step_ns / nullif(m.median_step_ns, 0) AS step_ns_vs_median,
+       CAST(round(p.lateness_ns) AS BIGINT) AS lateness_ns, CAST(round(p.jitter_ns) AS BIGINT) AS jitter_ns,
+       CAST(p.bound_ns AS BIGINT) AS bound_ns
+FROM v p
 LEFT JOIN rank_steps rs ON rs.run_id = p.run_id AND rs.rank IS NOT DISTINCT FROM p.rank
 LEFT JOIN med m ON m.run_id = p.run_id
-ORDER BY p.run_id, p.delay_caused_ns DESC, p.last_arrivals DESC, p.rank;
+ORDER BY p.run_id, straggler DESC, p.delay_caused_ns DESC, p.last_arrivals DESC, p.rank;

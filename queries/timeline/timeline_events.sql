@@ -16,7 +16,7 @@
 -- (numbered 1.. in start order); that API call lists the flow_ids of the activities it launched
 -- (one for a kernel launch, one per kernel for a CUDA graph launch).
 --
--- @param start_ns BIGINT NULL  Keep events ending at or after this time (trace clock, ns).
+-- @param start_ns BIGINT NULL  Keep events ending at or after this time (trace clock, ns; a job: rank 0's clock).
 -- @param end_ns BIGINT NULL  Keep events starting before this time (trace clock, ns).
 -- @param ranks VARCHAR NULL  Comma-separated ranks to keep (e.g. '0,3'); NULL keeps every process.
 -- @param origin_ns BIGINT 0  Time zero of the ts column (trace clock, ns).
@@ -134,6 +134,11 @@ ev AS (
                     event_id: s.event_id})::VARCHAR
     FROM cuda_sync s
     LEFT JOIN ctx_device cd ON cd.run_id = s.run_id AND cd.pid IS NOT DISTINCT FROM s.pid AND cd.context_id = s.context_id
+),
+evc AS (  -- a job's ranks on rank 0's clock (clock_model; docs/multirank.md)
+    SELECT e.* REPLACE (tk_clock_true(e.start_ns, c.offset_ns, c.drift_ppm, c.t0_ns) AS start_ns,
+                        tk_clock_true(e.end_ns, c.offset_ns, c.drift_ppm, c.t0_ns) AS end_ns)
+    FROM ev e LEFT JOIN tk_pid_clock() c ON c.run_id = e.run_id AND c.pid = e.pid
 )
 SELECT e.run_id, e.pid, r.rank, e.track, e.device_id, e.stream_id, e.tid, e.cat, e.name, e.start_ns, e.end_ns,
        e.flow_id, e.flow_out, e.args,
@@ -142,7 +147,7 @@ SELECT e.run_id, e.pid, r.rank, e.track, e.device_id, e.stream_id, e.tid, e.cat,
        printf('%d.%03d', (e.end_ns - e.start_ns) // 1000, (e.end_ns - e.start_ns) % 1000) AS dur,
        '"cat":' || to_json(e.cat) || ',"name":' || to_json(e.name) || ',"ts":' || ts
            || coalesce(',"dur":' || dur, '') || ',"args":' || e.args AS fields
-FROM ev e
+FROM evc e
 LEFT JOIN rk r ON r.run_id = e.run_id AND r.pid = e.pid, keep,
      (SELECT coalesce(getvariable('origin_ns'), 0) AS origin) o
 WHERE (getvariable('end_ns') IS NULL OR e.start_ns < getvariable('end_ns'))

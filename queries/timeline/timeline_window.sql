@@ -8,7 +8,7 @@
 -- max_events in start order: ending the window there keeps at most max_events events (flows and
 -- metadata are not counted).
 --
--- @param start_ns BIGINT NULL  Window start (trace clock, ns); NULL: from the first event.
+-- @param start_ns BIGINT NULL  Window start (trace clock, ns; a job: rank 0's clock); NULL: from the first event.
 -- @param end_ns BIGINT NULL  Window end (trace clock, ns); NULL: to the last event.
 -- @param step BIGINT NULL  Use the span of training step N (overrides start_ns and end_ns).
 -- @param ranks VARCHAR NULL  Comma-separated ranks to keep (e.g. '0,3'); NULL keeps every process.
@@ -28,7 +28,10 @@ keep AS (
                 ELSE CAST(string_split(getvariable('ranks'), ',') AS INTEGER[]) END AS ranks
 ),
 steps AS (
-    SELECT s.* FROM tk_steps() s LEFT JOIN rk r ON r.run_id = s.run_id AND r.pid = s.pid, keep
+    SELECT s.* REPLACE (tk_clock_true(s.start_ns, c.offset_ns, c.drift_ppm, c.t0_ns) AS start_ns,
+                        tk_clock_true(s.end_ns, c.offset_ns, c.drift_ppm, c.t0_ns) AS end_ns)
+    FROM tk_steps() s LEFT JOIN rk r ON r.run_id = s.run_id AND r.pid = s.pid
+    LEFT JOIN tk_pid_clock() c ON c.run_id = s.run_id AND c.pid = s.pid, keep
     WHERE keep.ranks IS NULL OR list_contains(keep.ranks, r.rank)
 ),
 win AS (
@@ -51,8 +54,13 @@ ev AS (
     UNION ALL SELECT run_id, pid, timestamp_ns, timestamp_ns FROM nvtx_marks
     UNION ALL SELECT run_id, pid, start_ns, end_ns FROM cuda_sync
 ),
+evc AS (  -- a job's ranks on rank 0's clock, as timeline_events puts them
+    SELECT e.run_id, e.pid, tk_clock_true(e.start_ns, c.offset_ns, c.drift_ppm, c.t0_ns) AS start_ns,
+           tk_clock_true(e.end_ns, c.offset_ns, c.drift_ppm, c.t0_ns) AS end_ns
+    FROM ev e LEFT JOIN tk_pid_clock() c ON c.run_id = e.run_id AND c.pid = e.pid
+),
 sel AS (
-    SELECT e.run_id, e.start_ns FROM ev e
+    SELECT e.run_id, e.start_ns FROM evc e
     JOIN win w ON w.run_id = e.run_id
     LEFT JOIN rk r ON r.run_id = e.run_id AND r.pid = e.pid, keep
     WHERE (w.w1 IS NULL OR e.start_ns < w.w1) AND (w.w0 IS NULL OR e.end_ns IS NULL OR e.end_ns >= w.w0)

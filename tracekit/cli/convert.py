@@ -15,6 +15,7 @@ from tracekit.cli.app import (
     scheduler_timeout_option,
     set_quiet,
 )
+from tracekit.errors import InputError
 
 
 @app.command()
@@ -35,6 +36,16 @@ def convert(
     skip_bad_ranks: bool = typer.Option(False, "--skip-bad-ranks",
                                         help="Convert the other ranks when one input is broken; "
                                              "the skipped ones are listed in the manifest."),
+    clock_model: str = typer.Option(
+        "estimate", "--clock-model", metavar="estimate|none",
+        help="Ranks' clocks in a job: 'estimate' them from the collectives (see the "
+             "clock_offsets query), or 'none': they are synchronized (one host, PTP); "
+             "cross-rank results then use the timestamps as recorded."),
+    merge_unrelated: bool = typer.Option(
+        False, "--merge-unrelated",
+        help="Merge inputs that do not look like one job (different world sizes, the same "
+             "host and rank twice, disagreeing process groups, time windows apart); recorded "
+             "in the manifest, and every cross-rank result says so."),
     quiet: bool = QUIET,
 ):
     """Convert profiler output files into one run folder (manifest.json + Parquet tables).
@@ -52,9 +63,12 @@ def convert(
         from tracekit.convert.rank_names import search_rank
 
         search_rank(rank_pattern, "")
+    if clock_model not in ("estimate", "none"):
+        raise InputError(f"--clock-model {clock_model!r}: expected 'estimate' or 'none'")
     with Progress() as progress:
         do_convert(inputs, output, force=force, progress=progress, rank_pattern=rank_pattern,
-                   jobs=jobs, scheduler=scheduler, skip_bad_ranks=skip_bad_ranks)
+                   jobs=jobs, scheduler=scheduler, skip_bad_ranks=skip_bad_ranks,
+                   clock_model=clock_model, merge_unrelated=merge_unrelated)
     run = open_run(output)
     tables = run.manifest["tables"]
     rows = ", ".join(f"{n} {t['rows']}" for n, t in tables.items() if t["rows"])

@@ -4,6 +4,8 @@
   job;
 - :mod:`tracekit.convert.single`: the inputs of one run, each format's collector once;
 - :mod:`tracekit.convert.job`: a multi-rank job, one rank per input, merged into one run folder;
+- :mod:`tracekit.convert.identity`: whether a job's inputs can be one job;
+- :mod:`tracekit.convert.clocks`: the job's clock model, estimated from its collectives;
 - :mod:`tracekit.convert.cluster`: where the parts run (this process, local worker processes or a
   Dask scheduler's workers).
 """

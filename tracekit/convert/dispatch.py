@@ -19,7 +19,8 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
             progress: Progress = NULL_PROGRESS, extra_manifest: dict | None = None,
             extra_tables: dict | None = None, rank_pattern: str | None = None,
             jobs: int | None = None, scheduler: str | None = None,
-            skip_bad_ranks: bool = False) -> Path:
+            skip_bad_ranks: bool = False, clock_model: str = "estimate",
+            merge_unrelated: bool = False) -> Path:
     """Convert ``inputs`` (profiler output files) into the run folder ``run_dir``.
 
     Each input is recognized by its content (:func:`tracekit.collectors.detect`). Two or more
@@ -36,6 +37,7 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
 
     Returns the run folder's path. Raises :class:`InputError` subclasses for bad input (in a job,
     naming the broken input, unless ``skip_bad_ranks``); nothing is left behind on any error.
+    ``clock_model`` and ``merge_unrelated``: see :func:`tracekit.convert.job.convert_job` (a job only).
     """
     if not inputs:
         raise InputError("no input files given")
@@ -63,7 +65,8 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
     with RunWriter(run_dir, force=force, inputs=inputs) as writer:
         convert_job([Path(p) for p in inputs], formats, writer, rank_pattern=rank_pattern,
                     jobs=jobs, scheduler=scheduler, skip_bad_ranks=skip_bad_ranks,
-                    rejected=rejected)
+                    rejected=rejected, clock_model=clock_model, merge_unrelated=merge_unrelated,
+                    hosts=_workload_hosts(extra_manifest))
         for name, table in (extra_tables or {}).items():
             if name in writer.manifest["tables"]:
                 raise InputError(f"two inputs both provide table {name}")
@@ -71,3 +74,10 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
         if extra_manifest:
             writer.manifest.update(extra_manifest)
     return Path(run_dir)
+
+
+def _workload_hosts(extra: dict | None) -> dict[int, str]:
+    """rank -> hostname from ``tracekit collect``'s workload description (its ranks' hosts)."""
+    ranks = ((extra or {}).get("workload") or {}).get("ranks") or []
+    return {r["rank"]: r["hostname"] for r in ranks
+            if isinstance(r, dict) and isinstance(r.get("rank"), int) and isinstance(r.get("hostname"), str)}

@@ -24,6 +24,7 @@ share one clock.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -36,6 +37,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tracekit import schema
+from tracekit.convert import clocks
+from tracekit.convert import identity as jobid
 from tracekit.convert.rank_names import number_rank, search_rank, valid_rank
 from tracekit.errors import InputError, RunFolderError
 from tracekit.runfolder import MANIFEST, RunWriter, open_run, parquet_options
@@ -90,8 +93,17 @@ def _worker_address() -> str:
 def convert_job(inputs: Sequence[Path], formats: Sequence[str], writer: RunWriter, *,
                 rank_pattern: str | None = None, jobs: int | None = None,
                 scheduler: str | None = None, skip_bad_ranks: bool = False,
-                rejected: Sequence[tuple[Path, InputError]] = ()) -> None:
+                rejected: Sequence[tuple[Path, InputError]] = (),
+                clock_model: str = "estimate", merge_unrelated: bool = False,
+                hosts: dict[int, str] | None = None) -> None:
     """Convert the rank inputs into ``writer``'s run folder (see the module docstring).
+
+    Inputs that cannot be one job (:mod:`tracekit.convert.identity`) are an :class:`InputError` naming two
+    of them, unless ``merge_unrelated`` (then recorded in the manifest and warned about).
+    ``clock_model``: 'estimate' (the ranks' clocks estimated from the collectives,
+    :mod:`tracekit.convert.clocks`) or 'none' (the clocks are synchronized: no correction, bound 0);
+    written as the table clock_model. ``hosts``: rank -> host name known from elsewhere
+    (``tracekit collect``'s workload description), for ranks whose input records none.
 
     Raises :class:`InputError` naming the first broken input (nothing is written), unless
     ``skip_bad_ranks``: then broken inputs are listed in the manifest (``skipped_ranks``) and in
@@ -127,18 +139,35 @@ def convert_job(inputs: Sequence[Path], formats: Sequence[str], writer: RunWrite
     ranks, rank_source = _assign_ranks(parts, rank_pattern)
     for p, r in zip(parts, ranks):
         p["rank"] = r
+        p["trace_rank"] = _trace_rank(p["manifest"])
+        p["host_hint"] = (hosts or {}).get(r)
     parts.sort(key=lambda p: p["rank"])
     _set_clock_offsets(parts)
+    conflicts = jobid.conflicts(parts, [p["trace_rank"] for p in parts])
+    if conflicts and not merge_unrelated:
+        raise InputError(f"{conflicts[0]}: these inputs cannot be one job; give --merge-unrelated "
+                         "to merge them anyway")
     for p in parts:
         p["pids"] = _main_pids(p)
     m = writer.manifest
-    m["job"] = {"format": formats[0], "rank_source": rank_source, "ranks": len(parts)}
+    m["job"] = {"format": formats[0], "rank_source": rank_source, "ranks": len(parts),
+                "clock_model": clock_model}
+    if conflicts:
+        m["job"]["identity_conflicts"] = conflicts
+        for c in conflicts:
+            writer.warn(f"merged although not one job (--merge-unrelated): {c}")
+    _warn_renumbered(parts, writer)
     range_base = 0
     for p in parts:
         range_base = _move_tables(p, writer, range_base)
     _merge_manifests(parts, writer)
     m["ranks"] = [_rank_entry(p, writer) for p in parts]
     _warn_shared_pids(parts, writer)
+    (writer.path / MANIFEST).write_text(json.dumps(m, default=str), encoding="utf-8")  # for the engine
+    writer.write_table("clock_model", [clocks.model_for_job(writer.path, m, clock_model)])
+    entry = m["tables"]["clock_model"]  # a job's tables list "files" (one file here: the job's)
+    m["tables"]["clock_model"] = {"rows": entry["rows"], "files": [entry["file"]]}
+    (writer.path / MANIFEST).unlink()
     if skipped:
         m["skipped_ranks"] = skipped
         for s in skipped:
@@ -273,14 +302,15 @@ def _main_pids(part: dict) -> list[int]:
 
 
 def _rank_processes(part: dict, src: Path, dst: Path) -> None:
-    """processes with ``rank`` set for the rank's own process where the trace left it null.
-    An input with several GPU processes (torchrun under one nsys) keeps them null: which of them
-    is which rank is not in the export."""
+    """processes with ``rank`` set to the job's rank for the rank's own process (where the trace
+    left it null, or recorded another number: local rank 0 of two nodes gets two job ranks).
+    An input with several GPU processes (torchrun under one nsys) keeps them as recorded: which
+    of them is which rank is not in the export."""
     t = pq.read_table(src)
     main = part["pids"]
     if len(main) == 1:
         is_main = pc.is_in(t.column("pid"), value_set=pa.array(main, t.schema.field("pid").type))
-        rank = pc.if_else(pc.and_(is_main, pc.is_null(t.column("rank"))),
+        rank = pc.if_else(is_main,
                           pa.scalar(part["rank"], t.schema.field("rank").type), t.column("rank"))
         t = t.set_column(t.schema.get_field_index("rank"), "rank", rank)
     pq.write_table(t, dst, **parquet_options(t.schema))
@@ -303,7 +333,8 @@ def _rank_entry(part: dict, writer: RunWriter) -> dict:
     return {
         "rank": part["rank"],
         "input": inp.get("path", str(part["path"])),
-        "host": (src.get("nsys") or {}).get("hostname") or _kineto_host(src),
+        "host": jobid.trace_host(m) or part.get("host_hint"),
+        "trace_rank": part.get("trace_rank"),
         "pids": pids,
         "pid": pids[0] if len(pids) == 1 else None,
         "devices": devices,
@@ -313,9 +344,13 @@ def _rank_entry(part: dict, writer: RunWriter) -> dict:
     }
 
 
-def _kineto_host(src: dict) -> str | None:
-    files = (src.get("kineto") or {}).get("files") or []
-    return next((f.get("hostname") for f in files if isinstance(f, dict) and f.get("hostname")), None)
+def _warn_renumbered(parts: list[dict], writer: RunWriter) -> None:
+    moved = [p for p in parts if p["trace_rank"] is not None and p["trace_rank"] != p["rank"]]
+    if moved:
+        ex = moved[0]
+        writer.warn(f"{len(moved)} rank(s) renumbered: their traces record ranks that other inputs "
+                    f"record too (e.g. {ex['path'].name}: trace rank {ex['trace_rank']}, job rank "
+                    f"{ex['rank']}); every table uses the job's rank (manifest ranks[].rank)")
 
 
 def _merge_manifests(parts: list[dict], writer: RunWriter) -> None:
@@ -362,4 +397,4 @@ def _warn_shared_pids(parts: list[dict], writer: RunWriter) -> None:
             seen.setdefault(pid, p["rank"])
 
 
-__all__ = ["convert_job", "name_rank", "is_job", "MANIFEST"]
+__all__ = ["MANIFEST", "convert_job", "is_job", "name_rank"]

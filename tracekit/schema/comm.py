@@ -12,7 +12,7 @@ import pyarrow as pa
 from tracekit.schema.core import Column as C
 from tracekit.schema.core import Table
 
-i32, i64, s = pa.int32(), pa.int64(), pa.string()
+i32, i64, f64, s = pa.int32(), pa.int64(), pa.float64(), pa.string()
 
 COLLECTIVES = Table(
     "collectives",
@@ -41,8 +41,40 @@ COLLECTIVES = Table(
         C("seq", i64, "count", "Sequence number of the collective in its process group (PyTorch's 'Seq' "
           "argument): the same on every member rank, so it matches a collective across ranks; null "
           "when unrecorded (older PyTorch)."),
+        C("peer_rank", i32, "id", "Peer of a point-to-point call as a global rank: the receiver of a send, "
+          "the sender of a recv (Kineto 'Dst Rank' / 'Src Rank', PyTorch >= 2.4); null for collectives and "
+          "when unrecorded."),
     ),
     group="comm",
 )
 
-TABLES = (COLLECTIVES,)
+CLOCK_MODEL = Table(
+    "clock_model",
+    "One row per rank of a multi-rank job: the correction that puts the rank's timestamps on rank "
+    "0's clock, estimated at conversion from the job's NCCL collectives (tracekit.convert.clocks, "
+    "docs/multirank.md): local = true + offset_ns + drift_ppm * 1e-6 * (true - t0_ns). Every "
+    "cross-rank query (collective_skew, stragglers, the job timeline) subtracts it; the "
+    "`clock_offsets` query shows it. Written by `tracekit convert` of a job only; "
+    "`--clock-model none` writes offset 0 and bound 0 (clocks declared synchronized).",
+    (
+        C("rank", i32, "id", "Distributed rank (the manifest's ranks[].rank).", required=True),
+        C("host", s, "text", "Host of the rank as the input records it (nsys Hostname, Kineto top-level "
+          "'hostname'); null when unrecorded."),
+        C("clock_id", s, "id", "The clock the rank's timestamps are on: 'host NAME', or 'rank N' when the "
+          "host is unknown. Ranks with one clock_id share offset, drift and bound.", required=True),
+        C("offset_ns", i64, "ns", "The rank's clock minus rank 0's clock at t0_ns (subtract to correct).",
+          required=True),
+        C("drift_ppm", f64, "ppm", "Rate of the rank's clock relative to rank 0's, minus 1, in ppm.",
+          required=True),
+        C("t0_ns", i64, "ns", "Reference time of the drift term: rank 0's first NCCL kernel start (on "
+          "rank 0's clock).", required=True),
+        C("bound_ns", i64, "ns", "Half-width of the interval around offset_ns that holds the true offset "
+          "(0 for rank 0's clock); null when not estimated."),
+        C("method", s, "enum", "How it was obtained: reference, collective_ends, offset_only, causality, "
+          "none, unestimated (tracekit.convert.clocks.METHODS).", required=True),
+        C("constraints", i64, "count", "Collective instances the estimate used.", required=True),
+    ),
+    group="comm",
+)
+
+TABLES = (COLLECTIVES, CLOCK_MODEL)

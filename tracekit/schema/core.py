@@ -28,6 +28,7 @@ UNITS = {
     "value": "a value whose unit is given in a neighbouring column or row",
     "FLOP": "floating-point operations",
     "%": "percent, 0-100",
+    "ppm": "parts per million (1e-6)",
 }
 
 
