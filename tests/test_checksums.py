@@ -66,7 +66,9 @@ def test_job_records_one_checksum_per_rank_file(tmp_path, capsys):
     shutil.copyfile(KINETO / "kineto_a100_nccl_2ranks_rank0.json.gz", a)
     shutil.copyfile(KINETO / "kineto_a100_alexnet.json.gz", b)
     job = tmp_path / "job"
-    assert run(["convert", str(a), str(b), "-o", str(job), "-q", "--rank-pattern", r"rank(\d)"]) == 0
+    # two different traces (the point is one digest per rank file): not one job, merged on purpose
+    assert run(["convert", str(a), str(b), "-o", str(job), "-q", "--rank-pattern", r"rank(\d)",
+                "--merge-unrelated"]) == 0
     info = _manifest(job)["tables"]["kernels"]
     assert len(info["sha256"]) == len(info["files"]) == len(info["bytes"]) == 2
     for f, sha in zip(info["files"], info["sha256"]):

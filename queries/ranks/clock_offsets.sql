@@ -11,6 +11,7 @@
 -- lie in). bound_ns: the half-width around offset_ns that holds the true offset; widen-or-act
 -- advice in docs/multirank.md. A run of one input (one clock) has no rows.
 --
+-- @key offset_ns bound_ns
 -- @column run_id       id     Run folder the row comes from.
 -- @column rank         id     Distributed rank.
 -- @column host         text   Host as the input records it; null when unrecorded (then the rank is its own clock).
