@@ -18,7 +18,9 @@ memory does not grow with the trace's size.
 
 Modules: :mod:`~tracekit.collectors.kineto.reader` (streaming JSON, timestamps, metadata),
 :mod:`~tracekit.collectors.kineto.mapping` (event categories and args to columns, as data),
-:mod:`~tracekit.collectors.kineto.finish` (the end-of-trace fix-ups, nesting, collectives).
+:mod:`~tracekit.collectors.kineto.events` (the streaming pass: each event to its table's
+columns), :mod:`~tracekit.collectors.kineto.finish` (the end-of-trace fix-ups, nesting,
+collectives).
 """
 
 from __future__ import annotations
