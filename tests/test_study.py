@@ -387,7 +387,13 @@ def test_cpu_study_example_end_to_end(tmp_path, profiler):
     sc = tables["scaling"]
     assert len(sc) == 4 and (sc.samples_per_s > 0).all() and sc.scaling_efficiency.notna().all()
     assert (sc[sc.world_size == 1].scaling_efficiency == 1).all()
-    assert ((sc.scaling_efficiency > 0) & (sc.scaling_efficiency <= 1.5)).all()
+    # the efficiency is a ratio of measured times, which a loaded machine moves either way (one
+    # CI run measured 6.3 for bf16 when its 1-rank run shared the cores with other work): check
+    # it against its definition from the table's own throughputs instead of a range
+    one = sc[sc.world_size == 1].set_index("precision").samples_per_s
+    want = sc.samples_per_s / (sc.world_size * sc.precision.map(one))
+    assert (sc.scaling_efficiency > 0).all()
+    assert sc.scaling_efficiency.tolist() == pytest.approx(want.tolist(), rel=1e-12)
     assert (sc.threads_per_rank == 1).all()
     pc = tables["precision"]
     assert len(pc) == 4 and pc.speedup_vs_fp32.notna().all()
