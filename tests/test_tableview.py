@@ -54,8 +54,8 @@ def test_constant_columns_move_under_the_title_and_the_main_measure_stays():
              "pid": ("id", ""), "name": ("text", "")}
     lines = table_lines(_table(), "q", units, width=40, keys=["total_ns"])
     assert lines[0] == "q (run r1)"
-    assert lines[1] == "same in every row: pid 111, coverage"
-    assert lines[2] == "93.6 %"
+    assert lines[1] == "same in every row: pid 111,"
+    assert lines[2] == "coverage 93.6 %"  # a column's name stays beside its value
     head = lines[3].split()
     assert head[:2] == ["device_id", "name"] and head[-2:] == ["total", "ns"]
     assert lines[5].split() == ["0", "k1", "2", "10", "1500"]  # avg ns, count, total ns
@@ -148,3 +148,21 @@ def test_op_flops_and_roofline_show_their_main_measures_at_80_columns(kineto_run
     assert header[0] == "kernel_name" and header[1] == "MFLOP" and header[2:4] == ["dram", "MB"], header
     assert "pct_of_roof" in header and "missing" in header
     assert max(cell_len(x) for x in out) <= 80
+
+
+def test_constant_line_breaks_between_columns_not_inside_one():
+    """'same in every row' wraps between items: a column's name stays beside its value (a
+    step_summary at 80 columns once put 'pid' at the end of one line and '3453' on the next)."""
+    from tracekit.cli.tableview import wrap_items
+    from tracekit.cli.termtable import cell_len
+
+    items = ["rank 0", "comm 0 ns", "warmup false", "step_source tracekit", "pid 3453"]
+    assert wrap_items("same in every row: ", items, 80) == [
+        "same in every row: rank 0, comm 0 ns, warmup false, step_source tracekit,", "pid 3453"]
+    assert wrap_items("same in every row: ", items, 40) == [
+        "same in every row: rank 0, comm 0 ns,", "warmup false, step_source tracekit,", "pid 3453"]
+    for width in range(4, 90):  # narrower than an item: that item alone is cut at its spaces
+        lines = wrap_items("same in every row: ", items + ["x" * 50], width)
+        assert all(cell_len(x) <= width for x in lines)
+        assert "".join(lines).replace(" ", "") == "sameineveryrow:" + "".join(
+            i.replace(" ", "") + "," for i in items) + "x" * 50

@@ -20,6 +20,7 @@ import pyarrow as pa
 from tracekit.cli.display import columns_of
 from tracekit.cli.termtable import (
     Col,
+    cell_len,
     render_lines,
     shorten,
     terminal_width,
@@ -29,6 +30,29 @@ from tracekit.cli.termtable import (
 
 KEY_PRIORITY = 7  # above every other column (termtable.layout drops the lowest first)
 CONSTANT_PREFIX = "same in every row: "
+
+
+def wrap_items(prefix: str, items: list[str], width: int) -> list[str]:
+    """``prefix`` and ``items`` joined by ", " into lines of at most ``width`` cells, breaking
+    between items (a column's name stays beside its value); an item wider than a line is
+    wrapped at its spaces."""
+    *lines, cur = wrap(prefix.rstrip(), width) or [""]
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else "")
+        cand = f"{cur} {piece}" if cur else piece
+        if cell_len(cand) <= width:
+            cur = cand
+            continue
+        if cur:
+            lines.append(cur)
+        if cell_len(piece) <= width:
+            cur = piece
+        else:
+            *full, cur = wrap(piece, width)
+            lines += full
+    if cur:
+        lines.append(cur)
+    return lines
 
 
 def constant_text(c: Col) -> str:
@@ -141,7 +165,7 @@ def table_lines(result: pa.Table, title: str | None = None, units: dict | None =
     if title:
         head.append(shorten(visible(title), width, "end"))
     if const:
-        head += wrap(visible(CONSTANT_PREFIX + ", ".join(const)), width)
+        head += wrap_items(CONSTANT_PREFIX, [visible(x) for x in const], width)
     if explicit:
         blocks = _blocks(cols, width)
         lines = list(head)
