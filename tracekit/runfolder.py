@@ -134,6 +134,9 @@ class RunWriter:
             self._tmp.mkdir()
         except OSError as exc:
             raise RunFolderError(f"cannot create the run folder: {exc.strerror}", path=self.run_dir) from None
+        except BaseException:  # Ctrl-C or SIGTERM right after mkdir: __exit__ will not run
+            self._cleanup()
+            raise
         return self
 
     def __exit__(self, exc_type, exc, tb):

@@ -426,11 +426,11 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
 
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     work = run_dir.parent / f".{run_dir.name}.collect-{uuid.uuid4().hex[:10]}"
-    work.mkdir()
     s = _Session(workload, o, work, quiet, extra, cuda, tpr)
     log = s.log
     t0 = time.monotonic()
-    try:
+    try:  # mkdir inside: a Ctrl-C right after it still removes the folder
+        work.mkdir()
         inputs, version = runner.run(s)
         wall = time.monotonic() - t0
         results = _read_results(work, workload.nproc)

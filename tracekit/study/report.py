@@ -189,8 +189,8 @@ def write_study(study: Study, out_dir: str | os.PathLike, *, force: bool = False
     figs = figures(study)
     tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp.mkdir()
-    try:
+    try:  # mkdir inside: a Ctrl-C right after it still removes the folder
+        tmp.mkdir()
         for name in COLUMNS:
             t = _arrow(study.tables[name], name)
             pacsv.write_csv(t, tmp / f"{name}.csv")
