@@ -13,27 +13,12 @@ import subprocess
 import sys
 
 import pytest
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, one_error_line
 
 from tracekit import errors
 from tracekit.cli import run
 
 SMALL = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"
-
-
-def _err_lines(capsys) -> list[str]:
-    return [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-
-
-def _assert_one_line(capsys, *needles: str) -> str:
-    lines = _err_lines(capsys)
-    assert len(lines) == 1, lines
-    line = lines[0]
-    assert line.startswith("tracekit: error: "), line
-    assert "Traceback" not in line
-    for n in needles:
-        assert n in line, (n, line)
-    return line
 
 
 @pytest.fixture
@@ -64,7 +49,7 @@ def test_bad_input_is_one_line_exit_2(case, needles, bad_inputs, tmp_path, capsy
     src = tmp_path / "nope.sqlite" if case == "missing" else bad_inputs[case]
     out = tmp_path / "run"
     assert run(["convert", str(src), "-o", str(out)]) == 2
-    _assert_one_line(capsys, *needles)
+    one_error_line(capsys, *needles)
     assert not out.exists()
     assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
 
@@ -74,7 +59,7 @@ def test_existing_run_folder_is_exit_2_and_untouched(tmp_path, capsys):
     out.mkdir()
     (out / "keep.txt").write_text("mine")
     assert run(["convert", str(SMALL), "-o", str(out)]) == 2
-    _assert_one_line(capsys, str(out), "already exists", "--force")
+    one_error_line(capsys, str(out), "already exists", "--force")
     assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
 
 
@@ -96,18 +81,18 @@ def test_force_replaces_existing_run_folder(tmp_path, capsys):
 ])
 def test_usage_errors_are_one_line_exit_2(argv, needles, capsys):
     assert run(argv) == 2
-    _assert_one_line(capsys, *needles)
+    one_error_line(capsys, *needles)
 
 
 def test_unknown_query_is_exit_2(run_factory, capsys):
     rd = run_factory({})
     assert run(["query", "no_such_query", str(rd)]) == 2
-    _assert_one_line(capsys, "unknown query 'no_such_query'")
+    one_error_line(capsys, "unknown query 'no_such_query'")
 
 
 def test_query_on_a_folder_that_is_not_a_run(tmp_path, capsys):
     assert run(["query", "kernel_summary", str(tmp_path)]) == 2
-    _assert_one_line(capsys, str(tmp_path), "not a run folder", "manifest.json")
+    one_error_line(capsys, str(tmp_path), "not a run folder", "manifest.json")
 
 
 def test_no_arguments_shows_help_exit_2(capsys):
@@ -131,7 +116,7 @@ def test_internal_error_is_one_line_exit_1(monkeypatch, tmp_path, capsys):
 
     monkeypatch.setattr(tracekit.convert, "convert", _boom)
     assert run(["convert", str(SMALL), "-o", str(tmp_path / "r")]) == 1
-    line = _assert_one_line(capsys, "internal error: RuntimeError: boom second line", "--debug")
+    line = one_error_line(capsys, "internal error: RuntimeError: boom second line", "--debug")
     assert "report" in line
 
 
@@ -159,7 +144,7 @@ def test_keyboard_interrupt_is_exit_130(monkeypatch, tmp_path, capsys):
 
     monkeypatch.setattr(tracekit.convert, "convert", interrupted)
     assert run(["convert", str(SMALL), "-o", str(tmp_path / "r")]) == 130
-    _assert_one_line(capsys, "interrupted")
+    one_error_line(capsys, "interrupted")
 
 
 def test_error_classes_exit_codes():
@@ -179,7 +164,7 @@ def test_multiline_library_message_becomes_one_line(monkeypatch, tmp_path, capsy
 
     monkeypatch.setattr(tracekit.convert, "convert", bad)
     assert run(["convert", str(SMALL), "-o", str(tmp_path / "r")]) == 2
-    _assert_one_line(capsys, "f.sqlite: table KERNEL lacks column start")
+    one_error_line(capsys, "f.sqlite: table KERNEL lacks column start")
 
 
 # -- real subprocess ----------------------------------------------------------------------------
@@ -268,21 +253,21 @@ def test_damaged_run_folder_is_exit_2_never_zero_rows(damage, needles, small_run
         d["layout_version"] = 99
         m.write_text(json.dumps(d))
     assert run(["query", "kernel_summary", str(small_run)]) == 2
-    _assert_one_line(capsys, str(small_run), *needles)
+    one_error_line(capsys, str(small_run), *needles)
 
 
 def test_bad_query_parameters(small_run, capsys):
     capsys.readouterr()
     assert run(["query", "kernel_summary", str(small_run), "--param", "top=abc"]) == 2
-    _assert_one_line(capsys, "parameter top='abc' is not a whole number (BIGINT)")
+    one_error_line(capsys, "parameter top='abc' is not a whole number (BIGINT)")
     assert run(["query", "kernel_summary", str(small_run), "--param", "nope=1"]) == 2
-    _assert_one_line(capsys, "has no parameter 'nope'")
+    one_error_line(capsys, "has no parameter 'nope'")
 
 
 def test_bad_memory_limit(small_run, capsys, monkeypatch):
     capsys.readouterr()
     assert run(["query", "kernel_summary", str(small_run), "--memory-limit", "lots"]) == 2
-    _assert_one_line(capsys, "memory limit 'lots'", "Memory must have a number")
+    one_error_line(capsys, "memory limit 'lots'", "Memory must have a number")
     monkeypatch.setenv("TRACEKIT_MEMORY_LIMIT", "abc")
     assert run(["sql", "SELECT 1", str(small_run)]) == 2
-    _assert_one_line(capsys, "memory limit 'abc'")
+    one_error_line(capsys, "memory limit 'abc'")

@@ -14,7 +14,7 @@ import os
 import shutil
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, one_error_line
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,12 +26,6 @@ from tracekit.query.engine import Engine
 from tracekit.query.sql_statements import classify
 
 SMALL = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"  # 3 kernels
-
-
-def _err(capsys) -> str:
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("tracekit: error: "), lines
-    return lines[0]
 
 
 def _tree(*dirs) -> dict[str, str]:
@@ -105,7 +99,7 @@ def test_sql_refuses_writes_and_loads_exit_2(data_copy, capsys, statement, needl
     statement = statement.replace("RUN", str(run_dir)).replace("PEAKS", str(data / "gpu_peaks.csv"))
     capsys.readouterr()
     assert run(["sql", statement, str(run_dir)]) == 2
-    assert needle in _err(capsys)
+    assert needle in one_error_line(capsys)
     assert _tree(run_dir, data) == before
 
 
