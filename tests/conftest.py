@@ -8,6 +8,8 @@
 - ``edited_export(tmp_path, stem, sql)``: a writable copy of a fixture export with ``sql`` applied.
 - ``requires_nsys``: skip marker when the nsys CLI is not on PATH (CI installs it).
 - ``one_error_line(capsys, *needles)``: a failed command's stderr is one ``tracekit: error:`` line.
+- ``nsys_stats(stem, report)`` / ``nsys_rows(stem, query, **params)``: `nsys stats` reports of a
+  fixture export (tests/nsys_oracle.py) and tracekit's named-query rows on it, once per session.
 - ``small_run`` / ``small_run_copy``: ``SMALL_EXPORT``'s run folder (session) / a writable copy of it.
 """
 
@@ -105,6 +107,44 @@ def small_run_copy(small_run, tmp_path) -> Path:
     out = tmp_path / "run"
     shutil.copytree(small_run, out)
     return out
+
+
+@pytest.fixture(scope="session")
+def nsys_stats(tmp_path_factory):
+    """``get(stem, report)``: the :class:`nsys_oracle.StatsReport` of `nsys stats` on fixture
+    export ``stem``; every report of ``nsys_oracle.STATS_REPORTS`` in one call per export."""
+    from nsys_oracle import STATS_REPORTS, run_reports
+
+    base = tmp_path_factory.mktemp("nsys_stats")
+    cache = {}
+
+    def get(stem: str, report: str):
+        if stem not in cache:
+            cache[stem] = run_reports(FIXTURES / "nsys" / f"{stem}.sqlite", STATS_REPORTS, base / stem)
+        return cache[stem][report]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def nsys_rows(nsys_run):
+    """``get(stem, query, **params)``: a named query's rows (list of dicts) on the converted
+    fixture export ``stem``, cached; one engine per export."""
+    from tracekit.query.engine import Engine
+
+    engines, results = {}, {}
+
+    def get(stem: str, query: str, **params):
+        key = (stem, query, tuple(sorted(params.items())))
+        if key not in results:
+            if stem not in engines:
+                engines[stem] = Engine([nsys_run(stem)])
+            results[key] = engines[stem].query(query, {k: str(v) for k, v in params.items()}).to_pylist()
+        return results[key]
+
+    yield get
+    for e in engines.values():
+        e.close()
 
 
 def make_run(path: Path, tables: dict[str, pa.Table | dict], manifest: dict | None = None) -> Path:
