@@ -13,12 +13,10 @@ import subprocess
 import sys
 
 import pytest
-from conftest import FIXTURES, ROOT, one_error_line
+from conftest import ROOT, SMALL_EXPORT, one_error_line
 
 from tracekit import errors
 from tracekit.cli import run
-
-SMALL = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"
 
 
 @pytest.fixture
@@ -29,7 +27,7 @@ def bad_inputs(tmp_path):
     empty = tmp_path / "empty.sqlite"
     empty.write_bytes(b"")
     trunc = tmp_path / "truncated.sqlite"
-    trunc.write_bytes(SMALL.read_bytes()[:40_000])
+    trunc.write_bytes(SMALL_EXPORT.read_bytes()[:40_000])
     other = tmp_path / "other.sqlite"
     with sqlite3.connect(other) as c:
         c.execute("CREATE TABLE t (x INTEGER)")
@@ -58,16 +56,16 @@ def test_existing_run_folder_is_exit_2_and_untouched(tmp_path, capsys):
     out = tmp_path / "run"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    assert run(["convert", str(SMALL), "-o", str(out)]) == 2
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(out)]) == 2
     one_error_line(capsys, str(out), "already exists", "--force")
     assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
 
 
 def test_force_replaces_existing_run_folder(tmp_path, capsys):
     out = tmp_path / "run"
-    assert run(["convert", str(SMALL), "-o", str(out)]) == 0
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(out)]) == 0
     (out / "keep.txt").write_text("old")  # a file left in a run folder tracekit wrote
-    assert run(["convert", str(SMALL), "-o", str(out), "--force"]) == 0
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(out), "--force"]) == 0
     assert (out / "manifest.json").is_file() and not (out / "keep.txt").exists()
 
 
@@ -115,7 +113,7 @@ def test_internal_error_is_one_line_exit_1(monkeypatch, tmp_path, capsys):
     import tracekit.convert
 
     monkeypatch.setattr(tracekit.convert, "convert", _boom)
-    assert run(["convert", str(SMALL), "-o", str(tmp_path / "r")]) == 1
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(tmp_path / "r")]) == 1
     line = one_error_line(capsys, "internal error: RuntimeError: boom second line", "--debug")
     assert "report" in line
 
@@ -124,7 +122,7 @@ def test_debug_shows_traceback(monkeypatch, tmp_path, capsys):
     import tracekit.convert
 
     monkeypatch.setattr(tracekit.convert, "convert", _boom)
-    assert run(["--debug", "convert", str(SMALL), "-o", str(tmp_path / "r")]) == 1
+    assert run(["--debug", "convert", str(SMALL_EXPORT), "-o", str(tmp_path / "r")]) == 1
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and "RuntimeError: boom" in err
     assert err.rstrip().splitlines()[-1].startswith("tracekit: error: internal error")
@@ -143,7 +141,7 @@ def test_keyboard_interrupt_is_exit_130(monkeypatch, tmp_path, capsys):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(tracekit.convert, "convert", interrupted)
-    assert run(["convert", str(SMALL), "-o", str(tmp_path / "r")]) == 130
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(tmp_path / "r")]) == 130
     one_error_line(capsys, "interrupted")
 
 
@@ -163,7 +161,7 @@ def test_multiline_library_message_becomes_one_line(monkeypatch, tmp_path, capsy
         raise errors.MissingColumnError("table KERNEL\n  lacks column start", path="f.sqlite")
 
     monkeypatch.setattr(tracekit.convert, "convert", bad)
-    assert run(["convert", str(SMALL), "-o", str(tmp_path / "r")]) == 2
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(tmp_path / "r")]) == 2
     one_error_line(capsys, "f.sqlite: table KERNEL lacks column start")
 
 
@@ -204,7 +202,7 @@ def test_subprocess_internal_error(tmp_path):
             "c.convert = boom\n"
             "from tracekit.cli import run\n"
             "sys.exit(run(sys.argv[1:]))\n")
-    args = ["convert", str(SMALL), "-o", str(tmp_path / "r")]
+    args = ["convert", str(SMALL_EXPORT), "-o", str(tmp_path / "r")]
     p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                        cwd=ROOT, timeout=120)
     assert p.returncode == 1
@@ -217,7 +215,7 @@ def test_subprocess_internal_error(tmp_path):
 
 
 def test_subprocess_success_is_quiet_on_stdout(tmp_path):
-    p = _tk("convert", SMALL, "-o", tmp_path / "r", cwd=tmp_path)
+    p = _tk("convert", SMALL_EXPORT, "-o", tmp_path / "r", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr and (tmp_path / "r" / "manifest.json").is_file()
     assert shutil.which(sys.executable)
@@ -228,7 +226,7 @@ def test_subprocess_success_is_quiet_on_stdout(tmp_path):
 @pytest.fixture
 def small_run(tmp_path):
     out = tmp_path / "run"
-    assert run(["convert", str(SMALL), "-o", str(out)]) == 0
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(out)]) == 0
     return out
 
 

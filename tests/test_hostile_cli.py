@@ -18,11 +18,9 @@ import threading
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import FIXTURES, one_error_line
+from conftest import SMALL_EXPORT, one_error_line
 
 from tracekit.cli import run
-
-SMALL = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"  # 3 add_one kernels: 1440, 1056, 1344 ns
 
 
 def _sha(p) -> str:
@@ -33,18 +31,18 @@ def _sha(p) -> str:
 def test_force_never_replaces_the_folder_holding_the_input(tmp_path, capsys):
     proj = tmp_path / "proj"
     proj.mkdir()
-    shutil.copyfile(SMALL, proj / "trace.sqlite")
+    shutil.copyfile(SMALL_EXPORT, proj / "trace.sqlite")
     (proj / "train.py").write_text("print('mine')\n")
     assert run(["convert", str(proj / "trace.sqlite"), "-o", str(proj), "--force"]) == 2
     assert "holds the input" in one_error_line(capsys)
     assert sorted(p.name for p in proj.iterdir()) == ["trace.sqlite", "train.py"]
-    assert _sha(proj / "trace.sqlite") == _sha(SMALL)
+    assert _sha(proj / "trace.sqlite") == _sha(SMALL_EXPORT)
 
 
 def test_force_never_replaces_the_working_directory(tmp_path, capsys, monkeypatch):
     (tmp_path / "notes.txt").write_text("keep")
     monkeypatch.chdir(tmp_path)
-    assert run(["convert", str(SMALL), "-o", ".", "--force"]) == 2
+    assert run(["convert", str(SMALL_EXPORT), "-o", ".", "--force"]) == 2
     assert "working directory" in one_error_line(capsys)
     assert (tmp_path / "notes.txt").read_text() == "keep"
 
@@ -53,7 +51,7 @@ def test_force_never_replaces_a_folder_tracekit_did_not_write(tmp_path, capsys):
     other = tmp_path / "src"
     other.mkdir()
     (other / "main.c").write_text("int main;")
-    assert run(["convert", str(SMALL), "-o", str(other), "--force"]) == 2
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(other), "--force"]) == 2
     assert "not a run folder written by tracekit" in one_error_line(capsys)
     assert (other / "main.c").read_text() == "int main;"
 
@@ -66,7 +64,7 @@ def test_study_force_never_replaces_its_input_run(small_run_copy, capsys):
     # a run folder is not a study folder either, input or not
     capsys.readouterr()
     other = small_run_copy.parent / "other"
-    assert run(["convert", str(SMALL), "-o", str(other)]) == 0
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(other)]) == 0
     capsys.readouterr()
     assert run(["study", str(small_run_copy), "-o", str(other), "--force"]) == 2
     assert "not a study folder written by tracekit" in one_error_line(capsys)
@@ -85,7 +83,7 @@ def _edit_manifest(run_dir, edit):
                                   "link.parquet"])
 def test_manifest_table_file_outside_the_run_folder_is_refused(small_run_copy, capsys, file):
     other = small_run_copy.parent / "other"
-    assert run(["convert", str(SMALL), "-o", str(other)]) == 0
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(other)]) == 0
     (small_run_copy / "link.parquet").symlink_to(other / "kernels.parquet")  # a link leading out
     _edit_manifest(small_run_copy, lambda d: d["tables"]["kernels"].update(file=file))
     capsys.readouterr()
@@ -269,7 +267,7 @@ def test_sql_allow_external_lifts_the_limit(small_run_copy, tmp_path, capsys):
 def test_run_folder_path_with_glob_characters_is_literal(tmp_path, capsys):
     a, b = tmp_path / "run1", tmp_path / "run2"
     for d in (a, b):
-        assert run(["convert", str(SMALL), "-o", str(d)]) == 0
+        assert run(["convert", str(SMALL_EXPORT), "-o", str(d)]) == 0
     os.rename(b, tmp_path / "run[12]")  # a name that, as a glob, matches run1 and run2
     capsys.readouterr()
     assert run(["sql", "SELECT count(*) AS n FROM kernels", str(tmp_path / "run[12]"), "-f", "csv"]) == 0
@@ -282,8 +280,8 @@ def test_nsys_convert_under_a_folder_with_odd_characters(tmp_path, parent):
     collector's work database under such a folder must still convert, with the same rows."""
     folder = tmp_path / parent
     folder.mkdir()
-    assert run(["convert", str(SMALL), "-o", str(folder / "run")]) == 0
-    assert run(["convert", str(SMALL), "-o", str(tmp_path / "plain")]) == 0
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(folder / "run")]) == 0
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(tmp_path / "plain")]) == 0
     tables = json.loads((tmp_path / "plain" / "manifest.json").read_text())["tables"]
     assert json.loads((folder / "run" / "manifest.json").read_text())["tables"].keys() == tables.keys()
     for table, info in tables.items():
@@ -293,6 +291,6 @@ def test_nsys_convert_under_a_folder_with_odd_characters(tmp_path, parent):
     durations = pq.read_table(folder / "run" / tables["kernels"]["file"]).column("duration_ns")
     import sqlite3
 
-    with sqlite3.connect(SMALL) as con:  # the raw export: end - start of its three kernels
+    with sqlite3.connect(SMALL_EXPORT) as con:  # the raw export: end - start of its three kernels
         raw = sorted(r[0] for r in con.execute('SELECT "end" - start FROM CUPTI_ACTIVITY_KIND_KERNEL'))
     assert sorted(durations.to_pylist()) == raw == [1056, 1344, 1440]
