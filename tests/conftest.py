@@ -7,6 +7,10 @@
   for golden tests of queries (hand-written rows, expected values computed by hand).
 - ``edited_export(tmp_path, stem, sql)``: a writable copy of a fixture export with ``sql`` applied.
 - ``requires_nsys``: skip marker when the nsys CLI is not on PATH (CI installs it).
+- ``one_error_line(capsys, *needles)``: a failed command's stderr is one ``tracekit: error:`` line.
+- ``nsys_stats(stem, report)`` / ``nsys_rows(stem, query, **params)``: `nsys stats` reports of a
+  fixture export (tests/nsys_oracle.py) and tracekit's named-query rows on it, once per session.
+- ``small_run`` / ``small_run_copy``: ``SMALL_EXPORT``'s run folder (session) / a writable copy of it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ FIXTURES = SHARED / "fixtures"
 NSYS_FIXTURES = sorted((FIXTURES / "nsys").glob("*.sqlite"))
 KINETO_FIXTURES = sorted((FIXTURES / "kineto").glob("*.json.gz"))
 NCU_FIXTURES = sorted((FIXTURES / "ncu").glob("*"))
+SMALL_EXPORT = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"  # 3 add_one kernels: 1440, 1056, 1344 ns
 
 def edited_export(tmp_path: Path, base: str, sql: str, name: str = "edited.sqlite") -> Path:
     """A writable copy of fixture export ``base`` (file stem) with ``sql`` applied."""
@@ -40,6 +45,19 @@ def edited_export(tmp_path: Path, base: str, sql: str, name: str = "edited.sqlit
 
 
 requires_nsys = pytest.mark.skipif(shutil.which("nsys") is None, reason="nsys CLI not on PATH")
+
+
+def one_error_line(capsys, *needles: str, ignore: str | None = None) -> str:
+    """The stderr captured since the last read, which must be exactly one ``tracekit: error: ...``
+    line (blank lines, and lines starting with ``ignore`` such as progress lines, aside) holding
+    every one of ``needles`` and no traceback; returns that line."""
+    lines = [ln for ln in capsys.readouterr().err.splitlines()
+             if ln.strip() and not (ignore and ln.startswith(ignore))]
+    assert len(lines) == 1 and lines[0].startswith("tracekit: error: "), lines
+    assert "Traceback" not in lines[0]
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
 
 
 @pytest.fixture(scope="session")
@@ -73,6 +91,60 @@ def kineto_run(tmp_path_factory):
         return cache[stem]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def small_run(tmp_path_factory) -> Path:
+    """The run folder (run_id 'run') of ``SMALL_EXPORT``, converted once per session; read-only."""
+    from tracekit.convert import convert
+
+    return convert([SMALL_EXPORT], tmp_path_factory.mktemp("small") / "run")
+
+
+@pytest.fixture
+def small_run_copy(small_run, tmp_path) -> Path:
+    """``tmp_path / "run"``: a writable copy of :func:`small_run`, for a test that damages it."""
+    out = tmp_path / "run"
+    shutil.copytree(small_run, out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def nsys_stats(tmp_path_factory):
+    """``get(stem, report)``: the :class:`nsys_oracle.StatsReport` of `nsys stats` on fixture
+    export ``stem``; every report of ``nsys_oracle.STATS_REPORTS`` in one call per export."""
+    from nsys_oracle import STATS_REPORTS, run_reports
+
+    base = tmp_path_factory.mktemp("nsys_stats")
+    cache = {}
+
+    def get(stem: str, report: str):
+        if stem not in cache:
+            cache[stem] = run_reports(FIXTURES / "nsys" / f"{stem}.sqlite", STATS_REPORTS, base / stem)
+        return cache[stem][report]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def nsys_rows(nsys_run):
+    """``get(stem, query, **params)``: a named query's rows (list of dicts) on the converted
+    fixture export ``stem``, cached; one engine per export."""
+    from tracekit.query.engine import Engine
+
+    engines, results = {}, {}
+
+    def get(stem: str, query: str, **params):
+        key = (stem, query, tuple(sorted(params.items())))
+        if key not in results:
+            if stem not in engines:
+                engines[stem] = Engine([nsys_run(stem)])
+            results[key] = engines[stem].query(query, {k: str(v) for k, v in params.items()}).to_pylist()
+        return results[key]
+
+    yield get
+    for e in engines.values():
+        e.close()
 
 
 def make_run(path: Path, tables: dict[str, pa.Table | dict], manifest: dict | None = None) -> Path:

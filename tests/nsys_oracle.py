@@ -20,8 +20,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 SUMMARY_REPORTS = ("gpukernsum", "cudaapisum", "nvtxsum", "osrtsum", "gpumemtimesum",
                    "gpumemsizesum", "kernexecsum", "nvtxgpuproj")
+# every report the tests compare with (one `nsys stats` call per export: conftest's nsys_stats)
+STATS_REPORTS = SUMMARY_REPORTS + ("nvtxkernsum",)
 
 _LINE = re.compile(r"^Processing \[.*\] with \[.*/(\w+)\.py\](?: to \[(.*)\])?\.\.\. ?(.*)$")
 _ERROR = re.compile(r"ERROR: Report '(\w+)\.py' (.*)")
@@ -67,6 +71,18 @@ def run_reports(sqlite: Path, reports: tuple[str, ...], workdir: Path,
             msg = errors.get(name) or f"no output (exit {proc.returncode}): {proc.stderr.strip()[:300]}"
             out[name] = StatsReport(name, "failed", msg)
     return out
+
+
+def expect_report(rep: StatsReport, our_rows: list) -> StatsReport | None:
+    """``rep`` when nsys processed it; None when nsys skipped it (no such data), after asserting
+    that tracekit has no rows either; a pytest skip with nsys's message when nsys failed."""
+    if rep.status == "skipped":
+        assert our_rows == [], f"nsys stats has no {rep.name} data ({rep.message}) but tracekit has rows"
+        return None
+    if rep.status == "failed":
+        assert rep.rows == []
+        pytest.skip(f"nsys stats 2022.4 fails on this export: {rep.message}")
+    return rep
 
 
 # -- comparison -------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, one_error_line
 
 from tracekit.cli import run
 from tracekit.errors import RunFolderError
@@ -219,8 +219,7 @@ def test_full_disk_on_the_kineto_path_leaves_nothing_and_one_line(monkeypatch, t
     out = tmp_path / "run"
     trace = FIXTURES / "kineto" / "kineto_a100_alexnet.json.gz"
     assert run(["convert", str(trace), "-o", str(out)]) == 2
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("tracekit: error: ") and "No space left on device" in lines[0], lines
+    one_error_line(capsys, "No space left on device")
     assert calls["n"] >= 3  # the full disk was met
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
@@ -242,8 +241,7 @@ def test_input_deleted_during_convert_is_one_line_and_exit_2(monkeypatch, tmp_pa
 
     monkeypatch.setattr(common, "sha256_file", vanish)
     assert run(["convert", str(src), "-o", str(tmp_path / "run")]) == 2
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("tracekit: error: ") and src.name in lines[0], lines
+    one_error_line(capsys, src.name)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"] and not src.exists()
 
 

@@ -12,32 +12,11 @@ import json
 import shutil
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, one_error_line
 
 from tracekit.cli import run
 
-SMALL = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"  # 3 kernels
 KINETO = FIXTURES / "kineto"
-
-
-def _err(capsys) -> str:
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("tracekit: error: "), lines
-    return lines[0]
-
-
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ck") / "run"
-    assert run(["convert", str(SMALL), "-o", str(out), "-q"]) == 0
-    return out
-
-
-@pytest.fixture
-def damaged(pristine, tmp_path):
-    out = tmp_path / "run"
-    shutil.copytree(pristine, out)
-    return out
 
 
 def _manifest(run_dir, edit=None) -> dict:
@@ -48,7 +27,8 @@ def _manifest(run_dir, edit=None) -> dict:
     return m
 
 
-def test_manifest_records_size_and_sha256_of_every_file(pristine, capsys):
+def test_manifest_records_size_and_sha256_of_every_file(small_run, capsys):
+    pristine = small_run
     m = _manifest(pristine)
     for name, info in m["tables"].items():
         data = (pristine / info["file"]).read_bytes()
@@ -81,26 +61,26 @@ def test_job_records_one_checksum_per_rank_file(tmp_path, capsys):
     f.write_bytes(bytes(data))
     capsys.readouterr()
     assert run(["query", "kernel_summary", str(job)]) == 2
-    assert "kernels/rank-00001.parquet (table kernels) does not match its checksum" in _err(capsys)
+    assert "kernels/rank-00001.parquet (table kernels) does not match its checksum" in one_error_line(capsys)
 
 
-def test_every_bit_flip_is_an_error_never_other_numbers(damaged, capsys):
+def test_every_bit_flip_is_an_error_never_other_numbers(small_run_copy, capsys):
     """30 bit flips spread over the kernels file (header, pages, footer): each one is exit 2,
     from `verify` and from a query."""
-    f = damaged / "kernels.parquet"
+    f = small_run_copy / "kernels.parquet"
     good = f.read_bytes()
     for i in range(30):
         pos = (len(good) - 1) * i // 29
         data = bytearray(good)
         data[pos] ^= 1 << (i % 8)
         f.write_bytes(bytes(data))
-        for cmd in (["verify", str(damaged)], ["query", "kernel_summary", str(damaged), "-f", "csv"]):
+        for cmd in (["verify", str(small_run_copy)], ["query", "kernel_summary", str(small_run_copy), "-f", "csv"]):
             capsys.readouterr()
             assert run(cmd) == 2, (pos, cmd)
-            err = _err(capsys)
+            err = one_error_line(capsys)
             assert "kernels.parquet" in err, err
     f.write_bytes(good)
-    assert run(["verify", str(damaged)]) == 0
+    assert run(["verify", str(small_run_copy)]) == 0
 
 
 @pytest.mark.parametrize("how, needle", [
@@ -111,37 +91,37 @@ def test_every_bit_flip_is_an_error_never_other_numbers(damaged, capsys):
     ("no-files", "table kernels has 0 rows in its files, the manifest records 3"),
     ("rows", "table kernels has 3 rows in its files, the manifest records 4"),
 ])
-def test_damaged_folder_is_one_line_exit_2(damaged, capsys, how, needle):
-    k = damaged / "kernels.parquet"
+def test_damaged_folder_is_one_line_exit_2(small_run_copy, capsys, how, needle):
+    k = small_run_copy / "kernels.parquet"
     if how == "swap":
-        shutil.copyfile(damaged / "cuda_api.parquet", k)
+        shutil.copyfile(small_run_copy / "cuda_api.parquet", k)
     elif how == "cut":
         k.write_bytes(k.read_bytes()[:-100])
     elif how == "swap-no-sums":
-        shutil.copyfile(damaged / "cuda_api.parquet", k)
-        _manifest(damaged, lambda m: [m["tables"]["kernels"].pop(x) for x in ("sha256", "bytes")]
+        shutil.copyfile(small_run_copy / "cuda_api.parquet", k)
+        _manifest(small_run_copy, lambda m: [m["tables"]["kernels"].pop(x) for x in ("sha256", "bytes")]
                   and m["tables"]["kernels"].update(rows=33))
     elif how == "twice":
-        _manifest(damaged, lambda m: m["tables"]["kernels"].update(
+        _manifest(small_run_copy, lambda m: m["tables"]["kernels"].update(
             files=["kernels.parquet", "kernels.parquet"], rows=6))
     elif how == "no-files":
-        _manifest(damaged, lambda m: m["tables"]["kernels"].update(files=[]))
+        _manifest(small_run_copy, lambda m: m["tables"]["kernels"].update(files=[]))
     elif how == "rows":
-        _manifest(damaged, lambda m: m["tables"]["kernels"].update(rows=4))
+        _manifest(small_run_copy, lambda m: m["tables"]["kernels"].update(rows=4))
     capsys.readouterr()
-    assert run(["sql", "SELECT count(*) FROM kernels", str(damaged)]) == 2
-    assert needle in _err(capsys)
-    assert run(["verify", str(damaged)]) == 2
-    assert needle in _err(capsys)
+    assert run(["sql", "SELECT count(*) FROM kernels", str(small_run_copy)]) == 2
+    assert needle in one_error_line(capsys)
+    assert run(["verify", str(small_run_copy)]) == 2
+    assert needle in one_error_line(capsys)
 
 
-def test_folder_without_checksums_reads_but_does_not_verify(damaged, capsys):
+def test_folder_without_checksums_reads_but_does_not_verify(small_run_copy, capsys):
     def strip(m):
         for info in m["tables"].values():
             info.pop("sha256"), info.pop("bytes")
-    _manifest(damaged, strip)
+    _manifest(small_run_copy, strip)
     capsys.readouterr()
-    assert run(["sql", "SELECT count(*) AS n FROM kernels", str(damaged), "-f", "csv"]) == 0
+    assert run(["sql", "SELECT count(*) AS n FROM kernels", str(small_run_copy), "-f", "csv"]) == 0
     assert capsys.readouterr().out.splitlines() == ['"n"', "3"]
-    assert run(["verify", str(damaged)]) == 2
-    assert "records no checksums" in _err(capsys)
+    assert run(["verify", str(small_run_copy)]) == 2
+    assert "records no checksums" in one_error_line(capsys)

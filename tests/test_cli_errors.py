@@ -13,27 +13,10 @@ import subprocess
 import sys
 
 import pytest
-from conftest import FIXTURES, ROOT
+from conftest import ROOT, SMALL_EXPORT, one_error_line
 
 from tracekit import errors
 from tracekit.cli import run
-
-SMALL = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"
-
-
-def _err_lines(capsys) -> list[str]:
-    return [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-
-
-def _assert_one_line(capsys, *needles: str) -> str:
-    lines = _err_lines(capsys)
-    assert len(lines) == 1, lines
-    line = lines[0]
-    assert line.startswith("tracekit: error: "), line
-    assert "Traceback" not in line
-    for n in needles:
-        assert n in line, (n, line)
-    return line
 
 
 @pytest.fixture
@@ -44,7 +27,7 @@ def bad_inputs(tmp_path):
     empty = tmp_path / "empty.sqlite"
     empty.write_bytes(b"")
     trunc = tmp_path / "truncated.sqlite"
-    trunc.write_bytes(SMALL.read_bytes()[:40_000])
+    trunc.write_bytes(SMALL_EXPORT.read_bytes()[:40_000])
     other = tmp_path / "other.sqlite"
     with sqlite3.connect(other) as c:
         c.execute("CREATE TABLE t (x INTEGER)")
@@ -64,7 +47,7 @@ def test_bad_input_is_one_line_exit_2(case, needles, bad_inputs, tmp_path, capsy
     src = tmp_path / "nope.sqlite" if case == "missing" else bad_inputs[case]
     out = tmp_path / "run"
     assert run(["convert", str(src), "-o", str(out)]) == 2
-    _assert_one_line(capsys, *needles)
+    one_error_line(capsys, *needles)
     assert not out.exists()
     assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name]
 
@@ -73,16 +56,16 @@ def test_existing_run_folder_is_exit_2_and_untouched(tmp_path, capsys):
     out = tmp_path / "run"
     out.mkdir()
     (out / "keep.txt").write_text("mine")
-    assert run(["convert", str(SMALL), "-o", str(out)]) == 2
-    _assert_one_line(capsys, str(out), "already exists", "--force")
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(out)]) == 2
+    one_error_line(capsys, str(out), "already exists", "--force")
     assert sorted(p.name for p in out.iterdir()) == ["keep.txt"]
 
 
 def test_force_replaces_existing_run_folder(tmp_path, capsys):
     out = tmp_path / "run"
-    assert run(["convert", str(SMALL), "-o", str(out)]) == 0
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(out)]) == 0
     (out / "keep.txt").write_text("old")  # a file left in a run folder tracekit wrote
-    assert run(["convert", str(SMALL), "-o", str(out), "--force"]) == 0
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(out), "--force"]) == 0
     assert (out / "manifest.json").is_file() and not (out / "keep.txt").exists()
 
 
@@ -96,18 +79,18 @@ def test_force_replaces_existing_run_folder(tmp_path, capsys):
 ])
 def test_usage_errors_are_one_line_exit_2(argv, needles, capsys):
     assert run(argv) == 2
-    _assert_one_line(capsys, *needles)
+    one_error_line(capsys, *needles)
 
 
 def test_unknown_query_is_exit_2(run_factory, capsys):
     rd = run_factory({})
     assert run(["query", "no_such_query", str(rd)]) == 2
-    _assert_one_line(capsys, "unknown query 'no_such_query'")
+    one_error_line(capsys, "unknown query 'no_such_query'")
 
 
 def test_query_on_a_folder_that_is_not_a_run(tmp_path, capsys):
     assert run(["query", "kernel_summary", str(tmp_path)]) == 2
-    _assert_one_line(capsys, str(tmp_path), "not a run folder", "manifest.json")
+    one_error_line(capsys, str(tmp_path), "not a run folder", "manifest.json")
 
 
 def test_no_arguments_shows_help_exit_2(capsys):
@@ -130,8 +113,8 @@ def test_internal_error_is_one_line_exit_1(monkeypatch, tmp_path, capsys):
     import tracekit.convert
 
     monkeypatch.setattr(tracekit.convert, "convert", _boom)
-    assert run(["convert", str(SMALL), "-o", str(tmp_path / "r")]) == 1
-    line = _assert_one_line(capsys, "internal error: RuntimeError: boom second line", "--debug")
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(tmp_path / "r")]) == 1
+    line = one_error_line(capsys, "internal error: RuntimeError: boom second line", "--debug")
     assert "report" in line
 
 
@@ -139,7 +122,7 @@ def test_debug_shows_traceback(monkeypatch, tmp_path, capsys):
     import tracekit.convert
 
     monkeypatch.setattr(tracekit.convert, "convert", _boom)
-    assert run(["--debug", "convert", str(SMALL), "-o", str(tmp_path / "r")]) == 1
+    assert run(["--debug", "convert", str(SMALL_EXPORT), "-o", str(tmp_path / "r")]) == 1
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and "RuntimeError: boom" in err
     assert err.rstrip().splitlines()[-1].startswith("tracekit: error: internal error")
@@ -158,8 +141,8 @@ def test_keyboard_interrupt_is_exit_130(monkeypatch, tmp_path, capsys):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(tracekit.convert, "convert", interrupted)
-    assert run(["convert", str(SMALL), "-o", str(tmp_path / "r")]) == 130
-    _assert_one_line(capsys, "interrupted")
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(tmp_path / "r")]) == 130
+    one_error_line(capsys, "interrupted")
 
 
 def test_error_classes_exit_codes():
@@ -178,8 +161,8 @@ def test_multiline_library_message_becomes_one_line(monkeypatch, tmp_path, capsy
         raise errors.MissingColumnError("table KERNEL\n  lacks column start", path="f.sqlite")
 
     monkeypatch.setattr(tracekit.convert, "convert", bad)
-    assert run(["convert", str(SMALL), "-o", str(tmp_path / "r")]) == 2
-    _assert_one_line(capsys, "f.sqlite: table KERNEL lacks column start")
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(tmp_path / "r")]) == 2
+    one_error_line(capsys, "f.sqlite: table KERNEL lacks column start")
 
 
 # -- real subprocess ----------------------------------------------------------------------------
@@ -219,7 +202,7 @@ def test_subprocess_internal_error(tmp_path):
             "c.convert = boom\n"
             "from tracekit.cli import run\n"
             "sys.exit(run(sys.argv[1:]))\n")
-    args = ["convert", str(SMALL), "-o", str(tmp_path / "r")]
+    args = ["convert", str(SMALL_EXPORT), "-o", str(tmp_path / "r")]
     p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                        cwd=ROOT, timeout=120)
     assert p.returncode == 1
@@ -232,7 +215,7 @@ def test_subprocess_internal_error(tmp_path):
 
 
 def test_subprocess_success_is_quiet_on_stdout(tmp_path):
-    p = _tk("convert", SMALL, "-o", tmp_path / "r", cwd=tmp_path)
+    p = _tk("convert", SMALL_EXPORT, "-o", tmp_path / "r", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr and (tmp_path / "r" / "manifest.json").is_file()
     assert shutil.which(sys.executable)
@@ -243,7 +226,7 @@ def test_subprocess_success_is_quiet_on_stdout(tmp_path):
 @pytest.fixture
 def small_run(tmp_path):
     out = tmp_path / "run"
-    assert run(["convert", str(SMALL), "-o", str(out)]) == 0
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(out)]) == 0
     return out
 
 
@@ -268,21 +251,21 @@ def test_damaged_run_folder_is_exit_2_never_zero_rows(damage, needles, small_run
         d["layout_version"] = 99
         m.write_text(json.dumps(d))
     assert run(["query", "kernel_summary", str(small_run)]) == 2
-    _assert_one_line(capsys, str(small_run), *needles)
+    one_error_line(capsys, str(small_run), *needles)
 
 
 def test_bad_query_parameters(small_run, capsys):
     capsys.readouterr()
     assert run(["query", "kernel_summary", str(small_run), "--param", "top=abc"]) == 2
-    _assert_one_line(capsys, "parameter top='abc' is not a whole number (BIGINT)")
+    one_error_line(capsys, "parameter top='abc' is not a whole number (BIGINT)")
     assert run(["query", "kernel_summary", str(small_run), "--param", "nope=1"]) == 2
-    _assert_one_line(capsys, "has no parameter 'nope'")
+    one_error_line(capsys, "has no parameter 'nope'")
 
 
 def test_bad_memory_limit(small_run, capsys, monkeypatch):
     capsys.readouterr()
     assert run(["query", "kernel_summary", str(small_run), "--memory-limit", "lots"]) == 2
-    _assert_one_line(capsys, "memory limit 'lots'", "Memory must have a number")
+    one_error_line(capsys, "memory limit 'lots'", "Memory must have a number")
     monkeypatch.setenv("TRACEKIT_MEMORY_LIMIT", "abc")
     assert run(["sql", "SELECT 1", str(small_run)]) == 2
-    _assert_one_line(capsys, "memory limit 'abc'")
+    one_error_line(capsys, "memory limit 'abc'")

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import requires_nsys
+from conftest import one_error_line, requires_nsys
 
 from tracekit.cli import run as cli
 from tracekit.collect import commands as C
@@ -109,18 +109,11 @@ def test_auto_says_which_profiler(monkeypatch, capsys):
     assert "using nsys" in capsys.readouterr().err
 
 
-def _one_error_line(capsys) -> str:
-    err = [ln for ln in capsys.readouterr().err.strip().splitlines()
-           if not ln.startswith("tracekit collect: ")]  # progress lines
-    assert len(err) == 1 and err[0].startswith("tracekit: error: "), err
-    return err[0]
-
-
 def test_missing_nsys_is_one_line_with_install_advice(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PATH", str(tmp_path))  # nothing on PATH
     tools._nsys_info.cache_clear()
     rc = cli(["collect", "resnet_cifar", "-o", str(tmp_path / "r"), "--profiler", "nsys"])
-    line = _one_error_line(capsys)
+    line = one_error_line(capsys, ignore="tracekit collect: ")
     assert rc == 2 and "nsys not found on PATH" in line and "apt-get install nsight-systems" in line
     assert list(tmp_path.iterdir()) == []
 
@@ -129,7 +122,7 @@ def test_missing_nsys_is_one_line_with_install_advice(tmp_path, monkeypatch, cap
 def test_ncu_without_gpu_is_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(tools, "ncu_version", lambda: ("/usr/bin/ncu", "2022.3.0.0"))
     rc = cli(["collect", "resnet_cifar", "-o", str(tmp_path / "r"), "--profiler", "ncu"])
-    assert rc == 2 and "needs an NVIDIA GPU" in _one_error_line(capsys)
+    assert rc == 2 and "needs an NVIDIA GPU" in one_error_line(capsys, ignore="tracekit collect: ")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -149,7 +142,7 @@ def test_ncu_steps_and_launch_count_reach_the_ncu_command(tmp_path, monkeypatch,
     monkeypatch.setattr(O, "_run", fake_run)
     rc = cli(["collect", "gemm", "-o", str(tmp_path / "r"), "--profiler", "ncu", "--warmup-steps", "1",
               "--ncu-steps", "0,2", "--ncu-launch-count", "7"])
-    assert rc == 1 and "stopped here" in _one_error_line(capsys)
+    assert rc == 1 and "stopped here" in one_error_line(capsys, ignore="tracekit collect: ")
     cmd = ran[0]
     assert cmd[cmd.index("--launch-count") + 1] == "7"
     assert [cmd[i + 1] for i, c in enumerate(cmd) if c == "--nvtx-include"] == [
@@ -171,7 +164,7 @@ def test_ncu_steps_and_launch_count_reach_the_ncu_command(tmp_path, monkeypatch,
 ])
 def test_bad_options(tmp_path, capsys, args, message):
     rc = cli(["collect", *args, "-o", str(tmp_path / "r")])
-    assert rc == 2 and message in _one_error_line(capsys)
+    assert rc == 2 and message in one_error_line(capsys, ignore="tracekit collect: ")
 
 
 @pytest.mark.skipif(__import__("tracekit.collect.tools", fromlist=["x"]).cuda_present(),
@@ -189,7 +182,7 @@ def test_machine_checked_before_any_profiler(tmp_path, capsys, monkeypatch, args
 
     monkeypatch.setattr(O, "_run", boom)
     rc = cli(["collect", *args, "-o", str(tmp_path / "r")])
-    assert rc == 2 and message in _one_error_line(capsys)
+    assert rc == 2 and message in one_error_line(capsys, ignore="tracekit collect: ")
     assert not (tmp_path / "r").exists()
 
 
@@ -289,9 +282,9 @@ def test_existing_run_folder_needs_force(tmp_path, capsys):
     (tmp_path / "r" / "x").write_text("keep me")
     rc = cli(["collect", "resnet_cifar", "-o", str(tmp_path / "r"), "--profiler", "torch"])
     # a folder tracekit did not write is never replaced, not even with --force (issue 17)
-    assert rc == 2 and "already exists and is not a run folder written by tracekit" in _one_error_line(capsys)
+    assert rc == 2 and "already exists and is not a run folder written by tracekit" in one_error_line(capsys, ignore="tracekit collect: ")
     rc = cli(["collect", "resnet_cifar", "-o", str(tmp_path / "r"), "--profiler", "torch", "--force"])
-    assert rc == 2 and "not replaced, even with --force" in _one_error_line(capsys)
+    assert rc == 2 and "not replaced, even with --force" in one_error_line(capsys, ignore="tracekit collect: ")
     assert (tmp_path / "r" / "x").read_text() == "keep me"
 
 
@@ -301,7 +294,7 @@ def test_existing_run_folder_needs_force(tmp_path, capsys):
 def test_profiler_failure_surfaces_its_own_message(tmp_path, capsys):
     rc = cli(["collect", "resnet_cifar", "-o", str(tmp_path / "r"), "--profiler", "nsys",
               "--extra-profiler-args", "--trace=bogus"])
-    line = _one_error_line(capsys)
+    line = one_error_line(capsys, ignore="tracekit collect: ")
     assert rc == 1 and "nsys profile (resnet_cifar) failed" in line
     assert "Illegal --trace argument 'bogus'" in line
     # no run folder, no work folder: only nsys's whole output, named in the error line
@@ -387,7 +380,7 @@ def test_torch_failure_before_the_outputs_is_an_error(tmp_path, monkeypatch, cap
     monkeypatch.setattr(C, "runner_command", lambda *a, **k: ["bash", "-c", "echo 'RuntimeError: boom' >&2; exit 1"])
     out = tmp_path / "r"
     rc = cli(["collect", "resnet_cifar", "-o", str(out), "--profiler", "torch"])
-    line = _one_error_line(capsys)
+    line = one_error_line(capsys, ignore="tracekit collect: ")
     assert rc == 1 and line.startswith("tracekit: error: the workload resnet_cifar under torch.profiler "
                                        "failed (exit status 1): RuntimeError: boom (its whole output: ")
     assert [p.name for p in tmp_path.iterdir()] == ["r.collect-failed.log"]

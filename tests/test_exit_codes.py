@@ -4,34 +4,11 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, one_error_line
 
 from tracekit.cli import run
-
-SMALL = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"
-
-
-def _err(capsys) -> str:
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("tracekit: error: "), lines
-    return lines[0]
-
-
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ex") / "run"
-    assert run(["convert", str(SMALL), "-o", str(out), "-q"]) == 0
-    return out
-
-
-@pytest.fixture
-def small_run(pristine, tmp_path):
-    out = tmp_path / "run"
-    shutil.copytree(pristine, out)
-    return out
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -40,16 +17,16 @@ def small_run(pristine, tmp_path):
     (["select 1 a, 2 a", "-f", "parquet", "-o", "OUT"], "more than one column named 'a'"),
     (["select 1 a, 2 a", "--columns", "a"], "--columns: the result has 2 columns named 'a'"),
 ])
-def test_sql_results_that_cannot_be_written(small_run, tmp_path, capsys, args, needle):
+def test_sql_results_that_cannot_be_written(small_run_copy, tmp_path, capsys, args, needle):
     out = tmp_path / "o.parquet"
     args = [a.replace("OUT", str(out)) for a in args]
     capsys.readouterr()
-    assert run(["sql", args[0], str(small_run), *args[1:]]) == 2
-    assert needle in _err(capsys)
+    assert run(["sql", args[0], str(small_run_copy), *args[1:]]) == 2
+    assert needle in one_error_line(capsys)
     assert not out.exists()
 
 
-def test_stdout_on_a_full_disk(small_run, capsys, monkeypatch):
+def test_stdout_on_a_full_disk(small_run_copy, capsys, monkeypatch):
     class Full:
         def write(self, s):
             raise OSError(28, "No space left on device")
@@ -59,9 +36,9 @@ def test_stdout_on_a_full_disk(small_run, capsys, monkeypatch):
 
     capsys.readouterr()
     monkeypatch.setattr("sys.stdout", Full())
-    assert run(["query", "kernel_summary", str(small_run), "-f", "csv"]) == 2
+    assert run(["query", "kernel_summary", str(small_run_copy), "-f", "csv"]) == 2
     monkeypatch.undo()
-    assert _err(capsys) == "tracekit: error: cannot write the output: No space left on device"
+    assert one_error_line(capsys) == "tracekit: error: cannot write the output: No space left on device"
 
 
 @pytest.mark.parametrize("damage, needle", [
@@ -69,8 +46,8 @@ def test_stdout_on_a_full_disk(small_run, capsys, monkeypatch):
     ("nul", "a file name that cannot be one (16 characters, a NUL)"),
     ("long", "a file name that cannot be one (5008 characters)"),
 ])
-def test_damaged_manifest_exit_2(small_run, capsys, damage, needle):
-    p = small_run / "manifest.json"
+def test_damaged_manifest_exit_2(small_run_copy, capsys, damage, needle):
+    p = small_run_copy / "manifest.json"
     m = json.loads(p.read_text())
     if damage == "deep":
         p.write_text(json.dumps(m)[:-1] + ', "x": ' + "[" * 100_000 + "]" * 100_000 + "}")
@@ -78,8 +55,8 @@ def test_damaged_manifest_exit_2(small_run, capsys, damage, needle):
         m["tables"]["kernels"]["file"] = "ker\x00nels.parquet" if damage == "nul" else "k" * 5000 + ".parquet"
         p.write_text(json.dumps(m))
     capsys.readouterr()
-    assert run(["sql", "SELECT count(*) FROM kernels", str(small_run)]) == 2
-    assert needle in _err(capsys)
+    assert run(["sql", "SELECT count(*) FROM kernels", str(small_run_copy)]) == 2
+    assert needle in one_error_line(capsys)
 
 
 def test_kineto_lone_surrogate_exit_2(tmp_path, capsys):
@@ -87,7 +64,7 @@ def test_kineto_lone_surrogate_exit_2(tmp_path, capsys):
     p.write_text('{"traceEvents":[{"ph":"X","cat":"kernel","name":"\\udfff","ts":1,"dur":2,'
                  '"pid":1,"tid":1,"args":{"device":0}}]}')
     assert run(["convert", str(p), "-o", str(tmp_path / "run")]) == 2
-    assert "text that is not Unicode in the JSON" in _err(capsys)
+    assert "text that is not Unicode in the JSON" in one_error_line(capsys)
     assert not (tmp_path / "run").exists()
 
 

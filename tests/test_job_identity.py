@@ -8,6 +8,7 @@ import json
 from decimal import Decimal
 
 import pytest
+from conftest import one_error_line
 from jobgen import make_job
 
 from tracekit.cli import run
@@ -33,12 +34,9 @@ def edited(src, dst, **changes):
 
 def refused(capsys, paths, out, *needles):
     assert run(["convert", *map(str, paths), "-o", str(out), "--jobs", "1"]) == 2
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("tracekit: error: "), lines
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
+    line = one_error_line(capsys, *needles)
     assert not out.exists()
-    return lines[0]
+    return line
 
 
 @pytest.mark.slow

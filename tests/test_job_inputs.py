@@ -9,7 +9,7 @@ import shutil
 import time
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, one_error_line
 
 from tracekit.cli import run
 from tracekit.convert.job import _trace_rank, name_rank
@@ -17,12 +17,6 @@ from tracekit.convert.rank_names import MAX_RANK, valid_rank
 
 NCCL = FIXTURES / "kineto" / "kineto_a100_nccl_2ranks_rank0.json.gz"
 ALEXNET = FIXTURES / "kineto" / "kineto_a100_alexnet.json.gz"
-
-
-def _err(capsys) -> str:
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("tracekit: error: "), lines
-    return lines[0]
 
 
 def test_skip_bad_ranks_skips_inputs_refused_at_detection(tmp_path, capsys):
@@ -45,7 +39,7 @@ def test_skip_bad_ranks_skips_inputs_refused_at_detection(tmp_path, capsys):
     assert m["job"]["ranks"] == 1 and m["tables"]["kernels"]["rows"] == 2700
     # without the option the first bad input is the error, nothing written
     assert run(["convert", *inputs, "-o", str(tmp_path / "no")]) == 2
-    assert "w_rank1.json.gz: file is empty" in _err(capsys)
+    assert "w_rank1.json.gz: file is empty" in one_error_line(capsys)
     assert not (tmp_path / "no").exists()
 
 
@@ -63,7 +57,7 @@ def test_same_trace_twice_by_content_not_bytes(tmp_path, capsys, how):
             json.dump(d, f)
     capsys.readouterr()
     assert run(["convert", str(a), str(b), "-o", str(tmp_path / "job")]) == 2
-    assert "is the same trace as" in _err(capsys)
+    assert "is the same trace as" in one_error_line(capsys)
     assert not (tmp_path / "job").exists()
 
 
@@ -82,7 +76,7 @@ def test_rank_pattern_needing_backtracking_is_refused_before_work(tmp_path, caps
     capsys.readouterr()
     assert run(["convert", str(a), str(b), "-o", str(tmp_path / "j"), "--rank-pattern",
                 r"(\d)(?=\.json)"]) == 2
-    assert "RE2 syntax" in _err(capsys)
+    assert "RE2 syntax" in one_error_line(capsys)
 
 
 @pytest.mark.parametrize("name, rank", [

@@ -25,14 +25,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, NSYS_FIXTURES, requires_nsys
-from nsys_oracle import (
-    SUMMARY_REPORTS,
-    merge_groups,
-    mismatches,
-    num,
-    run_reports,
-)
+from conftest import NSYS_FIXTURES, requires_nsys
+from nsys_oracle import expect_report, merge_groups, mismatches, num, run_reports
 
 from tracekit.query.engine import Engine
 
@@ -41,50 +35,6 @@ pytestmark = [requires_nsys, pytest.mark.nsys]
 STEMS = [p.stem for p in NSYS_FIXTURES]
 
 STATS = ("Avg (ns)", "Med (ns)", "StdDev (ns)")
-
-
-@pytest.fixture(scope="session")
-def oracle(tmp_path_factory):
-    """nsys stats reports of a fixture export (by stem), computed once per session."""
-    base = tmp_path_factory.mktemp("nsys_stats")
-    cache = {}
-
-    def get(stem: str, report: str):
-        if stem not in cache:
-            cache[stem] = run_reports(FIXTURES / "nsys" / f"{stem}.sqlite", SUMMARY_REPORTS, base / stem)
-        return cache[stem][report]
-
-    return get
-
-
-@pytest.fixture(scope="session")
-def ours(nsys_run):
-    """tracekit named query results on a converted fixture, as lists of dicts (cached)."""
-    engines, results = {}, {}
-
-    def get(stem: str, query: str, **params):
-        key = (stem, query, tuple(sorted(params.items())))
-        if key not in results:
-            if stem not in engines:
-                engines[stem] = Engine([nsys_run(stem)])
-            results[key] = engines[stem].query(query, {k: str(v) for k, v in params.items()}).to_pylist()
-        return results[key]
-
-    yield get
-    for e in engines.values():
-        e.close()
-
-
-def _expect_report(oracle, stem, report, our_rows):
-    """The nsys report, or: no rows from tracekit when nsys skipped it; a skip when nsys failed."""
-    rep = oracle(stem, report)
-    if rep.status == "skipped":
-        assert our_rows == [], f"nsys stats has no {report} data ({rep.message}) but tracekit has rows"
-        return None
-    if rep.status == "failed":
-        assert rep.rows == []
-        pytest.skip(f"nsys stats 2022.4 fails on this export: {rep.message}")
-    return rep
 
 
 def _compare_time_summary(rep_rows, our_rows, key_of, our_key, count_col, our_count):
@@ -128,66 +78,41 @@ def _keyed(rows, key_fn):
     return rows
 
 
-@pytest.mark.parametrize("stem", STEMS)
-def test_gpukernsum(oracle, ours, stem):
-    mine = ours(stem, "kernel_summary")
-    rep = _expect_report(oracle, stem, "gpukernsum", mine)
-    if rep is None:
-        return
-    rows = _keyed(rep.rows, lambda r: r["Name"])
-    _compare_time_summary(rows, mine, None, lambda r: r["name"], "Instances", "instances")
-
-
-@pytest.mark.parametrize("stem", STEMS)
-def test_cudaapisum(oracle, ours, stem):
-    mine = ours(stem, "cuda_api_summary")
-    rep = _expect_report(oracle, stem, "cudaapisum", mine)
-    if rep is None:
-        return
-    rows = _keyed(rep.rows, lambda r: api_name(r["Name"]))
-    _compare_time_summary(rows, mine, None, lambda r: r["name"], "Num Calls", "calls")
-
-
-@pytest.mark.parametrize("stem", STEMS)
-def test_osrtsum(oracle, ours, stem):
-    mine = ours(stem, "osrt_summary")
-    rep = _expect_report(oracle, stem, "osrtsum", mine)
-    if rep is None:
-        return
-    rows = _keyed(rep.rows, lambda r: r["Name"])
-    _compare_time_summary(rows, mine, None, lambda r: r["name"], "Num Calls", "calls")
-
-
 def nvtx_tag(r) -> tuple[str, str]:
     """nvtxsum's key of a tracekit nvtx_summary row: (style, 'domain:name' or 'name')."""
     style = {"push/pop": "PushPop", "start/end": "StartEnd"}[r["style"]]
     return style, f"{r['domain']}:{r['name']}" if r["domain"] else r["name"]
 
 
+# report -> (query, its parameters, nsys row key, tracekit row key, nsys count column, ours)
+_TIME_SUMMARIES = {
+    "gpukernsum": ("kernel_summary", {}, lambda r: r["Name"], lambda r: r["name"], "Instances", "instances"),
+    "cudaapisum": ("cuda_api_summary", {}, lambda r: api_name(r["Name"]), lambda r: r["name"], "Num Calls",
+                   "calls"),
+    "osrtsum": ("osrt_summary", {}, lambda r: r["Name"], lambda r: r["name"], "Num Calls", "calls"),
+    # nvtxsum keys every full range text
+    "nvtxsum": ("nvtx_summary", {"raw": "true"}, lambda r: (r["Style"], r["Range"]), nvtx_tag, "Instances",
+                "instances"),
+    "gpumemtimesum": ("memcpy_summary", {}, lambda r: r["Operation"], lambda r: r["operation"], "Count", "count"),
+}
+
+
 @pytest.mark.parametrize("stem", STEMS)
-def test_nvtxsum(oracle, ours, stem):
-    mine = ours(stem, "nvtx_summary", raw="true")  # nvtxsum keys every full range text
-    rep = _expect_report(oracle, stem, "nvtxsum", mine)
+@pytest.mark.parametrize("report", list(_TIME_SUMMARIES))
+def test_time_summary(nsys_stats, nsys_rows, report, stem):
+    query, params, their_key, our_key, count_col, our_count = _TIME_SUMMARIES[report]
+    mine = nsys_rows(stem, query, **params)
+    rep = expect_report(nsys_stats(stem, report), mine)
     if rep is None:
         return
-    rows = _keyed(rep.rows, lambda r: (r["Style"], r["Range"]))
-    _compare_time_summary(rows, mine, None, nvtx_tag, "Instances", "instances")
+    rows = _keyed(rep.rows, their_key)
+    _compare_time_summary(rows, mine, None, our_key, count_col, our_count)
 
 
 @pytest.mark.parametrize("stem", STEMS)
-def test_gpumemtimesum(oracle, ours, stem):
-    mine = ours(stem, "memcpy_summary")
-    rep = _expect_report(oracle, stem, "gpumemtimesum", mine)
-    if rep is None:
-        return
-    rows = _keyed(rep.rows, lambda r: r["Operation"])
-    _compare_time_summary(rows, mine, None, lambda r: r["operation"], "Count", "count")
-
-
-@pytest.mark.parametrize("stem", STEMS)
-def test_gpumemsizesum(oracle, ours, stem):
-    mine = ours(stem, "memcpy_summary")
-    rep = _expect_report(oracle, stem, "gpumemsizesum", mine)
+def test_gpumemsizesum(nsys_stats, nsys_rows, stem):
+    mine = nsys_rows(stem, "memcpy_summary")
+    rep = expect_report(nsys_stats(stem, "gpumemsizesum"), mine)
     if rep is None:
         return
     theirs = {r["Operation"]: r for r in rep.rows}
@@ -216,9 +141,9 @@ for _mine, _theirs in (("total", "T"), ("api", "A"), ("queue", "Q"), ("kernel", 
 
 
 @pytest.mark.parametrize("stem", STEMS)
-def test_kernexecsum(oracle, ours, stem):
-    mine = ours(stem, "launch_overhead", split="true")
-    rep = _expect_report(oracle, stem, "kernexecsum", mine)
+def test_kernexecsum(nsys_stats, nsys_rows, stem):
+    mine = nsys_rows(stem, "launch_overhead", split="true")
+    rep = expect_report(nsys_stats(stem, "kernexecsum"), mine)
     if rep is None:
         return
     key = ("PID", "TID", "DevId", "API Name", "Kernel Name")
@@ -245,14 +170,14 @@ def test_kernexecsum(oracle, ours, stem):
 
 
 @pytest.mark.parametrize("stem", STEMS)
-def test_nvtxgpuproj(oracle, ours, stem):
+def test_nvtxgpuproj(nsys_stats, nsys_rows, stem):
     # every projected range, matched by ID (tracekit's range_id is the NVTX_EVENTS rowid, nsys's
     # RangeId): same name, style, thread, original and projected start and duration, and number
     # of launching calls. (nsys's Lvl/ParentId are not compared: nsys finds parents through an
     # R*Tree index that stores 32-bit floats, so nearly coincident ranges lose their parent
     # there; tracekit's depth/parent_range_id come from exact push/pop nesting.)
-    mine = ours(stem, "nvtx_gpu_projection")
-    rep = _expect_report(oracle, stem, "nvtxgpuproj", mine)
+    mine = nsys_rows(stem, "nvtx_gpu_projection")
+    rep = expect_report(nsys_stats(stem, "nvtxgpuproj"), mine)
     if rep is None:
         return
     theirs = {int(r["RangeId"]): r for r in rep.rows}

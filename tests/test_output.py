@@ -20,7 +20,7 @@ import termios
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, KINETO_FIXTURES, NSYS_FIXTURES, ROOT
+from conftest import FIXTURES, KINETO_FIXTURES, NSYS_FIXTURES, ROOT, one_error_line
 from rich.cells import cell_len
 
 from tracekit.cli import run as cli
@@ -276,28 +276,22 @@ def test_empty_osrt_on_a_kineto_run_quotes_the_manifest_reason(fixture_runs, cap
 
 
 # -- mistakes ------------------------------------------------------------------------------
-def _error(capsys) -> str:
-    err = capsys.readouterr().err.strip().split("\n")
-    assert len(err) == 1 and err[0].startswith("tracekit: error: "), err
-    return err[0]
-
-
 def test_mistakes_get_suggestions(fixture_runs, capsys):
     run = str(fixture_runs[f"{SLICE}.sqlite"])
     assert cli(["query", "kernel_sumary", run]) == 2
-    assert "unknown query 'kernel_sumary' (did you mean 'kernel_summary'?)" in _error(capsys)
+    assert "unknown query 'kernel_sumary' (did you mean 'kernel_summary'?)" in one_error_line(capsys)
     assert cli(["query", "kernel_summary", run, "-p", "topp=3"]) == 2
-    assert "no parameter 'topp' (did you mean 'top'?)" in _error(capsys)
+    assert "no parameter 'topp' (did you mean 'top'?)" in one_error_line(capsys)
     assert cli(["sql", "SELECT * FROM kernals", run]) == 2
-    line = _error(capsys)
+    line = one_error_line(capsys)
     assert "Table kernals does not exist (did you mean 'kernels'?)" in line and "pg_" not in line
     assert cli(["query", "kernel_summary", run, "--columns", "name,totl_ns"]) == 2
-    assert "no column 'totl_ns' (did you mean 'total_ns'?)" in _error(capsys)
+    assert "no column 'totl_ns' (did you mean 'total_ns'?)" in one_error_line(capsys)
     src = FIXTURES / "nsys" / f"{SLICE}.sqlite"
     assert cli(["query", "kernel_summary", str(src)]) == 2
-    assert "is a file, not a run folder" in (line := _error(capsys)) and "tracekit convert" in line
+    assert "is a file, not a run folder" in (line := one_error_line(capsys)) and "tracekit convert" in line
     assert cli(["query", "kernel_summary", "no_such_trace.nsys-rep"]) == 2
-    assert "no such file or directory; a run folder is expected here" in _error(capsys)
+    assert "no such file or directory; a run folder is expected here" in one_error_line(capsys)
 
 
 def test_columns_option_selects_in_every_format(fixture_runs, capsys):
@@ -315,7 +309,7 @@ def test_queries_name_describes_one_query(capsys, monkeypatch):
     assert "  top  BIGINT, default 0: " in out and "  time_pct [%]" in out
     assert max(cell_len(x) for x in out.split("\n")) <= 80
     assert cli(["queries", "kernel_sumary"]) == 2
-    assert "did you mean 'kernel_summary'" in _error(capsys)
+    assert "did you mean 'kernel_summary'" in one_error_line(capsys)
 
 
 def test_help_lists_each_command_on_one_line(capsys, monkeypatch):
@@ -382,7 +376,7 @@ def test_shorten_and_visible():
 
 def test_errors_and_empty_sql_are_plain_one_liners(fixture_runs, capsys, tmp_path):
     assert cli(["query", "kernel_summary", str(tmp_path / "x\x1b]0;t\x07")]) == 2
-    line = _error(capsys)
+    line = one_error_line(capsys)
     assert "\x1b" not in line and "x\\x1b]0;t\\x07" in line
     run = fixture_runs[f"{SLICE}.sqlite"]
     assert cli(["sql", "SELECT name FROM kernels WHERE name = 'none'", str(run)]) == 0

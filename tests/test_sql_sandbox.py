@@ -14,7 +14,7 @@ import os
 import shutil
 
 import pytest
-from conftest import FIXTURES
+from conftest import SMALL_EXPORT, one_error_line
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,14 +24,6 @@ from tracekit.errors import QueryError
 from tracekit.query import sql_guard
 from tracekit.query.engine import Engine
 from tracekit.query.sql_statements import classify
-
-SMALL = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"  # 3 kernels
-
-
-def _err(capsys) -> str:
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("tracekit: error: "), lines
-    return lines[0]
 
 
 def _tree(*dirs) -> dict[str, str]:
@@ -51,7 +43,7 @@ def sandbox(tmp_path_factory):
     """A converted run folder and a copy of tracekit's data tables the engine reads instead."""
     base = tmp_path_factory.mktemp("sandbox")
     out = base / "run"
-    assert run(["convert", str(SMALL), "-o", str(out), "-q"]) == 0
+    assert run(["convert", str(SMALL_EXPORT), "-o", str(out), "-q"]) == 0
     data = base / "data"
     shutil.copytree(os.path.dirname(roofline.peaks_path()), data)
     return out, data
@@ -105,7 +97,7 @@ def test_sql_refuses_writes_and_loads_exit_2(data_copy, capsys, statement, needl
     statement = statement.replace("RUN", str(run_dir)).replace("PEAKS", str(data / "gpu_peaks.csv"))
     capsys.readouterr()
     assert run(["sql", statement, str(run_dir)]) == 2
-    assert needle in _err(capsys)
+    assert needle in one_error_line(capsys)
     assert _tree(run_dir, data) == before
 
 

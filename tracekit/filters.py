@@ -24,8 +24,8 @@ every output format (table, CSV, JSON, Parquet) and every plot sees the same eve
 
 Filters combine with AND. Tables without times (processes, threads, devices, ncu_metrics) keep
 all rows except for the rank and device filters. Everything the filter needs (steps, run starts,
-matching ranges, launch calls) is computed from the unfiltered tables first, by a second engine
-without a filter.
+matching ranges, launch calls) is computed from the unfiltered tables first, on the engine's own
+connection before its views are narrowed.
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ import contextlib
 import contextvars
 import re
 from dataclasses import dataclass
-
-import pyarrow as pa
 
 from tracekit.errors import InputError
 
@@ -137,61 +135,70 @@ class Filters:
         return ", ".join(parts)
 
 
-def prepare(con, filters: Filters, unfiltered) -> None:
-    """Create on ``con`` the tables the view predicates read, from the unfiltered engine
-    ``unfiltered``: ``tk_filter_steps`` (the kept steps, tk_steps() columns), ``tk_filter_windows``
-    (run_id, pid, w0, w1: kept time windows; pid NULL = every process), ``tk_filter_pids``
+def prepare(con, filters: Filters, need) -> None:
+    """Create on ``con`` the tables the view predicates read, while ``con``'s views are still
+    unfiltered (``need(text)`` creates the views and macros ``text`` reads): ``tk_filter_windows``
+    (run_id, pid, w0, w1: kept time windows; pid NULL = every process), with ``--step`` the
+    tables of :func:`prepare_steps` (``tk_filter_steps``: the kept steps), ``tk_filter_pids``
     (run_id, pid of the kept ranks), ``tk_filter_threads`` / ``tk_filter_procs`` (run_id, pid
     [, tid], w0, w1: the matching NVTX ranges' time, merged into disjoint windows per thread /
     process) and ``tk_filter_launches`` (run_id, pid, correlation_id launched inside them)."""
-    steps = unfiltered.sql("SELECT * FROM tk_steps()")
-    starts = unfiltered.sql(
-        "SELECT run_id, min(t) AS t0 FROM (SELECT run_id, min(start_ns) AS t FROM kernels GROUP BY ALL "
-        "UNION ALL SELECT run_id, min(start_ns) FROM memcpy GROUP BY ALL "
-        "UNION ALL SELECT run_id, min(start_ns) FROM cuda_api GROUP BY ALL "
-        "UNION ALL SELECT run_id, min(start_ns) FROM nvtx_ranges GROUP BY ALL "
-        "UNION ALL SELECT run_id, min(start_ns) FROM osrt_api GROUP BY ALL) GROUP BY run_id")
-    _table(con, "tk_filter_all_steps", steps)
-    _table(con, "tk_filter_starts", starts)
+
+    def table(name: str, select: str) -> None:
+        need(select)
+        con.execute(f"CREATE TEMP TABLE {name} AS {select}")
+
+    table("tk_filter_starts",
+          "SELECT run_id, min(t) AS t0 FROM (SELECT run_id, min(start_ns) AS t FROM kernels GROUP BY ALL "
+          "UNION ALL SELECT run_id, min(start_ns) FROM memcpy GROUP BY ALL "
+          "UNION ALL SELECT run_id, min(start_ns) FROM cuda_api GROUP BY ALL "
+          "UNION ALL SELECT run_id, min(start_ns) FROM nvtx_ranges GROUP BY ALL "
+          "UNION ALL SELECT run_id, min(start_ns) FROM osrt_api GROUP BY ALL) GROUP BY run_id")
     win = ["SELECT s.run_id, NULL::BIGINT AS pid, "
            + ("s.t0 + " + str(filters.window[0]) if filters.window and filters.window[0] is not None
               else "-9223372036854775807") + " AS w0, "
            + ("s.t0 + " + str(filters.window[1]) if filters.window and filters.window[1] is not None
               else "9223372036854775807") + " AS w1 FROM tk_filter_starts s"]
     con.execute("CREATE TEMP TABLE tk_filter_run_windows AS " + win[0])
+    if filters.steps:  # the windows are the kept steps
+        prepare_steps(con, filters, need)
+    else:  # tk_filter_steps: prepare_steps, when a statement first calls tk_steps()
+        con.execute("CREATE TEMP TABLE tk_filter_windows AS SELECT * FROM tk_filter_run_windows")
+    if filters.ranks:
+        table("tk_filter_pids", "SELECT run_id, pid FROM tk_ranks() WHERE rank IN ("
+              + ", ".join(map(str, filters.ranks)) + ")")
+    if filters.nvtx:
+        table("tk_filter_ranges",
+              "SELECT run_id, pid, tid, start_ns AS w0, coalesce(end_ns, 9223372036854775807) AS w1 "
+              "FROM nvtx_ranges WHERE regexp_matches(name, " + _lit(filters.nvtx) + ")")
+        # disjoint windows per thread and per process: membership is then one ASOF lookup per
+        # event (the last window starting at or before it), linear in the events
+        con.execute("CREATE TEMP TABLE tk_filter_threads AS " + _merged("tk_filter_ranges", "run_id, pid, tid"))
+        con.execute("CREATE TEMP TABLE tk_filter_procs AS " + _merged("tk_filter_ranges", "run_id, pid"))
+        table("tk_filter_launches",
+              "SELECT DISTINCT c.run_id, c.pid, c.correlation_id FROM cuda_api c "
+              "ASOF JOIN tk_filter_threads m ON m.run_id = c.run_id AND m.pid = c.pid AND m.tid = c.tid "
+              "AND c.start_ns >= m.w0 WHERE c.end_ns <= m.w1 AND c.correlation_id IS NOT NULL")
+
+
+def prepare_steps(con, filters: Filters, need) -> None:
+    """The step tables of :func:`prepare`, while ``con``'s views are unfiltered:
+    ``tk_filter_all_steps`` (tk_steps() of the whole run), with ``--step`` ``tk_filter_windows``
+    (the kept steps, cut to the --window), and ``tk_filter_steps`` (the steps that start inside
+    the kept windows). Detecting steps reads every kernel, so an engine filtered by anything but
+    ``--step`` calls this only when a statement first needs tk_steps()."""
+    need("SELECT * FROM tk_steps()")
+    con.execute("CREATE TEMP TABLE tk_filter_all_steps AS SELECT * FROM tk_steps()")
     if filters.steps:
         a, b = filters.steps
         con.execute(f"""CREATE TEMP TABLE tk_filter_windows AS
             SELECT st.run_id, st.pid, greatest(st.start_ns, w.w0) AS w0, least(st.end_ns, w.w1) AS w1
             FROM tk_filter_all_steps st JOIN tk_filter_run_windows w USING (run_id)
             WHERE st.step_number BETWEEN {a} AND {b} AND st.start_ns < w.w1 AND st.end_ns > w.w0""")
-    else:
-        con.execute("CREATE TEMP TABLE tk_filter_windows AS SELECT * FROM tk_filter_run_windows")
     con.execute("""CREATE TEMP TABLE tk_filter_steps AS
         SELECT st.* FROM tk_filter_all_steps st
         WHERE EXISTS (SELECT 1 FROM tk_filter_windows w WHERE w.run_id = st.run_id
                       AND (w.pid IS NULL OR w.pid = st.pid) AND st.start_ns >= w.w0 AND st.start_ns < w.w1)""")
-    if filters.ranks:
-        pids = unfiltered.sql("SELECT run_id, pid FROM tk_ranks() WHERE rank IN ("
-                              + ", ".join(map(str, filters.ranks)) + ")")
-        _table(con, "tk_filter_pids", pids)
-    if filters.nvtx:
-        threads = unfiltered.sql(
-            "SELECT run_id, pid, tid, start_ns AS w0, coalesce(end_ns, 9223372036854775807) AS w1 "
-            "FROM nvtx_ranges WHERE regexp_matches(name, " + _lit(filters.nvtx) + ")")
-        _table(con, "tk_filter_ranges", threads)
-        # disjoint windows per thread and per process: membership is then one ASOF lookup per
-        # event (the last window starting at or before it), linear in the events
-        con.execute("CREATE TEMP TABLE tk_filter_threads AS " + _merged("tk_filter_ranges", "run_id, pid, tid"))
-        con.execute("CREATE TEMP TABLE tk_filter_procs AS " + _merged("tk_filter_ranges", "run_id, pid"))
-        ranges = ("SELECT run_id, pid, tid, start_ns AS w0, coalesce(end_ns, 9223372036854775807) AS w1 "
-                  "FROM nvtx_ranges WHERE regexp_matches(name, " + _lit(filters.nvtx) + ")")
-        launches = unfiltered.sql(
-            f"WITH m AS ({_merged(f'({ranges})', 'run_id, pid, tid')}) "
-            "SELECT DISTINCT c.run_id, c.pid, c.correlation_id FROM cuda_api c "
-            "ASOF JOIN m ON m.run_id = c.run_id AND m.pid = c.pid AND m.tid = c.tid AND c.start_ns >= m.w0 "
-            "WHERE c.end_ns <= m.w1 AND c.correlation_id IS NOT NULL")
-        _table(con, "tk_filter_launches", launches)
 
 
 def _merged(table: str, keys: str) -> str:
@@ -205,15 +212,6 @@ def _merged(table: str, keys: str) -> str:
         g AS (SELECT *, sum(CASE WHEN prev_end IS NULL OR w0 > prev_end THEN 1 ELSE 0 END)
                             OVER (PARTITION BY {keys} ORDER BY w0, w1) AS grp FROM s)
         SELECT {keys}, min(w0) AS w0, max(w1) AS w1 FROM g GROUP BY {keys}, grp"""
-
-
-def _table(con, name: str, data: pa.Table) -> None:
-    """``data`` copied into the temp table ``name`` of ``con``."""
-    con.register("tk_filter_tmp", data)
-    try:
-        con.execute(f"CREATE TEMP TABLE {name} AS SELECT * FROM tk_filter_tmp")
-    finally:
-        con.unregister("tk_filter_tmp")
 
 
 def _lit(s: str) -> str:

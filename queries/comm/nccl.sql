@@ -19,8 +19,8 @@
 --   gpu_nccl_ns / gpu_overlap_ns / gpu_exposed_ns: the same over ALL NCCL kernels of the GPU
 --                 (every type), repeated on each of the GPU's rows: sum these over GPUs, never
 --                 nccl_ns over rows, for a GPU's total communication time (types may overlap).
--- Unions are computed by sort-and-sweep and the intersections by ASOF lookups of the compute
--- union's cumulative busy time (tk_busy_islands), linear in kernels.
+-- Unions are computed by sort-and-sweep (tk_interval_islands) and the intersections by ASOF
+-- lookups of the compute union's cumulative busy time (tk_busy_islands), linear in kernels.
 -- Message size (when a collectives row gives it) follows nccl-tests: size = max(in_bytes,
 -- out_bytes) of the rank's buffers (allgather: the gathered output; reduce_scatter: the input).
 --   algbw_bytes_per_s = sized bytes / sized kernels' summed durations (each kernel moved its
@@ -99,32 +99,30 @@ with_n AS (
                      ELSE coalesce(o.group_size, r.group_size, r.world_size, r.gpus) END AS ranks
     FROM named o JOIN run_ranks r USING (run_id)
 ),
--- unions by sort-and-sweep, at two levels: each (GPU, type, n)'s kernels (whole = false) and all
--- the GPU's NCCL kernels (whole = true); a kernel opens an island when it starts after every
--- earlier kernel of its group ended
 stepped AS (
     SELECT n.*, CASE WHEN getvariable('per_step') AND n.start_ns < s.end_ns THEN s.step_number END AS step_number,
            CASE WHEN getvariable('per_step') AND n.start_ns < s.end_ns THEN s.step_source END AS step_source
     FROM with_n n ASOF LEFT JOIN tk_steps() s
       ON s.run_id = n.run_id AND s.pid = n.pid AND n.start_ns >= s.start_ns
 ),
+-- unions at two levels: each (GPU, type, n)'s kernels (whole = false) and all the GPU's NCCL
+-- kernels (whole = true), by tk_interval_islands (queries/cpu/_macros.sql) with the GPU as its
+-- (pid, tid) key and the level as its cls; touching kernels merge (only lengths are used)
 levels AS (
-    SELECT run_id, pid, device_id, step_number, step_source, false AS whole, collective, ranks, start_ns, end_ns FROM stepped
+    SELECT run_id, pid, device_id AS tid, start_ns, end_ns,
+           {'step_number': step_number, 'step_source': step_source, 'whole': false, 'collective': collective,
+            'ranks': ranks} AS cls
+    FROM stepped
     UNION ALL
-    SELECT run_id, pid, device_id, step_number, step_source, true, NULL, NULL, start_ns, end_ns FROM stepped
-),
-swept AS (
-    SELECT *, max(end_ns) OVER (PARTITION BY run_id, pid, device_id, step_number, step_source, whole, collective, ranks ORDER BY start_ns, end_ns
-                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS prev_max_end
-    FROM levels
+    SELECT run_id, pid, device_id, start_ns, end_ns,
+           {'step_number': step_number, 'step_source': step_source, 'whole': true, 'collective': NULL,
+            'ranks': NULL}
+    FROM stepped
 ),
 islands AS (
-    SELECT run_id, pid, device_id, step_number, step_source, whole, collective, ranks, min(start_ns) AS start_ns, max(end_ns) AS end_ns
-    FROM (SELECT *, sum(CASE WHEN prev_max_end IS NULL OR start_ns > prev_max_end THEN 1 ELSE 0 END)
-                        OVER (PARTITION BY run_id, pid, device_id, step_number, step_source, whole, collective, ranks ORDER BY start_ns, end_ns
-                              ROWS UNBOUNDED PRECEDING) AS island
-          FROM swept)
-    GROUP BY run_id, pid, device_id, step_number, step_source, whole, collective, ranks, island
+    SELECT run_id, pid, tid AS device_id, cls.step_number, cls.step_source, cls.whole, cls.collective, cls.ranks,
+           start_ns, end_ns
+    FROM tk_interval_islands('levels', true)
 ),
 -- compute busy time before t: C(t) = cum_before_ns + (min(t, end) - start) of the last compute
 -- island starting at or before t; an island's overlap is C(end) - C(start)

@@ -1,6 +1,7 @@
--- Host-side interval macros shared by the named queries of queries/cpu/ (cpu_overhead,
--- host_cpu_utilization); loaded like queries/_macros.sql, created on a connection before the
--- first statement that calls them. Linear in their inputs: sorts, window functions, ASOF joins.
+-- Interval macros shared by the named queries of queries/cpu/ (cpu_overhead,
+-- host_cpu_utilization) and by queries/comm/nccl.sql (tk_interval_islands, its kernel unions);
+-- loaded like queries/_macros.sql, created on a connection before the first statement that
+-- calls them. Linear in their inputs: sorts, window functions, ASOF joins.
 --
 -- Both macros take the NAME of a table or CTE (query_table) whose rows are intervals keyed by
 -- (run_id, pid, tid, cls): pid and tid a thread, cls the class of interval the caller sweeps

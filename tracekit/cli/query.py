@@ -16,29 +16,11 @@ from tracekit.cli.app import (
     set_quiet,
 )
 from tracekit.cli.filter_opts import filtered
+from tracekit.cli.options import COLUMNS, FORMAT, MEMORY_LIMIT, OUTPUT, ROWS, RUNS, STEP_PATTERN
 from tracekit.cli.output import Format, render, select_columns
 from tracekit.errors import QueryError
 from tracekit.filters import current
 from tracekit.outfile import check_output
-
-_RUNS = typer.Argument(..., help="One or more run folders (made by `tracekit convert` or "
-                       "`tracekit collect`).", show_default=False)
-_FORMAT = typer.Option(Format.table, "--format", "-f", help="Output format: table (fits the "
-                       "terminal, values in readable units), csv, json or parquet (exact values).")
-_OUTPUT = typer.Option(None, "--output", "-o", help="Write to FILE instead of stdout (`-`: stdout).")
-_COLUMNS = typer.Option(None, "--columns", "-c", help="Only these columns, comma-separated, in "
-                        "this order (every format).")
-_ROWS = typer.Option(None, "--rows", "-n", min=0, help="Rows the table format shows (default: "
-                     "100; 0: all). CSV, JSON and Parquet always hold every row.")
-MEMORY_LIMIT = typer.Option(
-    None, "--memory-limit", envvar="TRACEKIT_MEMORY_LIMIT",
-    help="DuckDB memory limit, e.g. 1GB (default: DuckDB's, 80% of RAM); past it, joins and sorts "
-         "spill to disk instead of growing.")
-STEP_PATTERN = typer.Option(
-    None, "--step-pattern", envvar="TRACEKIT_STEP_PATTERN", metavar="REGEX",
-    help="Regular expression naming the NVTX / annotation ranges that are training steps (first "
-         "capture group = step number), for runs without tracekit `step N` or PyTorch "
-         "ProfilerStep#N ranges; else steps are detected from the kernel sequence.")
 
 
 def parse_params(items: list[str]) -> dict[str, str]:
@@ -66,13 +48,13 @@ def _report(res) -> None:
 def query(
     name: str = typer.Argument(..., help="Named query, e.g. kernel_summary (`tracekit queries` "
                                "lists them).", show_default=False),
-    run_dirs: list[Path] = _RUNS,
-    format: Format = _FORMAT,
-    output: Path = _OUTPUT,
+    run_dirs: list[Path] = RUNS,
+    format: Format = FORMAT,
+    output: Path = OUTPUT,
     param: list[str] = typer.Option([], "--param", "-p", help="Query parameter KEY=VALUE "
                                     "(repeatable; `tracekit queries NAME` lists them)."),
-    columns: Optional[str] = _COLUMNS,
-    rows: Optional[int] = _ROWS,
+    columns: Optional[str] = COLUMNS,
+    rows: Optional[int] = ROWS,
     memory_limit: str = MEMORY_LIMIT,
     jobs: int = jobs_option("Compute the query in parts (groups of run folders) in N local "
                             "worker processes (default: in this process)."),
@@ -111,11 +93,11 @@ def sql(
     statement: str = typer.Argument(..., help="DuckDB SQL over the run-folder tables (kernels, "
                                     "cuda_api, memcpy, nvtx_ranges, ...; `tracekit schema` "
                                     "documents them).", show_default=False),
-    run_dirs: list[Path] = _RUNS,
-    format: Format = _FORMAT,
-    output: Path = _OUTPUT,
-    columns: Optional[str] = _COLUMNS,
-    rows: Optional[int] = _ROWS,
+    run_dirs: list[Path] = RUNS,
+    format: Format = FORMAT,
+    output: Path = OUTPUT,
+    columns: Optional[str] = COLUMNS,
+    rows: Optional[int] = ROWS,
     memory_limit: str = MEMORY_LIMIT,
     quiet: bool = QUIET,
     allow_external: bool = typer.Option(

@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 
 from tracekit.cli.app import QUIET, app, set_quiet
+from tracekit.cli.options import STEP_PATTERN
 from tracekit.cli.output import Format
-from tracekit.cli.query import STEP_PATTERN
 
 
 @app.command()

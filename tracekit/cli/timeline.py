@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from tracekit.cli.app import app
-from tracekit.cli.query import MEMORY_LIMIT
+from tracekit.cli.options import MEMORY_LIMIT
 from tracekit.timeline import DEFAULT_MAX_EVENTS
 
 

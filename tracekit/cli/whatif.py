@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 
 from tracekit.cli.app import QUIET, app, set_quiet
+from tracekit.cli.options import COLUMNS, FORMAT, MEMORY_LIMIT, OUTPUT, ROWS, STEP_PATTERN
 from tracekit.cli.output import Format, render, select_columns
-from tracekit.cli.query import MEMORY_LIMIT, STEP_PATTERN
 from tracekit.outfile import check_output
 
 _SCENARIO_HELP = ("Scenario (repeatable; combine with +): baseline, no-straggler, comm=F "
@@ -16,13 +16,6 @@ _SCENARIO_HELP = ("Scenario (repeatable; combine with +): baseline, no-straggler
                   "(matching kernels x F), host=F (host time between calls x F). docs/whatif.md.")
 
 
-_FORMAT = typer.Option(Format.table, "--format", "-f", help="Output format: table (fits the "
-                       "terminal, values in readable units), csv, json or parquet (exact values).")
-_OUTPUT = typer.Option(None, "--output", "-o", help="Write to FILE instead of stdout (`-`: stdout).")
-_COLUMNS = typer.Option(None, "--columns", "-c", help="Only these columns, comma-separated, in "
-                        "this order (every format).")
-_ROWS = typer.Option(None, "--rows", "-n", min=0, help="Rows the table format shows (default: "
-                     "100; 0: all). CSV, JSON and Parquet always hold every row.")
 _RUN_DIRS = typer.Argument(..., help="Run folder (one rank or a job), or several.", show_default=False)
 _SCENARIOS = typer.Option(["baseline"], "--scenario", "-s", help=_SCENARIO_HELP)
 
@@ -31,10 +24,10 @@ _SCENARIOS = typer.Option(["baseline"], "--scenario", "-s", help=_SCENARIO_HELP)
 def whatif(
     run_dirs: list[Path] = _RUN_DIRS,
     scenario: list[str] = _SCENARIOS,
-    format: Format = _FORMAT,
-    output: Path = _OUTPUT,
-    columns: str | None = _COLUMNS,
-    rows: int | None = _ROWS,
+    format: Format = FORMAT,
+    output: Path = OUTPUT,
+    columns: str | None = COLUMNS,
+    rows: int | None = ROWS,
     memory_limit: str = MEMORY_LIMIT,
     quiet: bool = QUIET,
     step_pattern: str = STEP_PATTERN,

@@ -134,17 +134,19 @@ class Engine:
             from tracekit.filters import current
 
             filters = current()
-        self.filters = filters if filters else None  # tracekit.filters.Filters: narrowed views
-        if self.filters is not None:
-            from tracekit.filters import NO_FILTER, prepare
+        self.filters = None  # tracekit.filters.Filters: narrowed views
+        self._steps_pending = False  # filtered, and tk_filter_steps not made yet
+        if filters:
+            from tracekit.filters import prepare
 
-            try:
-                with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern,
-                            filters=NO_FILTER) as raw:
-                    prepare(self._con, self.filters, raw)
+            try:  # what the filter needs, from this connection's views while still unfiltered
+                prepare(self._con, filters, self._prepare)
+                self._drop_views()
             except BaseException:
                 self.close()
                 raise
+            self.filters = filters
+            self._steps_pending = not filters.steps
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
@@ -157,6 +159,9 @@ class Engine:
         """Create the views, macros and roofline tables that ``text`` needs (all for None)."""
         macros = catalog.macro_statements()
         want = catalog.everything() if text is None else catalog.needed(text)
+        if self._steps_pending and ("tk_steps" in want
+                                    or (text is not None and _CRITICAL in catalog.identifiers(text))):
+            self._filter_steps()
         want -= self._created
         if text is not None and _CRITICAL in catalog.identifiers(text) and _CRITICAL not in self._created:
             from tracekit.whatif.critical import register as _register_critical
@@ -184,6 +189,30 @@ class Engine:
 
             _register_roofline(self._con)  # gpu_peaks table + roofline macros (docs/roofline.md)
         self._created |= want
+
+    def _filter_steps(self) -> None:
+        """The kept steps of a filtered engine (:func:`tracekit.filters.prepare_steps`), from the
+        unfiltered views, made when a statement first calls tk_steps(): the views created so far
+        are dropped, created unfiltered for the steps, and dropped again."""
+        from tracekit.filters import prepare_steps
+
+        filters, self.filters, self._steps_pending = self.filters, None, False
+        try:
+            self._drop_views()
+            prepare_steps(self._con, filters, self._prepare)
+        finally:
+            self._drop_views()
+            self.filters = filters
+
+    def _drop_views(self) -> None:
+        """Forget the table views, the macros and the tk_steps() cache created so far (the
+        unfiltered ones :func:`tracekit.filters.prepare` read): the next statement creates them
+        anew, narrowed by ``self.filters``. The runs and run_tables tables stay."""
+        for name in self._created & set(schema.TABLES):
+            self._con.execute(f"DROP VIEW {name}")
+        if "tk_steps" in self._created:
+            self._con.execute("DROP TABLE tk_steps_cache")
+        self._created &= {"runs", "run_tables"}
 
     def _cache_steps(self) -> None:
         """Compute ``tk_steps()`` once per engine into the temp table ``tk_steps_cache`` and make

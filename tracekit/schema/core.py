@@ -55,6 +55,24 @@ class Column:
             raise ValueError(f"column {self.name}: unknown unit {self.unit!r}")
 
 
+def host_thread(tid: str = "OS thread ID.", *, required: bool = False) -> tuple[Column, Column]:
+    """The ``pid`` and ``tid`` columns (int64 ids) of a row made on a host thread; ``tid``: the
+    thread column's description."""
+    return (Column("pid", pa.int64(), "id", "OS process ID.", required=required),
+            Column("tid", pa.int64(), "id", tid, required=required))
+
+
+def launch_dims(grid_from: str = "", block_from: str = "") -> tuple[Column, ...]:
+    """``grid_x`` .. ``grid_z`` and ``block_x`` .. ``block_z`` (int32 counts) of a kernel launch;
+    ``grid_from`` / ``block_from``: where the x column comes from, e.g. ``" (launch__grid_dim_x)"``,
+    appended to its description."""
+    return tuple(Column(f"{kind}_{axis}", pa.int32(), "count",
+                        f"{what}, {axis}{source if axis == 'x' else ''}.")
+                 for kind, what, source in (("grid", "Grid size in blocks", grid_from),
+                                            ("block", "Block size in threads", block_from))
+                 for axis in "xyz")
+
+
 @dataclass(frozen=True)
 class Table:
     """A table of a run folder: ``name.parquet`` (or a folder ``name/`` of Parquet parts)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from tracekit.schema.core import Column as C
-from tracekit.schema.core import Table
+from tracekit.schema.core import Table, launch_dims
 
 i32, i64, f64, s = pa.int32(), pa.int64(), pa.float64(), pa.string()
 
@@ -31,12 +31,7 @@ NCU_LAUNCHES = Table(
         C("function_name", s, "text", "Base function name without return type, template arguments or "
           "parameters (from .ncu-rep: ncu's FUNCTION name; from CSV: parsed from kernel_name)."),
         C("mangled_name", s, "text", "Mangled name (.ncu-rep only)."),
-        C("grid_x", i32, "count", "Grid size in blocks, x (launch__grid_dim_x or CSV \"Grid Size\")."),
-        C("grid_y", i32, "count", "Grid size in blocks, y."),
-        C("grid_z", i32, "count", "Grid size in blocks, z."),
-        C("block_x", i32, "count", "Block size in threads, x (launch__block_dim_x or CSV \"Block Size\")."),
-        C("block_y", i32, "count", "Block size in threads, y."),
-        C("block_z", i32, "count", "Block size in threads, z."),
+        *launch_dims(' (launch__grid_dim_x or CSV "Grid Size")', ' (launch__block_dim_x or CSV "Block Size")'),
         C("device_id", i32, "id", "CUDA device ordinal (CSV \"Device\", launch__device_id, or "
           "device__attribute_device_index)."),
         C("device_name", s, "text", "GPU name (device__attribute_display_name), e.g. 'NVIDIA B200'."),

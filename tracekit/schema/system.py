@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from tracekit.schema.core import Column as C
-from tracekit.schema.core import Table
+from tracekit.schema.core import Table, host_thread
 
 i32, i64, f64, s, b = pa.int32(), pa.int64(), pa.float64(), pa.string(), pa.bool_()
 
@@ -25,8 +25,7 @@ THREADS = Table(
     "threads",
     "One row per named or traced thread.",
     (
-        C("pid", i64, "id", "OS process ID.", required=True),
-        C("tid", i64, "id", "OS thread ID.", required=True),
+        *host_thread(required=True),
         C("name", s, "text", "Thread name."),
         C("priority", i32, "value", "Scheduling priority, when recorded."),
     ),
@@ -72,8 +71,7 @@ CPU_THREAD_STATE = Table(
           "scheduling event or, failing that, the capture's last one (see is_clipped)."),
         C("duration_ns", i64, "ns", "end_ns - start_ns."),
         C("cpu", i32, "id", "Logical CPU core the thread ran on."),
-        C("pid", i64, "id", "OS process ID."),
-        C("tid", i64, "id", "OS thread ID."),
+        *host_thread(),
         C("out_state", s, "enum", "Thread state when switched out (Running = preempted, "
           "Sleeping, Waiting, ...), decoded from the export; 'Sampled' for rows made from CPU-time "
           "samples."),

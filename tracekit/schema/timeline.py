@@ -10,7 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from tracekit.schema.core import Column as C
-from tracekit.schema.core import Table
+from tracekit.schema.core import Table, host_thread, launch_dims
 
 i8, i16, i32, i64 = pa.int8(), pa.int16(), pa.int32(), pa.int64()
 f64, s, b = pa.float64(), pa.string(), pa.bool_()
@@ -51,12 +51,7 @@ KERNELS = Table(
           required=True),
         C("short_name", s, "text", "Base name without templates or parameters."),
         C("mangled_name", s, "text", "Mangled (linker) name, when the input records it."),
-        C("grid_x", i32, "count", "Grid size in blocks, x."),
-        C("grid_y", i32, "count", "Grid size in blocks, y."),
-        C("grid_z", i32, "count", "Grid size in blocks, z."),
-        C("block_x", i32, "count", "Block size in threads, x."),
-        C("block_y", i32, "count", "Block size in threads, y."),
-        C("block_z", i32, "count", "Block size in threads, z."),
+        *launch_dims(),
         C("registers_per_thread", i32, "count", "Registers allocated per thread."),
         C("static_shared_memory_bytes", i64, "bytes", "Static shared memory per block."),
         C("dynamic_shared_memory_bytes", i64, "bytes", "Dynamic shared memory per block."),
@@ -74,8 +69,7 @@ CUDA_API = Table(
     "One row per CUDA runtime or driver API call made by a host thread.",
     _interval("API call on the host thread")
     + (
-        C("pid", i64, "id", "OS process ID."),
-        C("tid", i64, "id", "OS thread ID."),
+        *host_thread(),
         C("correlation_id", i64, "id", "CUPTI correlation ID; the GPU work this call launched "
           "(kernels, memcpy, memset) carries the same value."),
         C("name", s, "text", "API function name, e.g. cudaLaunchKernel, cuLaunchKernelEx.", required=True),
@@ -142,8 +136,7 @@ NVTX_RANGES = Table(
         C("is_open", b, "flag", "True when the range was never closed in the capture."),
         C("range_id", i64, "id", "tracekit's ID of the range, unique within the run "
           "(nsys: the NVTX_EVENTS rowid)."),
-        C("pid", i64, "id", "OS process ID."),
-        C("tid", i64, "id", "OS thread ID that opened the range."),
+        *host_thread("OS thread ID that opened the range."),
         C("end_tid", i64, "id", "Thread that closed a start/end range, when it differs or is recorded."),
         C("style", s, "enum", "'push/pop' (thread-local, nested) or 'start/end' (may cross threads)."),
         C("domain", s, "text", "NVTX domain name; '' for the default domain. Framework "
@@ -180,8 +173,7 @@ NVTX_MARKS = Table(
     "One row per NVTX instantaneous marker.",
     (
         C("timestamp_ns", i64, "ns", "Time of the mark.", required=True),
-        C("pid", i64, "id", "OS process ID."),
-        C("tid", i64, "id", "OS thread ID."),
+        *host_thread(),
         C("domain", s, "text", "NVTX domain name; '' for the default domain."),
         C("name", s, "text", "Mark message.", required=True),
         C("category", s, "text", "Category name (or number)."),
@@ -194,8 +186,7 @@ OSRT_API = Table(
     "One row per traced OS runtime call (pthread, poll, read, ioctl, ...).",
     _interval("OS runtime call")
     + (
-        C("pid", i64, "id", "OS process ID."),
-        C("tid", i64, "id", "OS thread ID."),
+        *host_thread(),
         C("name", s, "text", "Function name.", required=True),
         C("nesting_level", i32, "count", "Nesting level of the call (0 = outermost)."),
         C("return_value", i64, "value", "Return value, when recorded."),
