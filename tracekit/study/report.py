@@ -147,6 +147,8 @@ def render_html(study: Study, figs: dict[str, list[tuple[str, str]]], title: str
             parts.append("<p class='src'>Name-based estimate: kernels whose name matches "
                          f"<code>{esc(TENSOR_CORE_NAME_RE)}</code> and not "
                          f"<code>{esc(NOT_TENSOR_CORE_NAME_RE)}</code>.</p>")
+        if name == "scaling_loss":
+            parts.append(_findings_html(study))
         df = study.tables[name]
         parts.append(f"<p class='src'>{name}.csv, {name}.parquet — {len(df)} row(s)</p>")
         parts.append(_html_table(df) if len(df) else "<p class='why'>(empty table)</p>")
@@ -154,11 +156,21 @@ def render_html(study: Study, figs: dict[str, list[tuple[str, str]]], title: str
     return "\n".join(parts)
 
 
+def _findings_html(study: Study) -> str:
+    """The ranked causes of scaling loss, each with the command that shows its evidence."""
+    if not study.findings:
+        return ""
+    items = "".join(f"<li>{html_text(f['text'])} &mdash; <code>{html_text(f['query'])}</code></li>"
+                    for f in study.findings)
+    return ("<p class='src'>Ranked causes (parts of at least 5 % of a run's loss; per step; the "
+            "parts add up to delta; docs/study.md, \"Why scaling loses\"):</p><ol>" + items + "</ol>")
+
+
 # -- writing ------------------------------------------------------------------------------------
 INT_COLUMNS = {"world_size", "batch_size", "steps", "kernels", "cpus", "threads_per_rank",
                "peak_allocated_bytes", "peak_reserved_bytes"}
 TEXT_COLUMNS = {"workload", "suite", "precision", "interconnect", "source", "tensor_core_source", "runs",
-                "device"}
+                "device", "run", "baseline_run", "part"}
 def _arrow(df: pd.DataFrame, name: str) -> pa.Table:
     df = df[COLUMNS[name]]
     fields = []
@@ -172,6 +184,12 @@ def _arrow(df: pd.DataFrame, name: str) -> pa.Table:
         else:
             fields.append(pa.array(pd.to_numeric(s, errors="coerce").astype("float64"), type=pa.float64()))
     return pa.table(fields, names=list(df.columns))
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    """Rows as JSON-safe dicts (NaN -> None)."""
+    return [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
+            for r in df.astype(object).to_dict("records")]
 
 
 def write_study(study: Study, out_dir: str | os.PathLike, *, force: bool = False,
@@ -202,6 +220,8 @@ def write_study(study: Study, out_dir: str | os.PathLike, *, force: bool = False
                           "pass": r.kind, "origin": r.origin, "step_source": r.step_source,
                           "threads_per_rank": r.threads_per_rank} for r in study.runs],
                 "pool": study.pool,
+                "scaling_loss": {"unit": "ns per step", "rows": _records(study.tables["scaling_loss"]),
+                                 "findings": study.findings},
                 "tables": {n: {"rows": len(study.tables[n]), "queries": SOURCES[n],
                                "reason": study.reasons.get(n)} for n in COLUMNS}}
         (tmp / "study.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
