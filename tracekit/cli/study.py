@@ -83,7 +83,7 @@ def compare(
     if fail_if_slower is not None:
         from tracekit.study.gate import gate
 
-        verdict = gate(res["metrics"], fail_if_slower)
+        verdict = gate(res["metrics"], fail_if_slower, res.get("loss"))
     write_compare(res, fmt, output, top=top, threshold=threshold, protect=[run_a, run_b])
     return _gate_exit(verdict)
 

@@ -57,7 +57,7 @@ class Profile:
     steps: int
     comp: dict = field(default_factory=dict)
     kernel_mean: dict = field(default_factory=dict)
-    kernel_occ: dict = field(default_factory=dict)  # "name\0n" -> mean of the n-th launch per rank
+    kernel_occ: dict = field(default_factory=dict)  # "[rank\0]name\0n" -> the n-th launch's duration
     _state: tuple | None = None  # (graph, lead, d1, d2, anchor, keep) after the chain
 
 
@@ -126,10 +126,13 @@ def profile(path: str | os.PathLike, step_pattern: str | None = None) -> Profile
         p.comp[part] = t_prev - t
         t_prev = t
     p.comp["core"] = t_prev
-    names, occ, dur = _kernel_occurrences(g)
+    nodes, names, occ, _ = _kernel_occurrences(g)
+    dur = state[1][nodes]  # as in the core replay (no-straggler rescales the straggler's work)
     if len(dur):
+        ranks = g.rank[nodes].tolist()
         key = np.array([f"{n}\x00{i}" for n, i in zip(names.tolist(), occ.tolist())], dtype=object)
-        for table, k in ((p.kernel_mean, names), (p.kernel_occ, key)):
+        rkey = np.array([f"{r}\x00{k}" for r, k in zip(ranks, key.tolist())], dtype=object)
+        for table, k in ((p.kernel_mean, names), (p.kernel_occ, key), (p.kernel_occ, rkey)):
             u, inv = np.unique(k, return_inverse=True)
             table.update(zip(u.tolist(), (np.bincount(inv, weights=dur) / np.bincount(inv)).tolist()))
     p._state = (g, *state, keep)
@@ -150,7 +153,7 @@ def _phase_profile(eng, run_id: str, path: str) -> Profile:
 
 
 def _kernel_occurrences(g):
-    """Kernel nodes of ``g``: (node ids order, names, n-th of its name on its rank, duration)."""
+    """Kernel nodes of ``g``: (node ids, names, n-th of its name on its rank, duration)."""
     k = np.flatnonzero(g.cat == CAT["kernel"])
     o = np.lexsort((g.start[k], g.name_idx[k], g.rank[k], g.run[k]))
     k = k[o]
@@ -160,19 +163,20 @@ def _kernel_occurrences(g):
     idx = np.arange(len(k))
     occ = idx - np.maximum.accumulate(np.where(new, idx, 0))
     names = np.array(g.names, dtype=object)[g.name_idx[k]]
-    _kernel_occurrences.nodes = k
-    return names, occ, g.d1[k]
+    return k, names, occ, g.d1[k]
 
 
 def _with_kernels(run: Profile, base: Profile) -> float:
     """R's core replay (T4) with every kernel taking B's duration of the same launch: the n-th
-    kernel of a name on a rank takes B's mean (over B's ranks) of its n-th kernel of that name,
-    else B's mean of the name; kernels B never ran keep theirs (T5)."""
+    kernel of a name on rank r takes the duration of B's n-th kernel of that name on rank r,
+    else B's mean over its ranks of the n-th, else B's mean of the name; kernels B never ran
+    keep theirs (T5)."""
     g, lead, d1, d2, anchor, keep = run._state
-    names, occ, _ = _kernel_occurrences(g)
-    k = _kernel_occurrences.nodes
-    new = np.array([base.kernel_occ.get(f"{n}\x00{i}", base.kernel_mean.get(n, np.nan))
-                    for n, i in zip(names.tolist(), occ.tolist())], dtype=np.float64)
+    k, names, occ, _ = _kernel_occurrences(g)
+    bo, bm = base.kernel_occ, base.kernel_mean
+    new = np.array([bo.get(f"{r}\x00{n}\x00{i}", bo.get(f"{n}\x00{i}", bm.get(n, np.nan)))
+                    for r, n, i in zip(g.rank[k].tolist(), names.tolist(), occ.tolist())],
+                   dtype=np.float64)
     ok = ~np.isnan(new)
     d1 = d1.copy()
     d1[k[ok]] = np.rint(new[ok]).astype(np.int64)

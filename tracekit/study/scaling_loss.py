@@ -2,7 +2,7 @@
 
 For every run with a baseline -- the run of the same workload, precision and per-GPU batch at
 the smallest world size present (1 when there is one) -- one row per part of
-:data:`tracekit.study.attribution.PARTS`: ``ns`` (per step), ``share`` (ns / delta_ns),
+:data:`tracekit.study.attribution.PARTS`: ``ns`` (per step), ``share`` (ns / delta_ns; empty when delta_ns is 0),
 ``delta_ns`` (mean step time minus the baseline's, per step: the baseline has the same per-GPU
 batch), ``step_ns`` and ``baseline_step_ns``. The parts add up to delta_ns exactly
 (:func:`tracekit.study.attribution.attribute`; docs/study.md, "Why scaling loses").
@@ -72,10 +72,16 @@ def _last_rank(path) -> tuple[int, int, int] | None:
     return int(top["rank"]), int(top.last_arrivals), int(top.collectives)
 
 
+def grew_most(rows: list[dict]) -> dict | None:
+    """The row of the part that grew most (largest positive ns); None when none grew."""
+    up = [r for r in rows if r["ns"] > 0]
+    return max(up, key=lambda r: r["ns"]) if up else None
+
+
 def findings(rows: list[dict], method: str, run_path, base_path, top: int = 3) -> list[dict]:
     """The ``top`` parts that moved the step time most in the direction of delta_ns, in words:
     {run, part, ns, share, text, query}. Parts under 5 % of the difference are left out."""
-    if not rows:
+    if not rows or not rows[0]["delta_ns"]:
         return []
     delta = rows[0]["delta_ns"]
     step = rows[0]["step_ns"]
@@ -109,7 +115,7 @@ def loss_rows(run, base, workload, world_size, parts: dict) -> list[dict]:
     delta = parts["delta_ns"]
     return [{"run": run.run_id, "baseline_run": base.run_id, "workload": workload,
              "world_size": world_size, "part": p, "ns": float(parts["parts"][p]),
-             "share": float(parts["parts"][p]) / delta if delta else float("nan"),
+             "share": float(parts["parts"][p]) / delta if delta else None,
              "delta_ns": float(delta), "step_ns": run.measured_ns,
              "baseline_step_ns": base.measured_ns} for p in PARTS]
 
