@@ -157,3 +157,31 @@ def test_step_phases_by_hand(run_factory):
     r = rows[0]
     assert (r["wall_ns"], r["data_ns"], r["comm_ns"], r["compute_ns"], r["other_ns"]) == \
         (1000, 100, 300, 500, 100)
+
+
+def test_data_part_by_hand(run_factory):
+    """test_whatif's tiny run (launch K1 at 100, K2 at 120, sync [200, 900], K1 [115, 515], K2
+    [520, 870], step [0, 1000]) with a data range [50, 150): the host time before the two
+    launches (100 and 10 ns) is data; without it K1 runs [15, 415], K2 [420, 770], the sync
+    returns at 800 and the step ends at 900: data = 100 ns (K2's 10 ns are not on the path)."""
+    from tracekit.study.attribution import profile
+
+    i64 = pa.int64()
+    api = {"start_ns": pa.array([100, 120, 200], i64), "end_ns": pa.array([110, 130, 900], i64),
+           "duration_ns": pa.array([10, 10, 700], i64), "pid": pa.array([1, 1, 1], i64),
+           "tid": pa.array([10, 10, 10], i64), "correlation_id": pa.array([1, 2, 3], i64),
+           "name": ["cudaLaunchKernel", "cudaLaunchKernel", "cudaStreamSynchronize"]}
+    k = {"start_ns": pa.array([115, 520], i64), "end_ns": pa.array([515, 870], i64),
+         "duration_ns": pa.array([400, 350], i64), "device_id": pa.array([0, 0], pa.int32()),
+         "stream_id": pa.array([7, 7], i64), "correlation_id": pa.array([1, 2], i64),
+         "pid": pa.array([1, 1], i64), "name": ["gemm_k1", "elementwise_k2"]}
+    nv = {"start_ns": pa.array([0, 50], i64), "end_ns": pa.array([1000, 150], i64),
+          "duration_ns": pa.array([1000, 100], i64), "range_id": pa.array([1, 2], i64),
+          "pid": pa.array([1, 1], i64), "tid": pa.array([10, 10], i64),
+          "domain": ["pytorch.user_annotation", "tracekit"], "name": ["ProfilerStep#0", "data"]}
+    p = profile(run_factory({"cuda_api": api, "kernels": k, "nvtx_ranges": nv}))
+    assert p.method == "replay" and p.measured_ns == p.replayed_ns == 1000
+    assert (p.comp["skew"], p.comp["exposed_comm"], p.comp["data"]) == (0, 0, 100)
+    # then launch=0 + host=0: no host time, no launch latency or stream gap: K1 [0, 400],
+    # K2 [400, 750], the sync returns 30 ns later: the core is 780
+    assert (p.comp["host_launch"], p.comp["core"]) == (120, 780)

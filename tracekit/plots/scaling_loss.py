@@ -54,8 +54,11 @@ def _one(ax, rows: pd.DataFrame) -> None:
         elif delta and abs(v) >= 0.005 * abs(delta):
             ax.text(i, max(a, b) / scale, f"{v / scale:+.3g}\n{100 * v / delta:.0f}%", ha="center",
                     va="bottom", fontsize=6.5)
+    import math
+
+    dec = max(0, min(4, 1 - math.floor(math.log10(max(span / scale, 1e-12)))))  # shows the delta
     for i, v in ((0, base), (len(labels) - 1, step)):
-        ax.text(i, v / scale, f"{v / scale:.4g}", ha="center", va="bottom", fontsize=7)
+        ax.text(i, v / scale, f"{v / scale:,.{dec}f}", ha="center", va="bottom", fontsize=7)
     ax.set_xticks(list(xs))
     ax.set_xticklabels(labels, fontsize=7)
     ax.set_ylim(bottom / scale, (hi + 0.35 * span) / scale)

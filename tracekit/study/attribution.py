@@ -28,6 +28,7 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from tracekit.errors import InputError
 from tracekit.whatif import load_graph, step_times
@@ -62,28 +63,31 @@ class Profile:
 
 
 def _data_ranges(eng, g) -> np.ndarray:
-    """Per graph node: True for a host node whose start lies in a data range of its process."""
+    """Per graph node: True for a host node whose start lies in a data range of its process
+    (one sorted search over every process's ranges: no loop over ranks)."""
     dr = eng.query("study_data_ranges").to_pandas()
     hit = np.zeros(g.n, dtype=bool)
     if dr.empty:
         return hit
-    st = g.steps.to_pandas()
-    pid_of = {(r.run_id, int(r.rank) if r.rank == r.rank and r.rank is not None else 0): int(r.pid)
-              for r in st.itertuples()}
+    st = g.steps.to_pandas()[["run_id", "rank", "pid"]].drop_duplicates(["run_id", "rank"])
+    run_ix = {r: i for i, r in enumerate(g.run_ids)}
+    n_rank = int(max(g.rank.max(), st["rank"].fillna(0).max())) + 1
+    # process code of each (run, rank) and of each data range's (run, pid)
+    code_of = {(r.run_id, int(r.pid)): run_ix[r.run_id] * n_rank + int(0 if pd.isna(r.rank) else r.rank)
+               for r in st.itertuples() if r.run_id in run_ix}
+    codes = np.array([code_of.get((a, int(b)), -1) for a, b in zip(dr.run_id, dr.pid)], dtype=np.int64)
+    keep = codes >= 0
+    if not keep.any():
+        return hit
+    span = int(max(g.end.max(), (dr.end_ns.max() - g.t0))) + 2
+    lo = codes[keep] * span + np.clip(dr.start_ns.to_numpy(np.int64)[keep] - g.t0, -1, None) + 1
+    hi = codes[keep] * span + np.clip(dr.end_ns.to_numpy(np.int64)[keep] - g.t0, -1, None) + 1
+    o = np.argsort(lo, kind="stable")
+    lo, hi = lo[o], np.maximum.accumulate(hi[o])  # ranges of one process never reach the next's
     host = np.flatnonzero(g.cat <= CAT["sync"])
-    run_ids = np.array(g.run_ids, dtype=object)
-    for (run_id, rank), pid in pid_of.items():
-        ivs = dr[(dr.run_id == run_id) & (dr.pid == pid)]
-        if ivs.empty:
-            continue
-        a = ivs.start_ns.to_numpy(np.int64) - g.t0
-        b = ivs.end_ns.to_numpy(np.int64) - g.t0
-        o = np.argsort(a)
-        a, b = a[o], np.maximum.accumulate(b[o])
-        sel = host[(run_ids[g.run[host]] == run_id) & (g.rank[host] == rank)]
-        j = np.searchsorted(a, g.start[sel], side="right") - 1
-        inside = (j >= 0) & (g.start[sel] < b[np.maximum(j, 0)])
-        hit[sel[inside]] = True
+    t = (g.run[host].astype(np.int64) * n_rank + g.rank[host]) * span + g.start[host] + 1
+    j = np.searchsorted(lo, t, side="right") - 1
+    hit[host[(j >= 0) & (t < hi[np.maximum(j, 0)])]] = True
     return hit
 
 

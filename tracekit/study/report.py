@@ -69,9 +69,9 @@ def display_frame(df: pd.DataFrame) -> pd.DataFrame:
     ``* (ms)`` (step_ns -> step (ms)); the CSV and Parquet files keep nanoseconds."""
     out = df.copy()
     for c in df.columns:
-        if c.endswith("_ns"):
+        if c.endswith("_ns") or c == "ns":
             out[c] = pd.to_numeric(df[c], errors="coerce") / 1e6
-            out = out.rename(columns={c: c[:-3].replace("_", " ") + " (ms)"})
+            out = out.rename(columns={c: (c[:-3].replace("_", " ") if c != "ns" else "time") + " (ms)"})
     return out
 
 
@@ -95,6 +95,8 @@ def _runs_of(study: Study, name: str) -> list[str]:
     df = study.tables[name]
     if "runs" in df.columns and len(df):
         return sorted({r for s in df["runs"].dropna() for r in str(s).split(",") if r})
+    if "run" in df.columns and len(df):  # scaling_loss: each run and its baseline
+        return sorted(set(df["run"].dropna()) | set(df["baseline_run"].dropna()))
     return []
 
 

@@ -96,8 +96,11 @@ def findings(rows: list[dict], method: str, run_path, base_path, top: int = 3) -
         lead = ""
         if r["part"] == "skew" and method == "replay":
             lr = _last_rank(run_path)
-            if lr is not None:
+            if lr is not None and 2 * lr[1] >= lr[2]:
                 lead = f"rank {lr[0]} arrived last at {lr[1]} of {lr[2]} collectives; "
+            elif lr is not None:
+                lead = (f"no rank arrives last at most collectives (rank {lr[0]}, the most often "
+                        f"last, at {lr[1]} of {lr[2]}: random lateness); ")
         how = "costs" if r["ns"] > 0 else "saves"
         text = (f"{r['run']}: {lead}{r['part']} ({words}) {how} {_ms(abs(r['ns']))} per step "
                 f"({100 * abs(r['share']):.1f} % of the {'loss' if delta >= 0 else 'gain'} of "
