@@ -166,22 +166,56 @@ def test_data_part_by_hand(run_factory):
     returns at 800 and the step ends at 900: data = 100 ns (K2's 10 ns are not on the path)."""
     from tracekit.study.attribution import profile
 
-    i64 = pa.int64()
-    api = {"start_ns": pa.array([100, 120, 200], i64), "end_ns": pa.array([110, 130, 900], i64),
-           "duration_ns": pa.array([10, 10, 700], i64), "pid": pa.array([1, 1, 1], i64),
-           "tid": pa.array([10, 10, 10], i64), "correlation_id": pa.array([1, 2, 3], i64),
-           "name": ["cudaLaunchKernel", "cudaLaunchKernel", "cudaStreamSynchronize"]}
-    k = {"start_ns": pa.array([115, 520], i64), "end_ns": pa.array([515, 870], i64),
-         "duration_ns": pa.array([400, 350], i64), "device_id": pa.array([0, 0], pa.int32()),
-         "stream_id": pa.array([7, 7], i64), "correlation_id": pa.array([1, 2], i64),
-         "pid": pa.array([1, 1], i64), "name": ["gemm_k1", "elementwise_k2"]}
-    nv = {"start_ns": pa.array([0, 50], i64), "end_ns": pa.array([1000, 150], i64),
-          "duration_ns": pa.array([1000, 100], i64), "range_id": pa.array([1, 2], i64),
-          "pid": pa.array([1, 1], i64), "tid": pa.array([10, 10], i64),
-          "domain": ["pytorch.user_annotation", "tracekit"], "name": ["ProfilerStep#0", "data"]}
+    api, k, nv = _tiny()
+    nv = _ranges(nv, [(50, 150, "tracekit", "data")])
     p = profile(run_factory({"cuda_api": api, "kernels": k, "nvtx_ranges": nv}))
     assert p.method == "replay" and p.measured_ns == p.replayed_ns == 1000
     assert (p.comp["skew"], p.comp["exposed_comm"], p.comp["data"]) == (0, 0, 100)
     # then launch=0 + host=0: no host time, no launch latency or stream gap: K1 [0, 400],
     # K2 [400, 750], the sync returns 30 ns later: the core is 780
     assert (p.comp["host_launch"], p.comp["core"]) == (120, 780)
+
+
+def _tiny(k1_ns: int = 400):
+    """test_whatif's tiny run: launch K1 at 100, K2 at 120, sync from 200 until K2 ends + 30,
+    K1 [115, 115 + k1_ns], K2 350 ns 5 ns after it, step until the sync's end + 100."""
+    i64 = pa.int64()
+    k1 = 115 + k1_ns
+    k2 = (k1 + 5, k1 + 355)
+    sync_end = k2[1] + 30
+    api = {"start_ns": pa.array([100, 120, 200], i64), "end_ns": pa.array([110, 130, sync_end], i64),
+           "duration_ns": pa.array([10, 10, sync_end - 200], i64), "pid": pa.array([1, 1, 1], i64),
+           "tid": pa.array([10, 10, 10], i64), "correlation_id": pa.array([1, 2, 3], i64),
+           "name": ["cudaLaunchKernel", "cudaLaunchKernel", "cudaStreamSynchronize"]}
+    k = {"start_ns": pa.array([115, k2[0]], i64), "end_ns": pa.array([k1, k2[1]], i64),
+         "duration_ns": pa.array([k1_ns, 350], i64), "device_id": pa.array([0, 0], pa.int32()),
+         "stream_id": pa.array([7, 7], i64), "correlation_id": pa.array([1, 2], i64),
+         "pid": pa.array([1, 1], i64), "name": ["gemm_k1", "elementwise_k2"]}
+    return api, k, _ranges(None, [(0, sync_end + 100, "pytorch.user_annotation", "ProfilerStep#0")])
+
+
+def _ranges(nv, rows):
+    i64 = pa.int64()
+    old = [] if nv is None else list(zip(nv["start_ns"].to_pylist(), nv["end_ns"].to_pylist(),
+                                          nv["domain"], nv["name"]))
+    rows = old + rows
+    return {"start_ns": pa.array([r[0] for r in rows], i64), "end_ns": pa.array([r[1] for r in rows], i64),
+            "duration_ns": pa.array([r[1] - r[0] for r in rows], i64),
+            "range_id": pa.array(range(1, len(rows) + 1), i64), "pid": pa.array([1] * len(rows), i64),
+            "tid": pa.array([10] * len(rows), i64), "domain": [r[2] for r in rows],
+            "name": [r[3] for r in rows]}
+
+
+def test_compare_puts_a_slower_kernel_in_compute_inflation(run_factory, capsys):
+    """The tiny run against itself with gemm_k1 200 ns longer (everything after it 200 ns later):
+    the 200 ns are compute_inflation, every other part 0 (host_launch 220 in both runs)."""
+    a = run_factory({k: v for k, v in zip(("cuda_api", "kernels", "nvtx_ranges"), _tiny())}, name="a")
+    b = run_factory({k: v for k, v in zip(("cuda_api", "kernels", "nvtx_ranges"), _tiny(600))}, name="b")
+    assert cli(["compare", str(a), str(b), "-f", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    parts = {r["part"]: r["ns"] for r in doc["scaling_loss"]}
+    assert doc["scaling_loss"][0]["delta_ns"] == 200
+    assert parts == {"skew": 0, "exposed_comm": 0, "host_launch": 0, "compute_inflation": 200,
+                     "data": 0, "idle": 0, "residual": 0}
+    assert doc["findings"][0]["part"] == "compute_inflation"
+    assert doc["findings"][0]["query"] == f"tracekit compare {a} {b}"
