@@ -461,7 +461,7 @@ def check_scaling_loss(out: Path, runs: list[Path]) -> None:
     assert len(ph) and (ph.data_ns + ph.comm_ns + ph.compute_ns + ph.other_ns == ph.wall_ns).all()
     assert (ph.other_ns >= 0).all()
     text = (out / "report.html").read_text()
-    assert "id='scaling_loss'" in text and "tracekit query study_step_phases" in text
+    assert "id='scaling_loss'" in text and "Ranked causes (parts of at least 5 %" in text
     png = out.parent / "scaling_loss.png"
     assert cli(["plot", "scaling-loss", str(out), "-o", str(png)]) == 0 and png.stat().st_size > 20_000
 
