@@ -116,7 +116,7 @@ def test_cli_compare(pair, tmp_path, capsys):
     assert cli(["compare", str(a), str(b), "-f", "parquet", "-o", str(pq_out)]) == 0
     import pyarrow.parquet as pq
 
-    assert set(pq.read_table(pq_out).column("section").to_pylist()) == {"metric", "kernel"}
+    assert set(pq.read_table(pq_out).column("section").to_pylist()) == {"metric", "kernel", "loss"}
     assert not (tmp_path / "k.metrics.parquet").exists()
     twin = tmp_path / "twin"  # another folder with the same run_id: ambiguous
     import shutil

@@ -435,8 +435,35 @@ def test_cpu_study_example_end_to_end(tmp_path, profiler):
         if not nsys:
             assert tables["cpu"][tables["cpu"].runs == r.name].iloc[0].cores_busy == \
                 pytest.approx(h.cores_busy.iloc[0], rel=1e-9)
+    check_scaling_loss(out, runs)
     if shutil.which("chromium"):
         render_in_chromium(out / "report.html", tmp_path / "shot.png")
+
+
+def check_scaling_loss(out: Path, runs: list[Path]) -> None:
+    """Issue 26 on the CPU study: every 2-rank run has its seven parts against the 1-rank run of
+    its precision, adding up to delta_ns, the residual within 1 % of the step; the phases (the
+    attribution of runs without GPU work) add up to every step; the waterfall is drawn."""
+    from tracekit.study.attribution import PARTS
+
+    sl = pd.read_csv(out / "scaling_loss.csv")
+    assert sorted(set(sl.run)) == ["resnet_cifar_bf16_2rank", "resnet_cifar_fp32_2rank"]
+    for run, rows in sl.groupby("run"):
+        assert list(rows.part) == list(PARTS)
+        assert rows.baseline_run.iloc[0] == run.replace("2rank", "1rank")
+        delta = rows.delta_ns.iloc[0]
+        assert delta == pytest.approx(rows.step_ns.iloc[0] - rows.baseline_step_ns.iloc[0])
+        assert abs(rows.ns.sum() - delta) <= 1e-3 * abs(delta)
+        resid = rows[rows.part == "residual"].ns.iloc[0]
+        assert abs(resid) <= 0.01 * rows.step_ns.iloc[0]
+    with Engine(runs) as eng:
+        ph = eng.query("study_step_phases").to_pandas()
+    assert len(ph) and (ph.data_ns + ph.comm_ns + ph.compute_ns + ph.other_ns == ph.wall_ns).all()
+    assert (ph.other_ns >= 0).all()
+    text = (out / "report.html").read_text()
+    assert "id='scaling_loss'" in text and "Ranked causes (parts of at least 5 %" in text
+    png = out.parent / "scaling_loss.png"
+    assert cli(["plot", "scaling-loss", str(out), "-o", str(png)]) == 0 and png.stat().st_size > 20_000
 
 
 def test_example_scripts_parse():

@@ -2,10 +2,14 @@
 
 - table (terminal): the metrics, each row in its own unit (``12.345 ms``, ``87.3 %``), relative
   change as a signed percentage; metrics with no value in either run are named in one line; then
-  the ``top`` kernels by |delta_ns|;
+  the ``top`` kernels by |delta_ns|; then why B differs from A: each part of the step-time
+  difference (skew, exposed_comm, host_launch, compute_inflation, data, idle, residual) and the
+  ranked findings with the command that shows their evidence;
 - csv / json to stdout: one document. JSON: ``{"a", "b", "threshold", "kernel_counts",
-  "metrics": [...], "kernels": [...]}``; CSV: one table, a ``section`` column saying ``metric`` or
-  ``kernel`` (kernel rows: ``name`` the kernel, ``a``/``b``/``delta`` its total ns);
+  "metrics": [...], "kernels": [...], "scaling_loss": [...], "findings": [...]}``; CSV: one
+  table, a ``section`` column saying ``metric``, ``kernel`` (kernel rows: ``name`` the kernel,
+  ``a``/``b``/``delta`` its total ns) or ``loss`` (``name`` the part, ``delta`` its ns per step,
+  ``relative`` its share of the difference);
 - with ``-o FILE``: that same document in FILE and nothing else (no second file beside it: ``-o``
   may be a FIFO or ``/dev/null``); Parquet (``-o`` only) is the CSV's one long table. The table
   format in a file shows every kernel, at 100 columns.
@@ -84,15 +88,18 @@ def write_compare(res: dict, fmt: Format, output: Path | None, *, top: int, thre
         shown = kernels if top == 0 or output is not None else kernels.slice(0, top)
         lines += [""] + table_lines(shown, f"kernels by |delta_ns| ({len(shown)} of {len(kernels)})",
                                     KERNEL_UNITS, width, hint="`-f csv` shows them all.")
+        lines += [""] + loss_lines(res, width)
         data = ("\n".join(lines) + "\n").encode()
     elif fmt == Format.json:
         doc = {"a": res["a"], "b": res["b"], "threshold": threshold, "kernel_counts": c,
-               "metrics": json_rows(metrics), "kernels": json_rows(kernels)}
+               "metrics": json_rows(metrics), "kernels": json_rows(kernels),
+               "scaling_loss": json_rows(_loss_table(res)), "findings": res.get("findings") or [],
+               "scaling_loss_reason": res.get("loss_reason")}
         data = (json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n").encode()
     elif fmt == Format.csv:
-        data = csv_bytes(one_table(metrics, kernels))
+        data = csv_bytes(one_table(metrics, kernels, res.get("loss")))
     else:  # parquet: the one long table, to -o only (without it: the usual error)
-        render(one_table(metrics, kernels) if output is not None else kernels, fmt, output,
+        render(one_table(metrics, kernels, res.get("loss")) if output is not None else kernels, fmt, output,
                protect=protect)
         info(f"{summary}; wrote {output}")
         return
@@ -106,8 +113,35 @@ def write_compare(res: dict, fmt: Format, output: Path | None, *, top: int, thre
     info(f"{summary}; wrote {output}")
 
 
-def one_table(metrics: pa.Table, kernels: pa.Table) -> pa.Table:
-    """Metrics and kernels as one long table (the CSV document on stdout)."""
+LOSS_UNITS = {"part": ("enum", ""), "ns": ("ns", "per step"), "share_pct": ("value", "% of the difference")}
+
+
+def _loss_table(res: dict) -> pa.Table:
+    from tracekit.study.scaling_loss import COLUMNS
+
+    rows = res.get("loss") or []
+    return pa.Table.from_pylist(rows) if rows else pa.table({c: pa.array([], pa.string()) for c in COLUMNS})
+
+
+def loss_lines(res: dict, width: int) -> list[str]:
+    """Why B differs from A: the parts of the step-time difference, then the findings."""
+    rows = res.get("loss") or []
+    if not rows:
+        return wrap(f"why b differs from a: not attributed ({res.get('loss_reason') or 'no steps'})", width)
+    r0 = rows[0]
+    t = pa.table({"part": [r["part"] for r in rows], "ns": [r["ns"] for r in rows],
+                  "share_pct": [None if r["share"] is None else round(100 * r["share"], 1)
+                                for r in rows]})
+    title = (f"why b differs from a: {r0['delta_ns'] / 1e6:+,.3f} ms per step "
+             f"({r0['baseline_step_ns'] / 1e6:,.3f} -> {r0['step_ns'] / 1e6:,.3f} ms)")
+    lines = table_lines(t, title, LOSS_UNITS, width)
+    for i, f in enumerate(res.get("findings") or [], start=1):
+        lines += wrap(f"{i}. {f['text']}: `{f['query']}`", width)
+    return lines
+
+
+def one_table(metrics: pa.Table, kernels: pa.Table, loss: list[dict] | None = None) -> pa.Table:
+    """Metrics, kernels and the loss parts as one long table (the CSV document on stdout)."""
     m, k = metrics.to_pylist(), kernels.to_pylist()
     rows = [{"section": "metric", "name": r["metric"], "status": None, "unit": r["unit"],
              "a": r["a"], "b": r["b"], "delta": r["delta"], "relative": r["relative"],
@@ -116,6 +150,9 @@ def one_table(metrics: pa.Table, kernels: pa.Table) -> pa.Table:
               "a": r["total_ns_a"], "b": r["total_ns_b"], "delta": r["delta_ns"],
               "relative": r["relative"], "instances_a": r["instances_a"],
               "instances_b": r["instances_b"], "query": "kernel_summary"} for r in k]
+    rows += [{"section": "loss", "name": r["part"], "status": None, "unit": "ns", "a": None, "b": None,
+              "delta": r["ns"], "relative": r["share"], "instances_a": None, "instances_b": None,
+              "query": "tracekit.study.attribution"} for r in loss or []]
     types = {"section": pa.string(), "name": pa.string(), "status": pa.string(), "unit": pa.string(),
              "a": pa.float64(), "b": pa.float64(), "delta": pa.float64(), "relative": pa.float64(),
              "instances_a": pa.int64(), "instances_b": pa.int64(), "query": pa.string()}

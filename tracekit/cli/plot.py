@@ -132,3 +132,15 @@ def critical_path(run_dirs: list[Path] = _RUNS, output: Path = _CRITICAL_OUT, ti
 
     info = plot_critical_path(run_dirs, output, title=title)
     _done(output, f"{info['steps']} steps, {info['ranks']} ranks; {', '.join(info['categories'])}")
+
+
+@plot_app.command("scaling-loss")
+def scaling_loss(study_dir: Path = typer.Argument(..., help="Study folder (tracekit study -o DIR)."),
+                 output: Path = _out("scaling-loss.png"), title: str = _TITLE):
+    """A waterfall per run of a study: the baseline's step time, each part of the loss (skew,
+    exposed_comm, host_launch, compute_inflation, data, idle, residual) and the run's step time;
+    the study's scaling_loss table (docs/study.md)."""
+    from tracekit.plots.scaling_loss import plot_scaling_loss
+
+    info = plot_scaling_loss(study_dir, output, title=title)
+    _done(output, f"{info['runs']} run(s) against their baselines")

@@ -42,6 +42,13 @@ def study(
                           step_pattern=step_pattern)
     rows = ", ".join(f"{n} {len(t)}" for n, t in st.tables.items())
     info(f"wrote {out / 'report.html'} ({len(st.runs)} runs; rows: {rows})")
+    if st.findings:
+        from tracekit.cli.termtable import terminal_width, wrap
+
+        info("why scaling loses (scaling_loss.csv; docs/study.md):")
+        for i, f in enumerate(st.findings, start=1):
+            for line in wrap(f"{i}. {f['text']}: `{f['query']}`", terminal_width() - 3):
+                info("   " + line)
 
 
 @app.command()
@@ -83,7 +90,7 @@ def compare(
     if fail_if_slower is not None:
         from tracekit.study.gate import gate
 
-        verdict = gate(res["metrics"], fail_if_slower)
+        verdict = gate(res["metrics"], fail_if_slower, res.get("loss"))
     write_compare(res, fmt, output, top=top, threshold=threshold, protect=[run_a, run_b])
     return _gate_exit(verdict)
 

@@ -18,6 +18,7 @@ TITLES = {
     "communication": "Communication share of step time and exposed communication",
     "interconnect": "NVLink against PCIe",
     "memory": "Peak memory per run (allocated and reserved, on the device with the highest peak)",
+    "scaling_loss": "Why scaling loses: each run's step time against its baseline, by cause",
 }
 
 
@@ -257,6 +258,11 @@ def figures(study: Study) -> dict[str, list[tuple[str, str]]]:
                               ("peak_reserved_mib", "peak reserved (MiB)")],
                              TITLES["memory"], ["workload", "precision", "world_size", "device"]), TITLES["memory"])]
                      if len(mem) else missing("memory", "run", "MiB"))
+    from tracekit.plots.scaling_loss import waterfall_figure
+
+    sl = t.get("scaling_loss")
+    out["scaling_loss"] = ([(_png(waterfall_figure(plt, sl)), TITLES["scaling_loss"])]
+                           if sl is not None and len(sl) else missing("scaling_loss", "part", "step time"))
     return out
 
 

@@ -8,6 +8,11 @@
 - copies per kind (``memcpy_summary``): ``memcpy_KIND_ns`` and ``memcpy_KIND_bytes`` for HtoD, DtoH,
   DtoD, PtoP, ... and memset, 0 for a kind only the other run has.
 
+- why B differs from A (``loss``): B's mean step time minus A's split into skew, exposed_comm,
+  host_launch, compute_inflation, data, idle and residual, adding up to it
+  (:mod:`tracekit.study.attribution`, as the study's scaling_loss table), and the ranked
+  ``findings`` in words with the command that shows each one's evidence.
+
 A run compared with itself (the same folder twice) gives zero deltas.
 """
 
@@ -126,5 +131,23 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, *,
         metrics = _metric_rows(eng, ra.run_id, rb.run_id)
         kernels = _kernel_rows(eng, ra.run_id, rb.run_id, threshold)
     counts = {k: int((kernels.status == k).sum()) for k in ("new", "missing", "slower", "faster", "same")}
+    loss, found, why = _loss(ra, rb, step_pattern)
     return {"a": ra.run_id, "b": rb.run_id, "metrics": metrics, "kernels": kernels,
-            "kernel_counts": counts}
+            "kernel_counts": counts, "loss": loss, "findings": found, "loss_reason": why}
+
+
+def _loss(ra, rb, step_pattern):
+    """(rows, findings, reason): B's step time minus A's by part (empty, with the reason, when
+    the runs have no steps to attribute)."""
+    from tracekit.study.attribution import attribute, profile
+    from tracekit.study.scaling_loss import findings, loss_rows
+
+    try:
+        pa_, pb = profile(ra.path, step_pattern), profile(rb.path, step_pattern)
+        parts = attribute(pb, pa_)
+    except InputError as exc:
+        return [], [], str(exc)
+    ws = (rb.manifest.get("workload") or {}).get("world_size")
+    wl = (rb.manifest.get("workload") or {}).get("name")
+    rows = loss_rows(pb, pa_, wl, ws if isinstance(ws, int) else None, parts)
+    return rows, findings(rows, parts["method"], rb.path, ra.path), None

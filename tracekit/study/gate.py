@@ -25,6 +25,7 @@ class GateResult:
     b: float
     change_pct: float
     limit_pct: float
+    grew: dict | None = None  # the scaling-loss row of the part that grew most (compare's loss)
 
     @property
     def slower(self) -> bool:
@@ -37,15 +38,21 @@ class GateResult:
                else "b takes the same time")
         verdict = (f"fails: more than {self.limit_pct:g}% slower" if self.slower
                    else f"passes (limit: {self.limit_pct:g}% slower)")
-        return f"{self.metric} ({what}): a {_ms(self.a)}, b {_ms(self.b)}: {how}; {verdict}"
+        text = f"{self.metric} ({what}): a {_ms(self.a)}, b {_ms(self.b)}: {how}; {verdict}"
+        if self.grew is not None:
+            g = self.grew
+            share = f", {100 * g['share']:.1f} % of the difference" if g.get("share") is not None else ""
+            text += f"; the part that grew most: {g['part']} +{_ms(g['ns'])} per step{share}"
+        return text
 
 
 def _ms(ns: float) -> str:
     return f"{ns / 1e6:,.3f} ms"
 
 
-def gate(metrics: pd.DataFrame, limit_pct: float) -> GateResult:
-    """The gate over ``compare_runs(...)["metrics"]``. :class:`InputError` for a negative limit
+def gate(metrics: pd.DataFrame, limit_pct: float, loss: list[dict] | None = None) -> GateResult:
+    """The gate over ``compare_runs(...)["metrics"]``; ``loss``: its scaling-loss rows, whose
+    part that grew most the message names. :class:`InputError` for a negative limit
     or when neither metric is known for both runs (nothing to compare)."""
     if limit_pct < 0:
         raise InputError(f"--fail-if-slower must be at least 0 (a percentage), got {limit_pct:g}")
@@ -54,6 +61,9 @@ def gate(metrics: pd.DataFrame, limit_pct: float) -> GateResult:
         if name in rows.index:
             a, b = rows.at[name, "a"], rows.at[name, "b"]
             if pd.notna(a) and pd.notna(b) and a > 0:
-                return GateResult(name, float(a), float(b), 100.0 * (b - a) / a, limit_pct)
+                from tracekit.study.scaling_loss import grew_most
+
+                return GateResult(name, float(a), float(b), 100.0 * (b - a) / a, limit_pct,
+                                  grew_most(loss or []))
     raise InputError("--fail-if-slower: the two runs do not both have steps or GPU busy time "
                      "(traces of the CPU only, without steps); nothing to gate on")

@@ -69,9 +69,9 @@ def display_frame(df: pd.DataFrame) -> pd.DataFrame:
     ``* (ms)`` (step_ns -> step (ms)); the CSV and Parquet files keep nanoseconds."""
     out = df.copy()
     for c in df.columns:
-        if c.endswith("_ns"):
+        if c.endswith("_ns") or c == "ns":
             out[c] = pd.to_numeric(df[c], errors="coerce") / 1e6
-            out = out.rename(columns={c: c[:-3].replace("_", " ") + " (ms)"})
+            out = out.rename(columns={c: (c[:-3].replace("_", " ") if c != "ns" else "time") + " (ms)"})
     return out
 
 
@@ -95,6 +95,8 @@ def _runs_of(study: Study, name: str) -> list[str]:
     df = study.tables[name]
     if "runs" in df.columns and len(df):
         return sorted({r for s in df["runs"].dropna() for r in str(s).split(",") if r})
+    if "run" in df.columns and len(df):  # scaling_loss: each run and its baseline
+        return sorted(set(df["run"].dropna()) | set(df["baseline_run"].dropna()))
     return []
 
 
@@ -147,6 +149,8 @@ def render_html(study: Study, figs: dict[str, list[tuple[str, str]]], title: str
             parts.append("<p class='src'>Name-based estimate: kernels whose name matches "
                          f"<code>{esc(TENSOR_CORE_NAME_RE)}</code> and not "
                          f"<code>{esc(NOT_TENSOR_CORE_NAME_RE)}</code>.</p>")
+        if name == "scaling_loss":
+            parts.append(_findings_html(study))
         df = study.tables[name]
         parts.append(f"<p class='src'>{name}.csv, {name}.parquet — {len(df)} row(s)</p>")
         parts.append(_html_table(df) if len(df) else "<p class='why'>(empty table)</p>")
@@ -154,11 +158,21 @@ def render_html(study: Study, figs: dict[str, list[tuple[str, str]]], title: str
     return "\n".join(parts)
 
 
+def _findings_html(study: Study) -> str:
+    """The ranked causes of scaling loss, each with the command that shows its evidence."""
+    if not study.findings:
+        return ""
+    items = "".join(f"<li>{html_text(f['text'])} &mdash; <code>{html_text(f['query'])}</code></li>"
+                    for f in study.findings)
+    return ("<p class='src'>Ranked causes (parts of at least 5 % of a run's loss; per step; the "
+            "parts add up to delta; docs/study.md, \"Why scaling loses\"):</p><ol>" + items + "</ol>")
+
+
 # -- writing ------------------------------------------------------------------------------------
 INT_COLUMNS = {"world_size", "batch_size", "steps", "kernels", "cpus", "threads_per_rank",
                "peak_allocated_bytes", "peak_reserved_bytes"}
 TEXT_COLUMNS = {"workload", "suite", "precision", "interconnect", "source", "tensor_core_source", "runs",
-                "device"}
+                "device", "run", "baseline_run", "part"}
 def _arrow(df: pd.DataFrame, name: str) -> pa.Table:
     df = df[COLUMNS[name]]
     fields = []
@@ -172,6 +186,12 @@ def _arrow(df: pd.DataFrame, name: str) -> pa.Table:
         else:
             fields.append(pa.array(pd.to_numeric(s, errors="coerce").astype("float64"), type=pa.float64()))
     return pa.table(fields, names=list(df.columns))
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    """Rows as JSON-safe dicts (NaN -> None)."""
+    return [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
+            for r in df.astype(object).to_dict("records")]
 
 
 def write_study(study: Study, out_dir: str | os.PathLike, *, force: bool = False,
@@ -202,6 +222,8 @@ def write_study(study: Study, out_dir: str | os.PathLike, *, force: bool = False
                           "pass": r.kind, "origin": r.origin, "step_source": r.step_source,
                           "threads_per_rank": r.threads_per_rank} for r in study.runs],
                 "pool": study.pool,
+                "scaling_loss": {"unit": "ns per step", "rows": _records(study.tables["scaling_loss"]),
+                                 "findings": study.findings},
                 "tables": {n: {"rows": len(study.tables[n]), "queries": SOURCES[n],
                                "reason": study.reasons.get(n)} for n in COLUMNS}}
         (tmp / "study.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")

@@ -35,6 +35,7 @@ import pandas as pd
 from tracekit.query import Engine, run
 from tracekit.query.named_queries import macros_sql
 from tracekit.study import memory as _memory
+from tracekit.study import scaling_loss as _loss
 from tracekit.study.runs import RunInfo
 
 
@@ -69,6 +70,7 @@ SOURCES = {
     "communication": ["nccl", "gpu_utilization", "step_summary"],
     "interconnect": ["step_summary", "nccl", "gpu_utilization"],
     "memory": _memory.SOURCES,
+    "scaling_loss": _loss.SOURCES,
 }
 
 COLUMNS = {
@@ -85,6 +87,7 @@ COLUMNS = {
     "interconnect": ["workload", "precision", "world_size", "interconnect", "samples_per_s",
                      "step_ns", "comm_share", "exposed_comm_ns", "runs"],
     "memory": _memory.COLUMNS,
+    "scaling_loss": _loss.COLUMNS,
 }
 
 
@@ -96,6 +99,7 @@ class Study:
     reasons: dict[str, str] = field(default_factory=dict)  # table -> why empty / partly empty
     per_run: pd.DataFrame | None = None  # one row per run with its measured values
     scaling_points: pd.DataFrame | None = None  # the scaling table with its grouping keys
+    findings: list = field(default_factory=list)  # ranked causes of scaling loss (scaling_loss)
 
 
 def _runs_col(s: pd.Series) -> str:
@@ -164,6 +168,10 @@ def build_tables(infos: list[RunInfo], *, pool: bool = False,
         study.tables["memory"], why = _memory.memory_table(eng, keys)
         if why:
             study.reasons["memory"] = why
+    study.tables["scaling_loss"], study.findings, why = _loss.scaling_loss(
+        study.per_run, {i.run_id: i.path for i in infos}, step_pattern)
+    if why:
+        study.reasons["scaling_loss"] = why
     for name in COLUMNS:
         study.tables.setdefault(name, _empty(name))
     return study
