@@ -332,7 +332,11 @@ def test_compare_writes_its_metrics_in_every_format(fixture_runs, capsys, monkey
     assert len(doc["kernels"]) == 2 and doc["kernel_counts"]["same"] == 2
     assert cli(["compare", a, b, "-f", "csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
-    assert {r["section"] for r in rows} == {"metric", "kernel"}
+    assert {r["section"] for r in rows} == {"metric", "kernel", "loss"}
+    # the loss parts (issue 26) add up to the step-time delta of the metric rows
+    step = [r for r in rows if r["section"] == "metric" and r["name"] == "step_ns"][0]
+    parts = [float(r["delta"]) for r in rows if r["section"] == "loss"]
+    assert len(parts) == 7 and sum(parts) == pytest.approx(float(step["delta"]), abs=1e-3)
     assert [r for r in rows if r["name"] == "gpu_idle_ns"][0]["delta"] == "111765517"
     monkeypatch.setenv("COLUMNS", "80")
     assert cli(["compare", a, b]) == 0
