@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import pyarrow.parquet as pq
 import pytest
 from conftest import FIXTURES
 
@@ -82,13 +83,24 @@ def test_damaged_manifest_exit_2(small_run, capsys, damage, needle):
     assert needle in _err(capsys)
 
 
-def test_kineto_lone_surrogate_exit_2(tmp_path, capsys):
+def test_kineto_lone_surrogate_is_replaced_and_counted(tmp_path, capsys):
+    """A lone surrogate escape ended the whole file (UnicodeDecodeError in the reader, later a
+    one-line exit 2): now the event is kept, the half character becomes U+FFFD, with a count."""
     p = tmp_path / "u.json"
-    p.write_text('{"traceEvents":[{"ph":"X","cat":"kernel","name":"\\udfff","ts":1,"dur":2,'
-                 '"pid":1,"tid":1,"args":{"device":0}}]}')
-    assert run(["convert", str(p), "-o", str(tmp_path / "run")]) == 2
-    assert "text that is not Unicode in the JSON" in _err(capsys)
-    assert not (tmp_path / "run").exists()
+    p.write_text('{"traceEvents":[{"ph":"X","cat":"kernel","name":"k\\udfff","ts":1,"dur":2,'
+                 '"pid":1,"tid":1,"args":{"device":0}},'
+                 '{"ph":"X","cat":"kernel","name":"\\ud83d\\ude00 \\\\udfff \\ud800","ts":4,'
+                 '"dur":2,"pid":1,"tid":1,"args":{"device":0}}]}')
+    out = tmp_path / "run"
+    assert run(["convert", str(p), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert ("u.json: 2 lone UTF-16 surrogate escape(s) (such as \\udfff, half of a character) in "
+            "text values were replaced by U+FFFD") in err
+    names = pq.read_table(out / "kernels.parquet").column("name").to_pylist()
+    # the pair is one character, an escaped backslash before 'udfff' is text
+    assert names == ["k\ufffd", "\U0001f600 \\udfff \ufffd"]
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["sources"]["kineto"]["files"][0]["surrogates_replaced"] == 2
 
 
 def test_kineto_kernels_dropped_or_damaged_are_counted(tmp_path, capsys):

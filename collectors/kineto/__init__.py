@@ -163,6 +163,9 @@ def _warn_dropped(st: FileState, writer: RunWriter) -> None:
         elif key in st.nontext_cats:
             writer.warn(f"{name}: {n} complete event(s) whose cat is not text ({key!r}) were "
                         "dropped")
+    if st.surrogates_replaced:
+        writer.warn(f"{name}: {st.surrogates_replaced} lone UTF-16 surrogate escape(s) (such as "
+                    "\\udfff, half of a character) in text values were replaced by U+FFFD")
     if st.strings_truncated:
         writer.warn(f"{name}: {st.strings_truncated} text value(s) longer than "
                     f"{MAX_STRING_BYTES >> 20} MiB were cut there (they end in …)")

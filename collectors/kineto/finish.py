@@ -451,6 +451,7 @@ def source_entry(st: FileState) -> dict:
         "invalid_kernel_names": dict(sorted(st.invalid_kernel_names.items())[:20]),
         "bad_timestamps": st.bad_timestamps,
         "strings_truncated": st.strings_truncated,
+        "surrogates_replaced": st.surrogates_replaced,
         "flows": st.flow_counts,
         "collectives": st.comm_counts,
         "tracekit_ranges": st.has_tracekit_step,

@@ -219,6 +219,7 @@ class FileState:
         self.bad_devices = 0  # GPU events whose args.device is not a number (device_id NULL)
         self.nontext_cats: set[str] = set()  # categories that were not text (as JSON text)
         self.strings_truncated = 0  # text values cut at guard.MAX_STRING_BYTES
+        self.surrogates_replaced = 0  # lone surrogate escapes made U+FFFD (kineto/surrogates.py)
         self.events_seen = 0
         self.has_tracekit_step = False
         self.nvtx_rows = 0
