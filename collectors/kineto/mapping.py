@@ -136,6 +136,14 @@ def to_int(v):
 
 
 I64_LIMIT = 2**63
+MAX_RANK = 2**31 - 1  # processes.rank is int32
+
+
+def trace_rank(metadata: dict) -> int | None:
+    """``distributedInfo.rank`` as processes.rank: a whole number 0..MAX_RANK, else None
+    (2^63-1, -1, true: no rank; the collector warns)."""
+    rank = to_int((metadata.get("distributedInfo") or {}).get("rank"))
+    return rank if rank is not None and 0 <= rank <= MAX_RANK else None
 
 
 def input_dims(v):
