@@ -128,3 +128,31 @@ def test_kineto_kernels_dropped_or_damaged_are_counted(tmp_path, capsys):
     m = json.loads((out / "manifest.json").read_text())
     assert m["tables"]["kernels"]["rows"] == 26
     assert sum("were dropped" in w for w in m["warnings"]) == 2
+
+
+@pytest.mark.parametrize("column, bad", [(b"name", b"n\xffme"), (b"start_ns", b"start\xc3_s"),
+                                         (b"short_name", b"short\xed\xa0\x80me")])
+@pytest.mark.parametrize("sealed", [True, False], ids=["resealed", "checksums"])
+def test_parquet_footer_column_name_not_utf8(small_run, capsys, column, bad, sealed):
+    """A column name in a table file's Parquet footer that is not UTF-8 (0xff, a cut sequence,
+    an encoded surrogate): exit 2 naming the file from every reader, also when the manifest's
+    checksums were recomputed for the damaged file (so the footer itself is what fails)."""
+    import struct
+
+    from tracekit.checksums import reseal
+
+    f = small_run / "kernels.parquet"
+    data = bytearray(f.read_bytes())
+    start = len(data) - 8 - struct.unpack("<I", data[-8:-4])[0]
+    footer = bytes(data[start:-8])
+    assert footer.count(column) >= 2  # the schema and the column chunk's path
+    data[start:-8] = footer.replace(column, bad)
+    f.write_bytes(bytes(data))
+    if sealed:
+        reseal(small_run)
+    # the footer is read before the checksum is compared: the same line either way
+    want = "kernels.parquet is not readable Parquet ('utf-8' codec can't decode byte 0x"
+    for args in (["query", "kernel_summary", str(small_run)],
+                 ["sql", "SELECT count(*) FROM kernels", str(small_run)], ["verify", str(small_run)]):
+        assert run(args) == 2, args
+        assert want in _err(capsys), args
