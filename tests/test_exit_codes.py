@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pyarrow.parquet as pq
 import pytest
 from conftest import FIXTURES, one_error_line
 
@@ -59,13 +60,24 @@ def test_damaged_manifest_exit_2(small_run_copy, capsys, damage, needle):
     assert needle in one_error_line(capsys)
 
 
-def test_kineto_lone_surrogate_exit_2(tmp_path, capsys):
+def test_kineto_lone_surrogate_is_replaced_and_counted(tmp_path, capsys):
+    """A lone surrogate escape ended the whole file (UnicodeDecodeError in the reader, later a
+    one-line exit 2): now the event is kept, the half character becomes U+FFFD, with a count."""
     p = tmp_path / "u.json"
-    p.write_text('{"traceEvents":[{"ph":"X","cat":"kernel","name":"\\udfff","ts":1,"dur":2,'
-                 '"pid":1,"tid":1,"args":{"device":0}}]}')
-    assert run(["convert", str(p), "-o", str(tmp_path / "run")]) == 2
-    assert "text that is not Unicode in the JSON" in one_error_line(capsys)
-    assert not (tmp_path / "run").exists()
+    p.write_text('{"traceEvents":[{"ph":"X","cat":"kernel","name":"k\\udfff","ts":1,"dur":2,'
+                 '"pid":1,"tid":1,"args":{"device":0}},'
+                 '{"ph":"X","cat":"kernel","name":"\\ud83d\\ude00 \\\\udfff \\ud800","ts":4,'
+                 '"dur":2,"pid":1,"tid":1,"args":{"device":0}}]}')
+    out = tmp_path / "run"
+    assert run(["convert", str(p), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert ("u.json: 2 lone UTF-16 surrogate escape(s) (such as \\udfff, half of a character) in "
+            "text values were replaced by U+FFFD") in err
+    names = pq.read_table(out / "kernels.parquet").column("name").to_pylist()
+    # the pair is one character, an escaped backslash before 'udfff' is text
+    assert names == ["k\ufffd", "\U0001f600 \\udfff \ufffd"]
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["sources"]["kineto"]["files"][0]["surrogates_replaced"] == 2
 
 
 def test_kineto_kernels_dropped_or_damaged_are_counted(tmp_path, capsys):
@@ -93,3 +105,31 @@ def test_kineto_kernels_dropped_or_damaged_are_counted(tmp_path, capsys):
     m = json.loads((out / "manifest.json").read_text())
     assert m["tables"]["kernels"]["rows"] == 26
     assert sum("were dropped" in w for w in m["warnings"]) == 2
+
+
+@pytest.mark.parametrize("column, bad", [(b"name", b"n\xffme"), (b"start_ns", b"start\xc3_s"),
+                                         (b"short_name", b"short\xed\xa0\x80me")])
+@pytest.mark.parametrize("sealed", [True, False], ids=["resealed", "checksums"])
+def test_parquet_footer_column_name_not_utf8(small_run_copy, capsys, column, bad, sealed):
+    """A column name in a table file's Parquet footer that is not UTF-8 (0xff, a cut sequence,
+    an encoded surrogate): exit 2 naming the file from every reader, also when the manifest's
+    checksums were recomputed for the damaged file (so the footer itself is what fails)."""
+    import struct
+
+    from tracekit.checksums import reseal
+
+    f = small_run_copy / "kernels.parquet"
+    data = bytearray(f.read_bytes())
+    start = len(data) - 8 - struct.unpack("<I", data[-8:-4])[0]
+    footer = bytes(data[start:-8])
+    assert footer.count(column) >= 2  # the schema and the column chunk's path
+    data[start:-8] = footer.replace(column, bad)
+    f.write_bytes(bytes(data))
+    if sealed:
+        reseal(small_run_copy)
+    # the footer is read before the checksum is compared: the same line either way
+    want = "kernels.parquet is not readable Parquet ('utf-8' codec can't decode byte 0x"
+    for args in (["query", "kernel_summary", str(small_run_copy)],
+                 ["sql", "SELECT count(*) FROM kernels", str(small_run_copy)], ["verify", str(small_run_copy)]):
+        assert run(args) == 2, args
+        assert want in one_error_line(capsys), args

@@ -34,11 +34,34 @@ import os
 from collections.abc import Iterator
 
 from tracekit.errors import InputError
+from tracekit.labels import label
 from tracekit.outfile import STDOUT, check_output, write_output
 
 DEFAULT_MAX_EVENTS = 2_000_000  # ~550 MB of JSON; with ~10 args an event, inside Perfetto UI's ~2 GB tab
 _INF = float("inf")
 _TRACK_GROUP = {"stream": 0, "thread": 1, "ranges": 2, "sync": 3}
+# a name from the trace longer than this is cut in the file (counted: tracekit.labels): a 1 MiB
+# kernel name on each of its launches made 11.7 MB of JSON for 79 kernels; real (templated C++)
+# kernel names stay under it
+NAME_CHARS = 4096
+
+
+def _shown(name: str | None) -> str | None:
+    """A name from the trace as the timeline shows it: control and format characters (ESC, bidi
+    overrides, line separators) as escapes, cut at NAME_CHARS (tracekit.labels.label)."""
+    if name is None or (len(name) <= NAME_CHARS and name.isprintable()):
+        return name
+    return label(name, NAME_CHARS)
+
+
+def _shown_fields(fields: str, name: str) -> str:
+    """``fields`` (timeline_events' JSON members, ``"cat":..,"name":..,"ts":..``) with the name
+    made :func:`_shown`, when it must be; the first ``,"ts":`` ends the name (a quote inside a
+    JSON string is escaped)."""
+    if len(name) <= NAME_CHARS and name.isprintable():
+        return fields
+    head = fields[:fields.index(',"name":')]
+    return head + ',"name":' + json.dumps(_shown(name)) + fields[fields.index(',"ts":'):]
 
 
 def us(ns: int) -> str:
@@ -111,10 +134,10 @@ class _Tracks:
             if pid is None:
                 parts.append("GPU activity (launching process unknown)")
             else:
-                pname = procs.get(pid, (None, None))[0]
+                pname = _shown(procs.get(pid, (None, None))[0])
                 parts.append(f"{pname} pid {pid}" if pname else f"pid {pid}")
             for d in sorted(info["devices"]):
-                parts.append(f"GPU {d}" + (f" {devices[d]}" if devices.get(d) else ""))
+                parts.append(f"GPU {d}" + (f" {_shown(devices[d])}" if devices.get(d) else ""))
             sort = (rank if rank is not None else 1_000_000) * 1000 + p
             yield {"ph": "M", "name": "process_name", "pid": p, "args": {"name": " · ".join(parts)}}
             yield {"ph": "M", "name": "process_sort_index", "pid": p, "args": {"sort_index": sort}}
@@ -130,7 +153,7 @@ class _Tracks:
             elif track == "ranges":
                 label = "NVTX start/end ranges"
             elif track == "thread":
-                tname = threads.get((key, tid))
+                tname = _shown(threads.get((key, tid)))
                 label = f"{tname} (tid {tid})" if tname else f"thread {tid}"
             else:  # counter processes have no threads
                 continue
@@ -298,9 +321,11 @@ def _write(eng, f, names: dict, origin: int, params: dict, critical: bool = Fals
         names = batch.schema.names
         cols = [col(names.index(n)).to_pylist() for n in
                 ("pid", "rank", "track", "device_id", "stream_id", "tid", "cat", "start_ns", "end_ns",
-                 "flow_id", "flow_out", "ts", "fields")]
+                 "flow_id", "flow_out", "ts", "fields", "name")]
         buf = []
-        for pid, rank, track, device, stream, tid, cat, start, end, flow_id, flow_out, ts, fields in zip(*cols):
+        for (pid, rank, track, device, stream, tid, cat, start, end, flow_id, flow_out, ts, fields,
+             name) in zip(*cols):
+            fields = _shown_fields(fields, name)
             key = (pid, track, device, stream, tid)
             if key != track_key:
                 track_key, lanes = key, Lanes()

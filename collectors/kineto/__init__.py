@@ -25,6 +25,7 @@ collectives).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -50,12 +51,14 @@ from tracekit.collectors.kineto.mapping import (
     ANNOTATION_DOMAINS,
     CHUNK_ROWS,
     GPU_TABLES,
+    MAX_RANK,
     PART_COLUMNS,
     TRACEKIT_DOMAIN,
     TRACEKIT_PHASE,
     TRACEKIT_STEP,
     FileState,
     Parts,
+    trace_rank,
 )
 from tracekit.errors import InputError
 from tracekit.progress import NULL_PROGRESS, Progress
@@ -163,6 +166,13 @@ def _warn_dropped(st: FileState, writer: RunWriter) -> None:
         elif key in st.nontext_cats:
             writer.warn(f"{name}: {n} complete event(s) whose cat is not text ({key!r}) were "
                         "dropped")
+    raw_rank = (st.metadata.get("distributedInfo") or {}).get("rank")
+    if raw_rank is not None and trace_rank(st.metadata) is None:
+        writer.warn(f"{name}: distributedInfo.rank {json.dumps(jsonable(raw_rank))[:40]} is not a rank (a "
+                    f"whole number 0..{MAX_RANK}): processes.rank is NULL")
+    if st.surrogates_replaced:
+        writer.warn(f"{name}: {st.surrogates_replaced} lone UTF-16 surrogate escape(s) (such as "
+                    "\\udfff, half of a character) in text values were replaced by U+FFFD")
     if st.strings_truncated:
         writer.warn(f"{name}: {st.strings_truncated} text value(s) longer than "
                     f"{MAX_STRING_BYTES >> 20} MiB were cut there (they end in …)")

@@ -354,6 +354,7 @@ def read_file(st: FileState, parts: Parts, progress: Progress, range_counter: li
     st.metadata = stream.metadata
     st.metadata_complete = stream.metadata_complete
     st.strings_truncated = stream.guard.truncated
+    st.surrogates_replaced = stream.surrogates.replaced
     st.events_seen = stream.events_seen
 
 

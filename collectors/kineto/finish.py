@@ -30,6 +30,7 @@ from tracekit.collectors.kineto.mapping import (
     i64,
     s,
     to_int,
+    trace_rank,
 )
 from tracekit.duck import fetch_arrow, file_literal, lit, scratch
 from tracekit.errors import InputError
@@ -365,7 +366,7 @@ def collectives_table(parts: Parts, states: list[FileState]) -> pa.Table:
 def processes_table(states: list[FileState]) -> pa.Table:
     rows = {}
     for st in states:
-        rank = to_int((st.metadata.get("distributedInfo") or {}).get("rank"))
+        rank = trace_rank(st.metadata)
         pids = {p for p, _ in st.cpu_threads} | {p for p in st.api_pids}
         pids |= {p for p, lab in st.process_labels.items() if lab == "CPU"}
         pids.discard(None)
@@ -451,6 +452,7 @@ def source_entry(st: FileState) -> dict:
         "invalid_kernel_names": dict(sorted(st.invalid_kernel_names.items())[:20]),
         "bad_timestamps": st.bad_timestamps,
         "strings_truncated": st.strings_truncated,
+        "surrogates_replaced": st.surrogates_replaced,
         "flows": st.flow_counts,
         "collectives": st.comm_counts,
         "tracekit_ranges": st.has_tracekit_step,

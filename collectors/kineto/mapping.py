@@ -136,6 +136,14 @@ def to_int(v):
 
 
 I64_LIMIT = 2**63
+MAX_RANK = 2**31 - 1  # processes.rank is int32
+
+
+def trace_rank(metadata: dict) -> int | None:
+    """``distributedInfo.rank`` as processes.rank: a whole number 0..MAX_RANK, else None
+    (2^63-1, -1, true: no rank; the collector warns)."""
+    rank = to_int((metadata.get("distributedInfo") or {}).get("rank"))
+    return rank if rank is not None and 0 <= rank <= MAX_RANK else None
 
 
 def input_dims(v):
@@ -219,6 +227,7 @@ class FileState:
         self.bad_devices = 0  # GPU events whose args.device is not a number (device_id NULL)
         self.nontext_cats: set[str] = set()  # categories that were not text (as JSON text)
         self.strings_truncated = 0  # text values cut at guard.MAX_STRING_BYTES
+        self.surrogates_replaced = 0  # lone surrogate escapes made U+FFFD (kineto/surrogates.py)
         self.events_seen = 0
         self.has_tracekit_step = False
         self.nvtx_rows = 0

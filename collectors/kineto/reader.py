@@ -26,6 +26,7 @@ from pathlib import Path
 import ijson
 
 from tracekit.collectors.kineto.guard import StreamGuard
+from tracekit.collectors.kineto.surrogates import SurrogateFixer
 from tracekit.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -168,13 +169,14 @@ class TraceStream:
         self.metadata_complete = True
         self.events_seen = 0
         self.guard = StreamGuard(self.path)  # .truncated: strings cut at MAX_STRING_BYTES
+        self.surrogates = SurrogateFixer()  # .replaced: lone surrogate escapes made U+FFFD
 
     def __iter__(self):
         path = self.path
         tap = None
         try:
             with _open_raw(path) as f:
-                tap = _Tap(f, self.on_bytes, self.guard)
+                tap = _Tap(f, self.on_bytes, self.guard, self.surrogates)
                 for event in ijson.items(tap, "traceEvents.item", use_float=False, buf_size=CHUNK_BYTES):
                     self.events_seen += 1
                     yield event
@@ -212,9 +214,10 @@ class _Tap:
     """File wrapper handed to ijson: keeps the first HEAD_BYTES and the last TAIL_BYTES (or a
     little more) of the decompressed text and reports compressed bytes read to ``on_bytes``."""
 
-    def __init__(self, f, on_bytes, guard=None):
+    def __init__(self, f, on_bytes, guard=None, surrogates=None):
         self.f = f
         self.guard = guard  # StreamGuard: string-length and depth limits (kineto/guard.py)
+        self.surrogates = surrogates  # SurrogateFixer, before the guard (kineto/surrogates.py)
         self.raw = getattr(f, "fileobj", None) or f
         self.on_bytes = on_bytes
         self.pos = self.raw.tell()
@@ -225,6 +228,8 @@ class _Tap:
     def read(self, n=-1):
         while True:
             chunk = self.f.read(n)
+            if self.surrogates is not None:
+                chunk = self.surrogates.feed(chunk) if chunk else self.surrogates.flush()
             if not chunk or self.guard is None:
                 break
             chunk = self.guard.feed(chunk)

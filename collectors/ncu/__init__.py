@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from tracekit.collectors.common import describe_input
 from tracekit.collectors.ncu import csv_reader as C
 from tracekit.collectors.ncu import units as U
+from tracekit.collectors.ncu.rep_framing import cut_at
 from tracekit.collectors.ncu.rep_reader import is_report, read_report
 from tracekit.errors import InputError
 from tracekit.progress import NULL_PROGRESS, Progress
@@ -238,7 +239,14 @@ def read_one(path: Path, offset: int) -> tuple[pa.Table, pa.Table, dict]:
         m = pa.table({k: mcols[k] for k in ("index", "metric_name", "unit", "raw_value")})
         m = m.set_column(0, "index", m.column("index").cast(pa.int64()))
         metrics = _metrics_table(m, offset, pa.array(mcols["number"], pa.float64()))
-        return launches, metrics, {"format": "ncu-rep", "launches": len(rows)}
+        info = {"format": "ncu-rep", "launches": len(rows)}
+        cut = cut_at(path)
+        if cut:  # launches before the cut are whole; those after it are lost
+            info["truncated"] = cut
+            info["warnings"] = [f"{path.name}: the report is truncated or corrupt ({cut}): the "
+                                f"{len(rows)} launch(es) before the cut were read, any after it "
+                                "are missing"]
+        return launches, metrics, info
     page, header, table, logs = C.read_csv(path)
     if page == "raw":
         try:

@@ -14,6 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tracekit.collectors.ncu.rep_framing import cut_at
 from tracekit.errors import InputError, ToolNotFoundError, one_line
 
 MAGIC = b"NVR\x00"
@@ -73,13 +74,18 @@ def read_report(path: Path) -> tuple[list[dict], dict[str, list]]:
         raise InputError("ncu_report cannot read this report (is it truncated or damaged?)"
                          + (f": {note}" if note else ""), path=path)
     launches, m = _read_loaded(nr, report, path)
+    why = cut_at(path)
+    if why and not launches:  # ncu_report loads a report cut in its first blocks as zero ranges, without a word
+        raise InputError(f"the report is truncated or corrupt: {why} (no kernel launch could be "
+                         f"read from its {path.stat().st_size:,} bytes)", path=path)
     if not launches and path.stat().st_size > 4096:
         raise InputError(f"the report holds no complete kernel launch in its {path.stat().st_size:,} "
                          "bytes: is it truncated?" + (f" ({note})" if note else ""), path=path)
     bad = [row["ncu_id"] for row in launches if not row["kernel_name"]]
     if bad:
         raise InputError(f"{len(bad)} launch(es) of the report have no kernel name (the first: "
-                         f"launch {bad[0]}): the report is truncated or damaged", path=path)
+                         f"launch {bad[0]}): the report is truncated or corrupt"
+                         + (f" ({why})" if why else ""), path=path)
     return launches, m
 
 

@@ -106,15 +106,21 @@ def _host_and_rank(export: Export) -> dict:
     if isinstance(env, str):
         pairs = dict(item.split("=", 1) for item in env.split(";") if "=" in item)
         for var in RANK_VARIABLES:
-            if pairs.get(var, "").strip().isdigit():
+            if _whole_number(pairs.get(var)):  # '²' is a digit to str.isdigit, not to int()
                 out["env_rank"] = int(pairs[var])
                 out["env_rank_variable"] = var
                 break
         for var in WORLD_SIZE_VARIABLES:
-            if pairs.get(var, "").strip().isdigit():
+            if _whole_number(pairs.get(var)):
                 out["env_world_size"] = int(pairs[var])
                 break
     return out
+
+
+def _whole_number(text: str | None) -> bool:
+    """ASCII digits only, at most 19 (an int64; the job checks the rank's range)."""
+    t = (text or "").strip()
+    return t.isascii() and t.isdigit() and len(t) <= 19
 
 
 def _gpus(writer: RunWriter) -> list[dict]:

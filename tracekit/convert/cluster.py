@@ -47,11 +47,13 @@ def _guarded(fn: Callable, args: tuple):
 
 
 def run_parts(fn: Callable, tasks: Sequence[tuple], *, jobs: int | None = None,
-              scheduler: str | None = None, fail_fast: bool = False) -> list:
+              scheduler: str | None = None, fail_fast: bool = False,
+              warn: Callable[[str], None] | None = None) -> list:
     """``[fn(*t) for t in tasks]``, in parallel. A task's :class:`InputError` comes back as an
     InputError instance in its place (the caller decides whether it is fatal), or, with
     ``fail_fast``, is raised as soon as it happens (the other tasks are stopped); any other error
-    is raised. ``fn`` must be importable by name (it runs in other processes)."""
+    is raised. ``fn`` must be importable by name (it runs in other processes). ``warn`` is told,
+    in one line, when a lost local worker made tasks run again."""
     if scheduler:
         out = _on_dask(fn, tasks, scheduler, fail_fast)
     elif (jobs or default_jobs()) <= 1 or len(tasks) <= 1:
@@ -60,7 +62,8 @@ def run_parts(fn: Callable, tasks: Sequence[tuple], *, jobs: int | None = None,
             out.append(_guarded(fn, t))
             _check(out[-1], fail_fast)
     else:
-        out = _on_processes(fn, tasks, min(jobs or default_jobs(), len(tasks)), fail_fast)
+        out = _on_processes(fn, tasks, min(jobs or default_jobs(), len(tasks)), fail_fast,
+                            warn or (lambda _message: None))
     return [InputError(r.message) if isinstance(r, _Failed) else r for r in out]
 
 
@@ -85,10 +88,12 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _on_processes(fn: Callable, tasks: Sequence[tuple], workers: int, fail_fast: bool) -> list:
+def _on_processes(fn: Callable, tasks: Sequence[tuple], workers: int, fail_fast: bool,
+                  warn: Callable[[str], None]) -> list:
     """The tasks on a pool of local worker processes. A worker that dies (killed, out of
-    memory) breaks the pool: the tasks not finished run once more on a new pool (they are
-    idempotent: a part is replaced atomically); a second loss is a one-line error."""
+    memory) breaks the pool: its other workers are stopped, and the tasks not finished run
+    once more on a new pool (they are idempotent: a part is replaced atomically), with a
+    warning; a second loss is a one-line error."""
     from concurrent.futures.process import BrokenProcessPool
 
     out: dict[int, object] = {}
@@ -101,6 +106,9 @@ def _on_processes(fn: Callable, tasks: Sequence[tuple], workers: int, fail_fast:
             if attempt == 2:
                 raise InputError("a local worker process died twice (killed, or out of "
                                  "memory?) while converting; run again with fewer --jobs") from None
+            left = len(tasks) - len(out)
+            warn(f"a local worker process died (killed, or out of memory?); the {left} of "
+                 f"{len(tasks)} task(s) not finished ran again on new worker processes")
     return [out[i] for i in range(len(tasks))]
 
 
@@ -109,7 +117,6 @@ def _pool_run(fn: Callable, tasks: list[tuple[int, tuple]], workers: int, fail_f
     """Run ``tasks`` ((index, args) pairs) on one pool, each result into ``done`` as it ends."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
-    from concurrent.futures.process import BrokenProcessPool
 
     # spawn, not fork: the parent holds DuckDB/Arrow threads, which fork would copy mid-state
     ex = ProcessPoolExecutor(max_workers=min(workers, len(tasks)),
@@ -120,17 +127,18 @@ def _pool_run(fn: Callable, tasks: list[tuple[int, tuple]], workers: int, fail_f
         for f in as_completed(futures):
             done[futures[f]] = f.result()
             _check(done[futures[f]], fail_fast)
-    except BrokenProcessPool:
-        ex.shutdown(wait=False, cancel_futures=True)
-        raise
     except BaseException:
-        # an error or an interrupt: stop the workers now (the caller removes the temporary
-        # folder they write into) instead of waiting for every queued rank
+        # an error, an interrupt or a lost worker: stop the workers now (the caller removes the
+        # temporary folder they write into) instead of waiting for every queued rank; after a
+        # lost worker, a survivor must not write a part that the retry writes too
         for f in futures:
             f.cancel()
-        for proc in list(getattr(ex, "_processes", {}).values()):
+        procs = list((getattr(ex, "_processes", None) or {}).values())
+        for proc in procs:
             proc.terminate()
         ex.shutdown(wait=False, cancel_futures=True)
+        for proc in procs:
+            proc.join(10)
         raise
     ex.shutdown(wait=True)
 

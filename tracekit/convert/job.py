@@ -118,7 +118,7 @@ def convert_job(inputs: Sequence[Path], formats: Sequence[str], writer: RunWrite
     staging = writer.path / ".parts"
     staging.mkdir()
     tasks = [(str(p), str(staging / f"{i:05d}")) for i, p in enumerate(inputs)]
-    results = run_parts(convert_part, tasks, jobs=jobs, scheduler=scheduler,
+    results = run_parts(convert_part, tasks, jobs=jobs, scheduler=scheduler, warn=writer.warn,
                         fail_fast=not skip_bad_ranks)
     parts = []
     skipped = [{"input": str(p), "rank": name_rank(p, rank_pattern), "error": str(e)} for p, e in rejected]

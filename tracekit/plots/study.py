@@ -44,7 +44,10 @@ def _note_figure(plt, title: str, text: str, xlabel: str, ylabel: str) -> str:
     ax.set_ylabel(ylabel)
     ax.set_xticks([])
     ax.set_yticks([])
-    ax.text(0.5, 0.5, style.text(text), ha="center", va="center", fontsize=9,
+    # line by line: the wrapping's own line breaks are not trace text (escaped, they were drawn
+    # as '\n' and the note ran out of the figure)
+    shown = "\n".join(style.text(line) for line in text.split("\n"))
+    ax.text(0.5, 0.5, shown, ha="center", va="center", fontsize=9,
             transform=ax.transAxes, color="#a33")
     return _png(fig)
 
