@@ -39,11 +39,15 @@ UNITS = {
 }
 
 
-def load_graph(engine) -> _graph.Graph:
-    """The dependency graph of every run of ``engine`` (:class:`tracekit.query.Engine`).
+def load_graph(engine, *, jobs: int | None = 1, scheduler: str | None = None) -> _graph.Graph:
+    """The dependency graph of every run of ``engine`` (:class:`tracekit.query.Engine`); a job's
+    built in per-rank parts (:mod:`tracekit.whatif.parts`) in this process (``jobs`` 1), on
+    ``jobs`` local processes or on a Dask ``scheduler``'s workers.
     :class:`InputError` when there is nothing to replay."""
+    from tracekit.whatif.parts import load_in_parts
+
     try:
-        return _graph.load(engine.con)
+        return load_in_parts(engine, jobs=jobs, scheduler=scheduler)
     except ValueError as exc:
         raise InputError(f"{', '.join(str(r.path) for r in engine.runs)}: {exc}") from None
 
