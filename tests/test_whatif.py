@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -182,3 +183,54 @@ def test_timeline_track_and_plot(job, tmp_path):
     png = tmp_path / "cp.png"
     assert cli(["plot", "critical-path", str(run), "-o", str(png)]) == 0
     assert png.stat().st_size > 10_000
+
+
+def _same_graph(a, b):
+    for f in ("start", "end", "chain", "first", "cat", "rank", "run", "name_idx", "lead", "d1", "d2",
+              "anchor", "instance"):
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    assert (a.t0, a.names, a.run_ids) == (b.t0, b.names, b.run_ids)
+    for s, d in (("start_src", "start_dst"), ("end_src", "end_dst"), ("after_src", "after_dst")):
+        assert sorted(zip(getattr(a, s).tolist(), getattr(a, d).tolist())) == \
+            sorted(zip(getattr(b, s).tolist(), getattr(b, d).tolist())), s
+    assert a.steps.equals(b.steps)
+
+
+def test_graph_in_rank_parts_equals_the_whole_job(job):
+    """The straggler job built in parts of 2-3 ranks (60,000 event rows) gives the arrays of the
+    graph built over the whole job at once, node for node."""
+    from tracekit.whatif import graph, parts
+
+    run, _ = job["straggler"]
+    with Engine([run]) as e:
+        whole = graph.load(e.con)
+        groups = parts.rank_groups(e.runs[0], 60_000)
+        split = parts.load_in_parts(e, part_rows=60_000)
+    assert [len(g) for g in groups] == [2, 2, 2, 2]  # 27,000-odd event rows per rank
+    assert whole.n == split.n == 8 * 12_520 + 21  # event nodes, a transfer node per collective
+    _same_graph(whole, split)
+
+
+@pytest.mark.slow
+def test_graph_parts_on_a_dask_cluster(job, capsys):
+    """Per-rank parts on a real scheduler with two worker processes on 127.0.0.1: the same graph,
+    and `tracekit whatif --scheduler` prints what the local run prints."""
+    distributed = pytest.importorskip("distributed")
+    from tracekit.whatif import graph, parts
+
+    run, _ = job["straggler"]
+    lc = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None, scheduler_port=0, silence_logs=40)
+    try:
+        with distributed.Client(lc) as c:
+            c.wait_for_workers(2, timeout=120)
+        with Engine([run]) as e:
+            _same_graph(graph.load(e.con), parts.load_in_parts(e, part_rows=60_000,
+                                                                scheduler=lc.scheduler_address))
+        assert cli(["whatif", str(run), "-s", "no-straggler", "-f", "csv"]) == 0
+        local = capsys.readouterr().out
+        assert cli(["whatif", str(run), "-s", "no-straggler", "-f", "csv",
+                    "--scheduler", lc.scheduler_address]) == 0
+        assert capsys.readouterr().out == local
+    finally:
+        lc.close(timeout=60)
