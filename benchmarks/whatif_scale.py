@@ -4,12 +4,13 @@
 
 JOB_RUN is a converted job (e.g. 8 ranks of tests/jobgen.py: ``make_job(out, 8, offsets_ns=[0]*8,
 drifts_ppm=[0.0]*8)`` then ``tracekit convert out/*.json -o JOB_RUN``). For each N, rank r of the
-new job is a copy of rank r % n of JOB_RUN with its pids moved by 100,000 x (r // n) and
-processes.rank = r (collectives keep their sequence numbers, so all N ranks' calls match); the
-job's graph is built and replayed (baseline and no-straggler) in a fresh process, and the wall
-time of each phase and the process's peak RSS are printed as one JSON line per N. The graph is
-built in per-rank parts (tracekit.whatif.parts, what ``tracekit whatif`` does); ``--whole`` builds
-it over the whole job at once (graph.load: the baseline the parts are compared with).
+new job is a copy of rank r % n of JOB_RUN with its pids moved by 100,000 x (r // n), its NVTX
+range IDs by 10^9 x (r // n) (IDs are unique in a job), and processes.rank = r (collectives keep
+their sequence numbers, so all N ranks' calls match); the job's graph is built and replayed
+(baseline and no-straggler) in a fresh process, and the wall time of each phase and the
+process's peak RSS are printed as one JSON line per N. The graph is built in per-rank parts
+(tracekit.whatif.parts, what ``tracekit whatif`` does); ``--whole`` builds it over the whole
+job at once (graph.load: the baseline the parts are compared with).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from versions import versions_line  # noqa: E402
 
 PID_STEP = 100_000
+RANGE_STEP = 1_000_000_000  # added to a copy's NVTX range IDs per replica (a source has fewer)
 
 
 def build(src: Path, n: int, out: Path) -> Path:
@@ -51,6 +53,11 @@ def build(src: Path, n: int, out: Path) -> Path:
             if "pid" in t.column_names and shift:
                 i = t.column_names.index("pid")
                 t = t.set_column(i, "pid", pc.add(t.column("pid"), pa.scalar(shift, t.schema.field("pid").type)))
+            if name == "nvtx_ranges" and shift:  # range IDs are unique in a job (steps join on them)
+                for c in ("range_id", "parent_range_id"):
+                    i = t.column_names.index(c)
+                    t = t.set_column(i, c, pc.add(t.column(c), pa.scalar(RANGE_STEP * (r // base),
+                                                                         t.schema.field(c).type)))
             if name == "processes":
                 i = t.column_names.index("rank")
                 t = t.set_column(i, "rank", pa.array([r] * t.num_rows, t.schema.field("rank").type))

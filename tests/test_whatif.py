@@ -234,3 +234,20 @@ def test_graph_parts_on_a_dask_cluster(job, capsys):
         assert capsys.readouterr().out == local
     finally:
         lc.close(timeout=60)
+
+
+def test_critical_path_without_steps_says_what_is_missing(nsys_run, capsys):
+    """An export with CUDA API calls and copies but no kernels and no step ranges: an empty
+    critical path explained in one line naming the missing steps and what the run does have;
+    `tracekit whatif` is an error (exit 2) saying there are no steps."""
+    run = nsys_run("nsys2022.4export_8gpu_jax_no_kernels")
+    for name in ("critical_path", "critical_path_summary"):
+        assert cli(["query", name, str(run)]) == 0
+        cap = capsys.readouterr()
+        err = [line for line in cap.err.splitlines() if "returned no rows" in line]
+        assert cap.out == "" and len(err) == 1
+        assert "no steps to replay" in err[0] and "1242 rows of cuda_api" in err[0]
+        assert "reads no run-folder table" not in err[0]
+    assert cli(["whatif", str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no steps to replay" in err[0] and str(run) in err[0]
