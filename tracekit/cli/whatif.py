@@ -63,10 +63,21 @@ def whatif(
         check_output(output, protect=run_dirs)
     with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as eng:
         result = run_whatif(eng, scenario, jobs=jobs or 1, scheduler=scheduler_address(scheduler))
+    from tracekit.cli.messages import note
+    from tracekit.whatif import by_step, notes
+
+    for line in notes(result):
+        note(line)
     if columns is None and format == Format.table and (output is None or str(output) == "-"):
         from tracekit.cli.termtable import terminal_width
 
         keep = ["run_id", "scenario", "step", "rank", "predicted_ns", "speedup", "baseline_err_pct"]
+        per_step = by_step(result)
+        if per_step.num_rows < result.num_rows:  # a job: one row per step, its slowest rank
+            result = per_step
+            keep.insert(3, "ranks")
+            note(f"one row per scenario and step: its slowest rank's of {max(result.column('ranks').to_pylist())} "
+                 "(rank); -f csv or json gives every rank's row")
         if terminal_width() >= 100:  # else the speedup would be the column left out
             keep.append("measured_ns")
         if all(v is None for v in result.column("rank").to_pylist()):
