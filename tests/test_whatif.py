@@ -251,3 +251,29 @@ def test_critical_path_without_steps_says_what_is_missing(nsys_run, capsys):
     assert cli(["whatif", str(run)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no steps to replay" in err[0] and str(run) in err[0]
+
+
+def test_cli_table_on_a_job_one_row_per_step_in_80_columns(job, monkeypatch, capsys):
+    """The terminal table of a job: one row per scenario and step, the slowest rank's (by_step
+    against the per-rank rows), within 80 columns; a kernels scenario that matches nothing says
+    so on stderr."""
+    from tracekit.whatif import by_step
+
+    run, _ = job["straggler"]
+    monkeypatch.setenv("COLUMNS", "80")
+    assert cli(["whatif", str(run), "-s", "no-straggler", "-s", "kernels:no_such_kernel=0.5"]) == 0
+    cap = capsys.readouterr()
+    lines = cap.out.splitlines()
+    assert lines and all(len(line) <= 80 for line in lines)
+    rows = [line.split() for line in lines if line.startswith(("no-straggler", "kernels:"))]
+    assert len(rows) == 2 * 3
+    assert "matches none of the" in cap.err and "slowest rank" in cap.err
+    with Engine([run]) as e:
+        full = whatif(e, ["no-straggler"])
+    steps = by_step(full).to_pylist()
+    assert len(steps) == 3 and all(s["ranks"] == 8 for s in steps)
+    for s in steps:
+        mine = [r for r in full.to_pylist() if r["step"] == s["step"]]
+        assert s["predicted_ns"] == max(r["predicted_ns"] for r in mine)
+        assert s["rank"] in {r["rank"] for r in mine if r["predicted_ns"] == s["predicted_ns"]}
+        assert [str(s["step"]), str(s["rank"])] == rows[steps.index(s)][1:3]
