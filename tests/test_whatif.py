@@ -277,3 +277,17 @@ def test_cli_table_on_a_job_one_row_per_step_in_80_columns(job, monkeypatch, cap
         assert s["predicted_ns"] == max(r["predicted_ns"] for r in mine)
         assert s["rank"] in {r["rank"] for r in mine if r["predicted_ns"] == s["predicted_ns"]}
         assert [str(s["step"]), str(s["rank"])] == rows[steps.index(s)][1:3]
+
+
+def test_collectives_not_matched_on_moved_clocks_are_counted(tmp_path, capsys):
+    """A 2-rank job whose second host's clock is 2 ms ahead: the clock model moves rank 1's
+    collective calls, so they match no node of the graph; whatif warns with the counts (known
+    limitation, docs/whatif.md) instead of replaying as if the ranks never waited."""
+    from tracekit.convert import convert
+
+    j = jobgen.make_job(tmp_path / "src", ranks=2, seed=1, offsets_ns=[0, 2_000_000],
+                        drifts_ppm=[0.0, 0.0])
+    run = convert(j.paths, tmp_path / "run")
+    assert cli(["whatif", str(run), "-s", "baseline", "-f", "csv"]) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(err) == 1 and "21 of 42 NCCL kernels (1 rank(s))" in err[0]

@@ -63,11 +63,11 @@ def whatif(
         check_output(output, protect=run_dirs)
     with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as eng:
         result = run_whatif(eng, scenario, jobs=jobs or 1, scheduler=scheduler_address(scheduler))
-    from tracekit.cli.messages import note
+    from tracekit.cli.messages import note, warn
     from tracekit.whatif import by_step, notes
 
     for line in notes(result):
-        note(line)
+        warn(line.removeprefix("warning: ")) if line.startswith("warning: ") else note(line)
     if columns is None and format == Format.table and (output is None or str(output) == "-"):
         from tracekit.cli.termtable import terminal_width
 

@@ -103,12 +103,27 @@ def whatif(engine, scenarios: list[str], include_warmup: bool = True, *, jobs: i
         cols["predicted_ns"] += pred.tolist()
         cols["speedup"] += (base / np.maximum(pred, 1)).tolist()
         cols["pid"] += g.steps.column("pid").to_pylist()
-    lines = [line for _, changes in parsed for line in _scenarios.describe(g, changes)]
+    lines = unmatched_collectives(g) + [line for _, changes in parsed
+                                        for line in _scenarios.describe(g, changes)]
     out = pa.table(cols, schema=RESULT_SCHEMA.with_metadata({NOTES_KEY: json.dumps(lines)}))
     if not include_warmup and "warmup" in g.steps.column_names:
         keep = np.tile(~g.steps.column("warmup").to_numpy(zero_copy_only=False).astype(bool), len(parsed))
         out = out.filter(pa.array(keep))
     return out
+
+
+def unmatched_collectives(g: _graph.Graph) -> list[str]:
+    """A warning line when NCCL kernels of ``g`` are in no collective instance matched across
+    ranks (none otherwise): their ranks' waits for each other are not in the graph."""
+    coll = g.cat == _graph.CAT["collective"]
+    lost = int((coll & (g.instance[: len(coll)] < 0)).sum())
+    if not lost:
+        return []
+    ranks = len(np.unique(g.rank[coll & (g.instance < 0)]))
+    return [f"warning: {lost:,} of {int(coll.sum()):,} NCCL kernels ({ranks} rank(s)) are in no collective "
+            "instance matched across ranks (on a job whose clock model moves a rank's times, the "
+            "matched calls' times differ from the trace's); those ranks' waits for each other are "
+            "not replayed, so no-straggler, comm=F and the critical path do not see them"]
 
 
 def by_step(result: pa.Table) -> pa.Table:
