@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -182,3 +183,111 @@ def test_timeline_track_and_plot(job, tmp_path):
     png = tmp_path / "cp.png"
     assert cli(["plot", "critical-path", str(run), "-o", str(png)]) == 0
     assert png.stat().st_size > 10_000
+
+
+def _same_graph(a, b):
+    for f in ("start", "end", "chain", "first", "cat", "rank", "run", "name_idx", "lead", "d1", "d2",
+              "anchor", "instance"):
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    assert (a.t0, a.names, a.run_ids) == (b.t0, b.names, b.run_ids)
+    for s, d in (("start_src", "start_dst"), ("end_src", "end_dst"), ("after_src", "after_dst")):
+        assert sorted(zip(getattr(a, s).tolist(), getattr(a, d).tolist())) == \
+            sorted(zip(getattr(b, s).tolist(), getattr(b, d).tolist())), s
+    assert a.steps.equals(b.steps)
+
+
+def test_graph_in_rank_parts_equals_the_whole_job(job):
+    """The straggler job built in parts of 2-3 ranks (60,000 event rows) gives the arrays of the
+    graph built over the whole job at once, node for node."""
+    from tracekit.whatif import graph, parts
+
+    run, _ = job["straggler"]
+    with Engine([run]) as e:
+        whole = graph.load(e.con)
+        groups = parts.rank_groups(e.runs[0], 60_000)
+        split = parts.load_in_parts(e, part_rows=60_000)
+    assert [len(g) for g in groups] == [2, 2, 2, 2]  # 27,000-odd event rows per rank
+    assert whole.n == split.n == 8 * 12_520 + 21  # event nodes, a transfer node per collective
+    _same_graph(whole, split)
+
+
+@pytest.mark.slow
+def test_graph_parts_on_a_dask_cluster(job, capsys):
+    """Per-rank parts on a real scheduler with two worker processes on 127.0.0.1: the same graph,
+    and `tracekit whatif --scheduler` prints what the local run prints."""
+    distributed = pytest.importorskip("distributed")
+    from tracekit.whatif import graph, parts
+
+    run, _ = job["straggler"]
+    lc = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None, scheduler_port=0, silence_logs=40)
+    try:
+        with distributed.Client(lc) as c:
+            c.wait_for_workers(2, timeout=120)
+        with Engine([run]) as e:
+            _same_graph(graph.load(e.con), parts.load_in_parts(e, part_rows=60_000,
+                                                                scheduler=lc.scheduler_address))
+        assert cli(["whatif", str(run), "-s", "no-straggler", "-f", "csv"]) == 0
+        local = capsys.readouterr().out
+        assert cli(["whatif", str(run), "-s", "no-straggler", "-f", "csv",
+                    "--scheduler", lc.scheduler_address]) == 0
+        assert capsys.readouterr().out == local
+    finally:
+        lc.close(timeout=60)
+
+
+def test_critical_path_without_steps_says_what_is_missing(nsys_run, capsys):
+    """An export with CUDA API calls and copies but no kernels and no step ranges: an empty
+    critical path explained in one line naming the missing steps and what the run does have;
+    `tracekit whatif` is an error (exit 2) saying there are no steps."""
+    run = nsys_run("nsys2022.4export_8gpu_jax_no_kernels")
+    for name in ("critical_path", "critical_path_summary"):
+        assert cli(["query", name, str(run)]) == 0
+        cap = capsys.readouterr()
+        err = [line for line in cap.err.splitlines() if "returned no rows" in line]
+        assert cap.out == "" and len(err) == 1
+        assert "no steps to replay" in err[0] and "1242 rows of cuda_api" in err[0]
+        assert "reads no run-folder table" not in err[0]
+    assert cli(["whatif", str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no steps to replay" in err[0] and str(run) in err[0]
+
+
+def test_cli_table_on_a_job_one_row_per_step_in_80_columns(job, monkeypatch, capsys):
+    """The terminal table of a job: one row per scenario and step, the slowest rank's (by_step
+    against the per-rank rows), within 80 columns; a kernels scenario that matches nothing says
+    so on stderr."""
+    from tracekit.whatif import by_step
+
+    run, _ = job["straggler"]
+    monkeypatch.setenv("COLUMNS", "80")
+    assert cli(["whatif", str(run), "-s", "no-straggler", "-s", "kernels:no_such_kernel=0.5"]) == 0
+    cap = capsys.readouterr()
+    lines = cap.out.splitlines()
+    assert lines and all(len(line) <= 80 for line in lines)
+    rows = [line.split() for line in lines if line.startswith(("no-straggler", "kernels:"))]
+    assert len(rows) == 2 * 3
+    assert "matches none of the" in cap.err and "slowest rank" in cap.err
+    with Engine([run]) as e:
+        full = whatif(e, ["no-straggler"])
+    steps = by_step(full).to_pylist()
+    assert len(steps) == 3 and all(s["ranks"] == 8 for s in steps)
+    for s in steps:
+        mine = [r for r in full.to_pylist() if r["step"] == s["step"]]
+        assert s["predicted_ns"] == max(r["predicted_ns"] for r in mine)
+        assert s["rank"] in {r["rank"] for r in mine if r["predicted_ns"] == s["predicted_ns"]}
+        assert [str(s["step"]), str(s["rank"])] == rows[steps.index(s)][1:3]
+
+
+def test_collectives_not_matched_on_moved_clocks_are_counted(tmp_path, capsys):
+    """A 2-rank job whose second host's clock is 2 ms ahead: the clock model moves rank 1's
+    collective calls, so they match no node of the graph; whatif warns with the counts (known
+    limitation, docs/whatif.md) instead of replaying as if the ranks never waited."""
+    from tracekit.convert import convert
+
+    j = jobgen.make_job(tmp_path / "src", ranks=2, seed=1, offsets_ns=[0, 2_000_000],
+                        drifts_ppm=[0.0, 0.0])
+    run = convert(j.paths, tmp_path / "run")
+    assert cli(["whatif", str(run), "-s", "baseline", "-f", "csv"]) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert len(err) == 1 and "21 of 42 NCCL kernels (1 rank(s))" in err[0]

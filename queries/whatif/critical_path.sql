@@ -26,7 +26,7 @@
 -- @column start_ns  ns     Segment start on the trace clock.
 -- @column dur_ns    ns     Segment length.
 -- @column wall_ns   ns     The step's wall time (a job: latest end - earliest start over its ranks).
--- @empty no step ranges (`step N`, ProfilerStep#N or --step-pattern) with events to replay
+-- @empty no steps to replay (no `step N`, ProfilerStep#N or --step-pattern ranges, no iterations detected in the kernels)
 SELECT run_id, step, seq, rank, category, name, start_ns, dur_ns, wall_ns
 FROM tk_critical_path
 ORDER BY run_id, step, seq;

@@ -12,7 +12,7 @@
 -- @column segments  count  Segments summed.
 -- @column share_pct %      100 x time_ns / wall_ns.
 -- @column wall_ns   ns     The step's wall time.
--- @empty no step ranges (`step N`, ProfilerStep#N or --step-pattern) with events to replay
+-- @empty no steps to replay (no `step N`, ProfilerStep#N or --step-pattern ranges, no iterations detected in the kernels)
 SELECT run_id, step, category, rank, CAST(sum(dur_ns) AS BIGINT) AS time_ns, count(*) AS segments,
        100.0 * sum(dur_ns) / any_value(wall_ns) AS share_pct, any_value(wall_ns) AS wall_ns
 FROM tk_critical_path

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from tracekit.cli.app import QUIET, app, set_quiet
+from tracekit.cli.app import QUIET, app, jobs_option, scheduler_option, scheduler_timeout_option, set_quiet
 from tracekit.cli.options import COLUMNS, FORMAT, MEMORY_LIMIT, OUTPUT, ROWS, STEP_PATTERN
 from tracekit.cli.output import Format, render, select_columns
 from tracekit.outfile import check_output
@@ -31,6 +31,10 @@ def whatif(
     memory_limit: str = MEMORY_LIMIT,
     quiet: bool = QUIET,
     step_pattern: str = STEP_PATTERN,
+    jobs: int = jobs_option("Build a job's graph in per-rank parts on N local worker processes "
+                            "(default: one part after the other in this process)."),
+    scheduler: str = scheduler_option("Build a job's per-rank graph parts"),
+    scheduler_timeout: float | None = scheduler_timeout_option(),
 ):
     """Replay the dependency graph of the run (host threads, launches, streams, syncs,
     collectives matched across ranks) with the measured durations and with each scenario's
@@ -39,6 +43,7 @@ def whatif(
     baseline's error beside it; docs/whatif.md says what the trace does not record. The
     terminal table shows scenario, step, rank, predicted, speedup and the baseline's error
     (and measured in 100 columns or more); -f csv/json hold every column."""
+    from tracekit.convert.cluster import scheduler_address
     from tracekit.query import Engine
     from tracekit.whatif import UNITS
     from tracekit.whatif import whatif as run_whatif
@@ -50,11 +55,22 @@ def whatif(
     if output is not None and str(output) != "-":
         check_output(output, protect=run_dirs)
     with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as eng:
-        result = run_whatif(eng, scenario)
+        result = run_whatif(eng, scenario, jobs=jobs or 1, scheduler=scheduler_address(scheduler))
+    from tracekit.cli.messages import note, warn
+    from tracekit.whatif import by_step, notes
+
+    for line in notes(result):
+        warn(line.removeprefix("warning: ")) if line.startswith("warning: ") else note(line)
     if columns is None and format == Format.table and (output is None or str(output) == "-"):
         from tracekit.cli.termtable import terminal_width
 
         keep = ["run_id", "scenario", "step", "rank", "predicted_ns", "speedup", "baseline_err_pct"]
+        per_step = by_step(result)
+        if per_step.num_rows < result.num_rows:  # a job: one row per step, its slowest rank
+            result = per_step
+            keep.insert(3, "ranks")
+            note(f"one row per scenario and step: its slowest rank's of {max(result.column('ranks').to_pylist())} "
+                 "(rank); -f csv or json gives every rank's row")
         if terminal_width() >= 100:  # else the speedup would be the column left out
             keep.append("measured_ns")
         if all(v is None for v in result.column("rank").to_pylist()):

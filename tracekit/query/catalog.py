@@ -21,6 +21,12 @@ RUN_VIEWS = ("runs", "run_tables")
 ROOFLINE = "<roofline>"  # marker in the set of needed names: tracekit.roofline.register must run
 # the tables tracekit.roofline.register creates beside the macros of queries/roofline/_macros.sql
 ROOFLINE_TABLES = frozenset({"gpu_peaks", "gpu_aliases", "tensor_factors", "tk_ncu_spec"})
+# tk_critical_path, the table tracekit.whatif.critical.register computes for the named queries
+# critical_path and critical_path_summary, comes from the dependency graph these macros build
+# (queries/whatif/_macros.sql): a query over it reads the tables they read
+CRITICAL_PATH = "tk_critical_path"
+CRITICAL_PATH_SOURCES = ("tk_wi_nodes", "tk_wi_launch_edges", "tk_wi_sync_edges", "tk_wi_event_edges",
+                         "tk_wi_collectives", "tk_wi_step_nodes", "tk_wi_ranks")
 _IDENT = re.compile(r"[a-z_][a-z0-9_]*")
 _COMMENT = re.compile(r"--[^\n]*")
 _MACRO = re.compile(r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?MACRO\s+(\w+)",
@@ -79,7 +85,9 @@ def needed(text: str) -> set[str]:
         if name in seen:
             continue
         seen.add(name)
-        if name in macros:
+        if name == CRITICAL_PATH:
+            todo |= set(CRITICAL_PATH_SOURCES)
+        elif name in macros:
             want.add(name)
             todo |= identifiers(macros[name])
         elif name in roofline_names():

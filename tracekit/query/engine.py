@@ -168,6 +168,7 @@ class Engine:
 
             self._created.add(_CRITICAL)
             _register_critical(self)  # the replay's critical path as a table (docs/whatif.md)
+            want -= self._created  # the replay created every view and macro
         if not want:
             return
         for name in schema.TABLES:

@@ -10,6 +10,8 @@ critical path of every step.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pyarrow as pa
 
@@ -36,14 +38,30 @@ UNITS = {
     "predicted_ns": ("ns", "The replay with the scenario's changes."),
     "speedup": ("value", "baseline_ns / predicted_ns (> 1: the scenario is faster)."),
     "pid": ("id", "OS process ID of the step's process."),
+    "ranks": ("count", "Ranks of the step (by_step: the row is the slowest one's)."),
 }
 
 
-def load_graph(engine) -> _graph.Graph:
-    """The dependency graph of every run of ``engine`` (:class:`tracekit.query.Engine`).
+NOTES_KEY = b"tracekit.whatif.notes"
+"""Schema metadata key of :func:`whatif`'s result: a JSON list of lines saying what each
+``kernels:REGEX=F`` scenario matched (:func:`tracekit.whatif.scenarios.describe`)."""
+
+
+def notes(result: pa.Table) -> list[str]:
+    """The lines :func:`whatif` recorded in ``result`` (none for another table)."""
+    meta = result.schema.metadata or {}
+    return json.loads(meta[NOTES_KEY]) if NOTES_KEY in meta else []
+
+
+def load_graph(engine, *, jobs: int | None = 1, scheduler: str | None = None) -> _graph.Graph:
+    """The dependency graph of every run of ``engine`` (:class:`tracekit.query.Engine`); a job's
+    built in per-rank parts (:mod:`tracekit.whatif.parts`) in this process (``jobs`` 1), on
+    ``jobs`` local processes or on a Dask ``scheduler``'s workers.
     :class:`InputError` when there is nothing to replay."""
+    from tracekit.whatif.parts import load_in_parts
+
     try:
-        return _graph.load(engine.con)
+        return load_in_parts(engine, jobs=jobs, scheduler=scheduler)
     except ValueError as exc:
         raise InputError(f"{', '.join(str(r.path) for r in engine.runs)}: {exc}") from None
 
@@ -57,11 +75,13 @@ def step_times(g: _graph.Graph, s: _replay.Schedule) -> np.ndarray:
     return np.where(point == 1, s.end[b], s.start[b]) - s.start[a]
 
 
-def whatif(engine, scenarios: list[str], include_warmup: bool = True) -> pa.Table:
-    """Replay every run of ``engine`` under each scenario text; see :data:`RESULT_SCHEMA`.
+def whatif(engine, scenarios: list[str], include_warmup: bool = True, *, jobs: int | None = 1,
+           scheduler: str | None = None) -> pa.Table:
+    """Replay every run of ``engine`` under each scenario text; see :data:`RESULT_SCHEMA`. The
+    graph's per-rank parts are built as :func:`load_graph` says (``jobs``, ``scheduler``).
     :class:`InputError` for an unknown scenario or a run without steps."""
     parsed = [(spec, _scenarios.parse(spec)) for spec in scenarios]
-    g = load_graph(engine)
+    g = load_graph(engine, jobs=jobs, scheduler=scheduler)
     if g.steps.num_rows == 0:
         raise InputError(f"{', '.join(str(r.path) for r in engine.runs)}: no steps to replay "
                          "(step_summary finds none)")
@@ -83,8 +103,43 @@ def whatif(engine, scenarios: list[str], include_warmup: bool = True) -> pa.Tabl
         cols["predicted_ns"] += pred.tolist()
         cols["speedup"] += (base / np.maximum(pred, 1)).tolist()
         cols["pid"] += g.steps.column("pid").to_pylist()
-    out = pa.table(cols, schema=RESULT_SCHEMA)
+    lines = unmatched_collectives(g) + [line for _, changes in parsed
+                                        for line in _scenarios.describe(g, changes)]
+    out = pa.table(cols, schema=RESULT_SCHEMA.with_metadata({NOTES_KEY: json.dumps(lines)}))
     if not include_warmup and "warmup" in g.steps.column_names:
         keep = np.tile(~g.steps.column("warmup").to_numpy(zero_copy_only=False).astype(bool), len(parsed))
         out = out.filter(pa.array(keep))
     return out
+
+
+def unmatched_collectives(g: _graph.Graph) -> list[str]:
+    """A warning line when NCCL kernels of ``g`` are in no collective instance matched across
+    ranks (none otherwise): their ranks' waits for each other are not in the graph."""
+    coll = g.cat == _graph.CAT["collective"]
+    lost = int((coll & (g.instance[: len(coll)] < 0)).sum())
+    if not lost:
+        return []
+    ranks = len(np.unique(g.rank[coll & (g.instance < 0)]))
+    return [f"warning: {lost:,} of {int(coll.sum()):,} NCCL kernels ({ranks} rank(s)) are in no collective "
+            "instance matched across ranks (on a job whose clock model moves a rank's times, the "
+            "matched calls' times differ from the trace's); those ranks' waits for each other are "
+            "not replayed, so no-straggler, comm=F and the critical path do not see them"]
+
+
+def by_step(result: pa.Table) -> pa.Table:
+    """:func:`whatif`'s rows reduced to one per scenario, run and step: the slowest rank's (the
+    largest predicted_ns; ``rank`` is that rank), with ``ranks`` (how many) and the largest
+    baseline error of any rank (by magnitude, signed) as ``baseline_err_pct``; measured_ns and
+    baseline_ns are the largest over the ranks, speedup = baseline_ns / predicted_ns."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in result.to_pylist():
+        groups.setdefault((r["scenario"], r["run_id"], r["step"]), []).append(r)
+    rows = []
+    for rs in groups.values():
+        worst = max(rs, key=lambda r: r["predicted_ns"])
+        base = max(r["baseline_ns"] for r in rs)
+        rows.append({**worst, "ranks": len(rs), "measured_ns": max(r["measured_ns"] for r in rs),
+                     "baseline_ns": base, "speedup": base / max(worst["predicted_ns"], 1),
+                     "baseline_err_pct": max((r["baseline_err_pct"] for r in rs), key=abs)})
+    schema = RESULT_SCHEMA.append(pa.field("ranks", pa.int64()))
+    return pa.Table.from_pylist(rows, schema=schema) if rows else schema.empty_table()

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 NEG = np.int64(-(2**62))
 """No time: the value of a missing dependency (every real time is larger)."""
@@ -97,54 +98,149 @@ def group_max(values: np.ndarray, index: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+@dataclass
+class Part:
+    """The SQL's output for some of the processes of a run (or all of it), as compact arrays:
+    node ids and chain ids from 0 within the part (:func:`read_part`); :func:`join` offsets
+    and merges parts into one :class:`Graph`. ``names``/``run_ids``: the part's dictionaries
+    (``name_idx``/``run`` index them); ``pids``: the (run_id, pid) pairs of its nodes."""
+
+    start_abs: np.ndarray
+    end_abs: np.ndarray
+    chain: np.ndarray
+    cat: np.ndarray
+    name_idx: np.ndarray
+    names: list
+    run: np.ndarray
+    run_ids: list
+    rank: np.ndarray
+    edges: dict  # launch, sync, event: (src, dst) node ids
+    coll: tuple  # (node_id, instance, is_last)
+    steps: pa.Table
+    pids: list = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.start_abs)
+
+
+def read_part(con) -> Part:
+    """Run the graph SQL (queries/whatif/_macros.sql) on the DuckDB connection ``con`` (an
+    engine's, with the whatif macros) over every run it sees, into a :class:`Part`."""
+    con.execute("CREATE OR REPLACE TEMP TABLE tk_wi_n AS SELECT * FROM tk_wi_nodes()")
+    con.execute("CREATE OR REPLACE TEMP TABLE tk_wi_l AS SELECT * FROM tk_wi_launch_edges('tk_wi_n')")
+    nodes = fetch(con, "SELECT n.node_id, n.chain_id, n.run_id, n.pid, n.start_ns, n.end_ns, "
+                        "n.category, n.name, r.rank FROM tk_wi_n n JOIN tk_wi_ranks('tk_wi_n') r "
+                        "ON r.run_id = n.run_id AND r.pid = n.pid ORDER BY n.node_id")
+    launch = fetch(con, "SELECT src, dst FROM tk_wi_l")
+    sync = fetch(con, "SELECT src, dst FROM tk_wi_sync_edges('tk_wi_n', 'tk_wi_l')")
+    event = fetch(con, "SELECT DISTINCT src, dst FROM tk_wi_event_edges('tk_wi_n', 'tk_wi_l')")
+    coll = fetch(con, "SELECT node_id, instance, is_last FROM tk_wi_collectives('tk_wi_n')")
+    steps = fetch(con, "SELECT * FROM tk_wi_step_nodes('tk_wi_n')")
+    pids = con.sql("SELECT DISTINCT run_id, pid FROM tk_wi_n ORDER BY ALL").fetchall()
+    con.execute("DROP TABLE tk_wi_n")
+    con.execute("DROP TABLE tk_wi_l")
+    n = nodes.num_rows
+    cat = np.array([CAT[c] for c in nodes.column("category").to_pylist()], dtype=np.int8) \
+        if n < 2_000_000 else _cat_fast(nodes.column("category"))
+    names_dict = pc.dictionary_encode(nodes.column("name")).combine_chunks()
+    run_dict = pc.dictionary_encode(nodes.column("run_id")).combine_chunks()
+    return Part(start_abs=_col(nodes, "start_ns"), end_abs=_col(nodes, "end_ns"),
+                chain=_col(nodes, "chain_id"), cat=cat,
+                name_idx=names_dict.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                names=names_dict.dictionary.to_pylist(),
+                run=run_dict.indices.to_numpy(zero_copy_only=False).astype(np.int32),
+                run_ids=run_dict.dictionary.to_pylist(), rank=_col(nodes, "rank", np.int32),
+                edges={k: (_col(t, "src"), _col(t, "dst")) for k, t in
+                       (("launch", launch), ("sync", sync), ("event", event))},
+                coll=(_col(coll, "node_id"), _col(coll, "instance"),
+                      coll.column("is_last").to_numpy(zero_copy_only=False).astype(bool)),
+                steps=steps, pids=pids)
+
+
 def load(con) -> Graph:
     """Build the graph of every run the DuckDB connection ``con`` (an engine's, with the
     whatif macros) sees. Raises ValueError when the runs hold no events to replay."""
-    con.execute("CREATE OR REPLACE TEMP TABLE tk_wi_n AS SELECT * FROM tk_wi_nodes()")
-    con.execute("CREATE OR REPLACE TEMP TABLE tk_wi_l AS SELECT * FROM tk_wi_launch_edges('tk_wi_n')")
-    nodes = con.sql("SELECT n.node_id, n.chain_id, n.run_id, n.start_ns, n.end_ns, n.category, n.name, "
-                    "r.rank FROM tk_wi_n n JOIN tk_wi_ranks('tk_wi_n') r "
-                    "ON r.run_id = n.run_id AND r.pid = n.pid ORDER BY n.node_id").arrow()
-    if hasattr(nodes, "read_all"):
-        nodes = nodes.read_all()
-    if nodes.num_rows == 0:
-        raise ValueError("no events to replay (no CUDA API calls, GPU activities or step ranges)")
-    launch = _fetch(con, "SELECT src, dst FROM tk_wi_l")
-    sync = _fetch(con, "SELECT src, dst FROM tk_wi_sync_edges('tk_wi_n', 'tk_wi_l')")
-    event = _fetch(con, "SELECT DISTINCT src, dst FROM tk_wi_event_edges('tk_wi_n', 'tk_wi_l')")
-    coll = _fetch(con, "SELECT node_id, instance, is_last FROM tk_wi_collectives('tk_wi_n')")
-    steps = _fetch(con, "SELECT * FROM tk_wi_step_nodes('tk_wi_n')")
-    return _assemble(nodes, launch, sync, event, coll, steps)
+    return join([read_part(con)])
 
 
-def _fetch(con, sql: str) -> pa.Table:
+def fetch(con, sql: str) -> pa.Table:
+    """The result of ``sql`` on ``con`` as one Arrow table."""
     out = con.sql(sql).arrow()
     return out.read_all() if hasattr(out, "read_all") else out
 
 
-def _assemble(nodes: pa.Table, launch: pa.Table, sync: pa.Table, event: pa.Table, coll: pa.Table,
-              steps: pa.Table) -> Graph:
-    start_abs = _col(nodes, "start_ns")
+def _merge_dict(merged: dict, local: list) -> np.ndarray:
+    """Indices into ``merged`` (value -> index, first occurrence first, extended in place) of
+    every value of ``local``."""
+    return np.array([merged.setdefault(v, len(merged)) for v in local], dtype=np.int64)
+
+
+def join(parts: list[Part]) -> Graph:
+    """One :class:`Graph` of ``parts`` (in order: their nodes follow each other; the node ids of
+    a part's edges, collectives and steps are offset by the nodes before it; names and run ids
+    merged in first-occurrence order, so parts of one run in node order give the graph of the
+    whole run exactly). Raises ValueError when the parts hold no nodes."""
+    parts = [p for p in parts if p.n]
+    if not parts:
+        raise ValueError("no events to replay (no CUDA API calls, GPU activities or step ranges)")
+    names: dict = {}
+    runs: dict = {}
+    node_off = np.cumsum([0] + [p.n for p in parts])
+    chain_off = np.cumsum([0] + [int(p.chain.max()) + 1 for p in parts])
+    cat = np.concatenate([p.cat for p in parts])
+    name_idx = np.concatenate([_merge_dict(names, p.names)[p.name_idx] if p.n else p.name_idx
+                               for p in parts])
+    run = np.concatenate([_merge_dict(runs, p.run_ids)[p.run].astype(np.int32) for p in parts])
+
+    def cat_edges(key):
+        return tuple(np.concatenate([p.edges[key][j] + o for p, o in zip(parts, node_off)])
+                     for j in (0, 1))
+
+    c_node = np.concatenate([p.coll[0] + o for p, o in zip(parts, node_off)])
+    c_inst = np.concatenate([p.coll[1] for p in parts])
+    c_last = np.concatenate([p.coll[2] for p in parts])
+    steps = _join_steps(parts, node_off)
+    start_abs = np.concatenate([p.start_abs for p in parts])
+    return _assemble(start_abs, np.concatenate([p.end_abs for p in parts]),
+                     np.concatenate([p.chain + o for p, o in zip(parts, chain_off)]), cat,
+                     name_idx, list(names), run, list(runs),
+                     np.concatenate([p.rank for p in parts]),
+                     cat_edges("launch"), cat_edges("sync"), cat_edges("event"),
+                     (c_node, c_inst, c_last), steps)
+
+
+def _join_steps(parts: list[Part], node_off) -> pa.Table:
+    """The parts' steps with node ids offset, ordered by run_id, rank, step and start as
+    tk_wi_step_nodes orders them."""
+    tables = []
+    for p, o in zip(parts, node_off):
+        t = p.steps
+        for c in ("start_node", "end_node"):
+            i = t.column_names.index(c)
+            t = t.set_column(i, c, pc.add(t.column(c), pa.scalar(int(o), t.schema.field(c).type)))
+        tables.append(t)
+    steps = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    if len(tables) > 1:
+        start = np.concatenate([p.start_abs for p in parts])[_col(steps, "start_node")]
+        key = steps.append_column("_start", pa.array(start, pa.int64()))
+        order = pc.sort_indices(key, sort_keys=[("run_id", "ascending"), ("rank", "ascending"),
+                                                        ("step", "ascending"), ("_start", "ascending")])
+        steps = steps.take(order)
+    return steps
+
+
+def _assemble(start_abs, end_abs, chain, cat, name_idx, names, run, run_ids, rank, launch, sync,
+              event, coll, steps) -> Graph:
     t0 = int(start_abs.min())
     start = start_abs - t0
-    end = _col(nodes, "end_ns") - t0
-    chain = _col(nodes, "chain_id")
+    end = end_abs - t0
     n = len(start)
     first = np.ones(n, dtype=bool)
     first[1:] = chain[1:] != chain[:-1]
-    cat_names = nodes.column("category").to_pylist()
-    cat = np.array([CAT[c] for c in cat_names], dtype=np.int8) if n < 2_000_000 else \
-        _cat_fast(nodes.column("category"))
-    names_dict = pa.compute.dictionary_encode(nodes.column("name")).combine_chunks()
-    name_idx = names_dict.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    run_dict = pa.compute.dictionary_encode(nodes.column("run_id")).combine_chunks()
-    run = run_dict.indices.to_numpy(zero_copy_only=False).astype(np.int32)
-    rank = _col(nodes, "rank", np.int32)
 
     # collectives: one transfer node per instance, appended after the event nodes
-    c_node = _col(coll, "node_id")
-    c_inst = _col(coll, "instance")
-    c_last = coll.column("is_last").to_numpy(zero_copy_only=False).astype(bool)
+    c_node, c_inst, c_last = coll
     n_inst = int(c_inst.max()) + 1 if len(c_inst) else 0
     instance = np.full(n + n_inst, -1, dtype=np.int64)
     instance[c_node] = c_inst
@@ -160,16 +256,16 @@ def _assemble(nodes: pa.Table, launch: pa.Table, sync: pa.Table, event: pa.Table
 
     start_all = np.concatenate([start, x_start])
     end_all = np.concatenate([end, x_end])
-    start_src = np.concatenate([_col(launch, "src"), c_node])
-    start_dst = np.concatenate([_col(launch, "dst"), x_ids[c_inst]])
-    end_src = np.concatenate([_col(sync, "src"), x_ids[c_inst]])
-    end_dst = np.concatenate([_col(sync, "dst"), c_node])
+    start_src = np.concatenate([launch[0], c_node])
+    start_dst = np.concatenate([launch[1], x_ids[c_inst]])
+    end_src = np.concatenate([sync[0], x_ids[c_inst]])
+    end_dst = np.concatenate([sync[1], c_node])
 
     N = n + n_inst
     chain_all = np.concatenate([chain, chain.max() + 1 + np.arange(n_inst)]) if n_inst else chain
     first_all = np.concatenate([first, np.ones(n_inst, dtype=bool)])
-    after_src = _col(event, "src")
-    after_dst = _col(event, "dst")
+    after_src = event[0]
+    after_dst = event[1]
     r_meas = np.maximum(group_max(start_all[start_src], start_dst, N),
                         group_max(end_all[after_src], after_dst, N))
     w_meas = group_max(end_all[end_src], end_dst, N)
@@ -191,22 +287,22 @@ def _assemble(nodes: pa.Table, launch: pa.Table, sync: pa.Table, event: pa.Table
     d1[is_coll] = 0
     d2[c_node] = end[c_node] - x_end[c_inst]
     cat_all = np.concatenate([cat, np.full(n_inst, CAT["transfer"], dtype=np.int8)])
-    names = names_dict.dictionary.to_pylist()
+    names = list(names)
     tname = len(names)
     names.append("collective transfer")
     name_all = np.concatenate([name_idx, np.full(n_inst, tname, dtype=np.int64)])
     return Graph(t0=t0, start=start_all, end=end_all, chain=chain_all, first=first_all, cat=cat_all,
                  rank=np.concatenate([rank, x_rank]), run=np.concatenate([run, x_run]),
-                 name_idx=name_all, names=names, run_ids=run_dict.dictionary.to_pylist(),
+                 name_idx=name_all, names=names, run_ids=run_ids,
                  lead=lead, d1=d1, d2=d2, anchor=anchor, start_src=start_src, start_dst=start_dst,
                  end_src=end_src, end_dst=end_dst, after_src=after_src, after_dst=after_dst,
                  instance=instance, steps=steps,
-                 counts={"nodes": n, "instances": n_inst, "launch_edges": launch.num_rows,
-                         "sync_edges": sync.num_rows, "event_edges": event.num_rows,
+                 counts={"nodes": n, "instances": n_inst, "launch_edges": len(launch[0]),
+                         "sync_edges": len(sync[0]), "event_edges": len(event[0]),
                          "collective_calls": len(c_node)})
 
 
 def _cat_fast(col) -> np.ndarray:
-    d = pa.compute.dictionary_encode(col).combine_chunks()
+    d = pc.dictionary_encode(col).combine_chunks()
     lut = np.array([CAT[c] for c in d.dictionary.to_pylist()], dtype=np.int8)
     return lut[d.indices.to_numpy(zero_copy_only=False)]

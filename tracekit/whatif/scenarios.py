@@ -180,3 +180,25 @@ def no_straggler(g: Graph, lead, d1, d2, anchor) -> None:
         d2[idx] = we - _warp(x, y, e - g.d2[idx])
         a = idx[anchor[idx] > NEG // 2]
         anchor[a] = _warp(x, y, anchor[a])
+
+
+def describe(g: Graph, changes: list[Change]) -> list[str]:
+    """What each ``kernels:REGEX=F`` change of a scenario matches in ``g``, one line each: the
+    kernels, names and GPU time it scales, or that it matches none (its prediction is then the
+    baseline's; NCCL kernels are ``comm=F``)."""
+    out = []
+    for c in changes:
+        if c.kind != "kernels":
+            continue
+        rx = re.compile(c.pattern)
+        hit = np.array([bool(rx.search(n)) for n in g.names], dtype=bool)
+        x = (g.cat == CAT["kernel"]) & hit[g.name_idx]
+        if not x.any():
+            total = int((g.cat == CAT["kernel"]).sum())
+            out.append(f"kernels:{c.pattern}={c.factor:g} matches none of the {total:,} kernels "
+                       "(not NCCL kernels: those are comm=F); its prediction is the baseline's")
+        else:
+            ms = float(g.d1[x].sum()) / 1e6
+            out.append(f"kernels:{c.pattern}={c.factor:g} scales {int(x.sum()):,} kernels of "
+                       f"{len(np.unique(g.name_idx[x]))} names ({ms:,.3f} ms of GPU time)")
+    return out
