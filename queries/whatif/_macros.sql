@@ -130,17 +130,25 @@ WHERE launch_ns <= sync_start;
 -- ranks as collective_skew matches them (tk_comm_arrivals, queries/ranks/_macros.sql): instance
 -- = a dense number per (run_id, process_group, collective, seq); is_last = the participant that
 -- arrived last (its kernel duration is the instance's transfer time).
+-- The calls' times are on rank 0's clock (tk_comm_calls), the nodes' on their rank's own: each
+-- node is moved by its rank's clock_model row the same way (tk_wi_clock) before the match.
 CREATE OR REPLACE TEMP MACRO tk_wi_collectives(nodes) AS TABLE
 WITH a AS (
     SELECT run_id, pid, device_id, start_ns, end_ns, rank, arrival_from_last,
            dense_rank() OVER (ORDER BY run_id, process_group, collective, seq) - 1 AS instance
     FROM tk_comm_arrivals() WHERE backend = 'nccl'
+),
+n AS (
+    SELECT n.node_id, n.run_id, n.pid, n.thread_or_device AS device_id,
+           tk_clock_true(n.start_ns, c.offset_ns, c.drift_ppm, c.t0_ns) AS start_ns,
+           tk_clock_true(n.end_ns, c.offset_ns, c.drift_ppm, c.t0_ns) AS end_ns
+    FROM query_table(nodes) n JOIN tk_wi_clock(nodes) c ON c.run_id = n.run_id AND c.pid = n.pid
+    WHERE n.category = 'collective'
 )
 SELECT n.node_id, a.instance, a.rank, a.arrival_from_last = 1 AS is_last
-FROM query_table(nodes) n JOIN a
-  ON a.run_id = n.run_id AND a.pid = n.pid AND a.device_id = n.thread_or_device
+FROM n JOIN a
+  ON a.run_id = n.run_id AND a.pid = n.pid AND a.device_id = n.device_id
  AND a.start_ns = n.start_ns AND a.end_ns = n.end_ns
-WHERE n.category = 'collective'
 QUALIFY row_number() OVER (PARTITION BY n.node_id ORDER BY a.instance) = 1;
 
 -- tk_wi_steps(): the steps the replay reports, as step_summary finds them (tk_steps): run_id,
@@ -164,6 +172,15 @@ SELECT p.run_id, p.pid,
        CAST(coalesce(k.rank, row_number() OVER (PARTITION BY p.run_id ORDER BY p.pid) - 1) AS INTEGER) AS rank
 FROM (SELECT DISTINCT run_id, pid FROM query_table(nodes)) p
 LEFT JOIN tk_ranks() k ON k.run_id = p.run_id AND k.pid = p.pid;
+
+-- tk_wi_clock(nodes): per (run_id, pid) of the nodes, its rank (tk_wi_ranks) and that rank's
+-- clock_model row (offset_ns, drift_ppm, t0_ns; null where the run has none: one clock). The
+-- graph's edges are found on each process's own clock (every edge but a collective's stays in
+-- one process); its times are put on rank 0's clock with tk_clock_true, as the collectives'
+-- calls are (tk_comm_calls), so that the replay compares ranks' times on one clock.
+CREATE OR REPLACE TEMP MACRO tk_wi_clock(nodes) AS TABLE
+SELECT r.run_id, r.pid, r.rank, m.offset_ns, m.drift_ppm, m.t0_ns
+FROM tk_wi_ranks(nodes) r LEFT JOIN clock_model m ON m.run_id = r.run_id AND m.rank = r.rank;
 
 -- tk_wi_step_nodes(nodes): every step (tk_wi_steps) with the node ids that bound it and its
 -- measured wall time: a step range's start and end marks (tk_wi_nodes); a detected step's first

@@ -129,9 +129,11 @@ def read_part(con) -> Part:
     engine's, with the whatif macros) over every run it sees, into a :class:`Part`."""
     con.execute("CREATE OR REPLACE TEMP TABLE tk_wi_n AS SELECT * FROM tk_wi_nodes()")
     con.execute("CREATE OR REPLACE TEMP TABLE tk_wi_l AS SELECT * FROM tk_wi_launch_edges('tk_wi_n')")
-    nodes = fetch(con, "SELECT n.node_id, n.chain_id, n.run_id, n.pid, n.start_ns, n.end_ns, "
-                        "n.category, n.name, r.rank FROM tk_wi_n n JOIN tk_wi_ranks('tk_wi_n') r "
-                        "ON r.run_id = n.run_id AND r.pid = n.pid ORDER BY n.node_id")
+    nodes = fetch(con, "SELECT n.node_id, n.chain_id, n.run_id, n.pid, "  # on rank 0's clock
+                        "tk_clock_true(n.start_ns, c.offset_ns, c.drift_ppm, c.t0_ns) AS start_ns, "
+                        "tk_clock_true(n.end_ns, c.offset_ns, c.drift_ppm, c.t0_ns) AS end_ns, "
+                        "n.category, n.name, c.rank FROM tk_wi_n n JOIN tk_wi_clock('tk_wi_n') c "
+                        "ON c.run_id = n.run_id AND c.pid = n.pid ORDER BY n.node_id")
     launch = fetch(con, "SELECT src, dst FROM tk_wi_l")
     sync = fetch(con, "SELECT src, dst FROM tk_wi_sync_edges('tk_wi_n', 'tk_wi_l')")
     event = fetch(con, "SELECT DISTINCT src, dst FROM tk_wi_event_edges('tk_wi_n', 'tk_wi_l')")
