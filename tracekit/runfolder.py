@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -153,7 +154,12 @@ class RunWriter:
         check_replaceable(self.run_dir, force=self.force, inputs=self.inputs)
 
     def _cleanup(self):
-        if self._tmp is not None and self._tmp.exists():
+        # again while it is there: a worker process stopping meanwhile may still have added a file
+        for attempt in range(5):
+            if self._tmp is None or not os.path.lexists(self._tmp):
+                break
+            if attempt:
+                time.sleep(0.1 * attempt)
             shutil.rmtree(self._tmp, ignore_errors=True)
         self._tmp = None
 

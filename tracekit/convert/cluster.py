@@ -139,6 +139,9 @@ def _pool_run(fn: Callable, tasks: list[tuple[int, tuple]], workers: int, fail_f
         ex.shutdown(wait=False, cancel_futures=True)
         for proc in procs:
             proc.join(10)
+            if proc.is_alive():  # a worker that did not stop on SIGTERM in 10 s (a loaded machine)
+                proc.kill()
+                proc.join(10)
         raise
     ex.shutdown(wait=True)
 
