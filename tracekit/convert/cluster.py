@@ -12,6 +12,7 @@ and the temporary folder is removed (never a half-written run folder).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 
 from tracekit.errors import InputError, TracekitError, one_line
@@ -206,7 +207,9 @@ def connect(address: str):
     if "client" in out:
         return out["client"]
     if "error" in out:
-        raise InputError(f"cannot reach the Dask scheduler at {address}: {out['error'][:300]}")
+        # Dask's own text prints float sums ('after 2.4000000000000004 s'): 3 significant digits
+        why = re.sub(r"\d+\.\d{4,}", lambda m: f"{float(m.group()):.3g}", out["error"][:300])
+        raise InputError(f"cannot reach the Dask scheduler at {address}: {why}")
     raise InputError(f"cannot reach the Dask scheduler at {address}: no answer within "
                      f"{limit:g} s (--scheduler-timeout, ${SCHEDULER_TIMEOUT_ENV})")
 
