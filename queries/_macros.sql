@@ -488,3 +488,21 @@ SELECT run_id, name, n, total_ns::BIGINT AS total_ns, avg_ns, med_ns::DOUBLE AS 
        100.0 * total_ns / sum(total_ns) OVER (PARTITION BY run_id) AS time_pct,
        row_number() OVER (PARTITION BY run_id ORDER BY total_ns DESC, name) AS rank_in_run
 FROM per_name;
+
+-- tk_phase_ranges(): the NVTX ranges that mark a step's phases (step_summary's phase columns,
+-- study_step_phases): tracekit's `data`, `forward`, `backward`, `optimizer` and `comm ...` ranges
+-- (domain tracekit or none) and PyTorch's `enumerate(DataLoader)#...` (phase data),
+-- `Optimizer.step#...` and `Optimizer.zero_grad#...` (phase optimizer) user annotations, closed
+-- and longer than 0 ns: run_id, pid, start_ns, end_ns, phase (data, forward, backward,
+-- optimizer, comm).
+CREATE OR REPLACE TEMP MACRO tk_phase_ranges() AS TABLE
+SELECT run_id, pid, start_ns, end_ns,
+       CASE WHEN domain = 'pytorch.user_annotation' AND starts_with(name, 'enumerate(DataLoader)#') THEN 'data'
+            WHEN domain = 'pytorch.user_annotation' THEN 'optimizer'
+            WHEN name LIKE 'comm%' THEN 'comm' ELSE name END AS phase
+FROM nvtx_ranges
+WHERE end_ns IS NOT NULL AND end_ns > start_ns
+  AND ((domain IN ('tracekit', '') AND (name IN ('data', 'forward', 'backward', 'optimizer') OR name LIKE 'comm%'))
+       OR (domain = 'pytorch.user_annotation'
+           AND (starts_with(name, 'enumerate(DataLoader)#') OR starts_with(name, 'Optimizer.step#')
+                OR starts_with(name, 'Optimizer.zero_grad#'))));

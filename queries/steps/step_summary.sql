@@ -73,18 +73,7 @@ one_process AS (
     SELECT run_id, count(DISTINCT pid) = 1 AS single FROM steps GROUP BY run_id
 ),
 -- phase ranges, each attributed to the last step of its process starting at or before it (ASOF)
-phase_ranges AS (
-    SELECT run_id, pid, start_ns, end_ns,
-           CASE WHEN domain = 'pytorch.user_annotation' AND starts_with(name, 'enumerate(DataLoader)#') THEN 'data'
-                WHEN domain = 'pytorch.user_annotation' THEN 'optimizer'
-                WHEN name LIKE 'comm%' THEN 'comm' ELSE name END AS phase
-    FROM nvtx_ranges
-    WHERE end_ns IS NOT NULL AND end_ns > start_ns
-      AND ((domain IN ('tracekit', '') AND (name IN ('data', 'forward', 'backward', 'optimizer') OR name LIKE 'comm%'))
-           OR (domain = 'pytorch.user_annotation'
-               AND (starts_with(name, 'enumerate(DataLoader)#') OR starts_with(name, 'Optimizer.step#')
-                    OR starts_with(name, 'Optimizer.zero_grad#'))))
-),
+phase_ranges AS (SELECT * FROM tk_phase_ranges()),
 in_step AS (
     SELECT s.run_id, s.step_id, p.phase,
            greatest(p.start_ns, s.start_ns) AS a, least(p.end_ns, s.end_ns) AS b

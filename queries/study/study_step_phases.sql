@@ -27,18 +27,10 @@ WITH steps AS MATERIALIZED (
     SELECT * FROM tk_steps()
     WHERE getvariable('include_warmup') OR NOT is_warmup
 ),
-phase_ranges AS (
+phase_ranges AS (  -- data first, then comm, then compute
     SELECT run_id, pid, start_ns, end_ns,
-           CASE WHEN domain = 'pytorch.user_annotation' AND starts_with(name, 'enumerate(DataLoader)#') THEN 1
-                WHEN domain = 'pytorch.user_annotation' THEN 3
-                WHEN name LIKE 'comm%' THEN 2
-                WHEN name = 'data' THEN 1 ELSE 3 END AS prio
-    FROM nvtx_ranges
-    WHERE end_ns IS NOT NULL AND end_ns > start_ns
-      AND ((domain IN ('tracekit', '') AND (name IN ('data', 'forward', 'backward', 'optimizer') OR name LIKE 'comm%'))
-           OR (domain = 'pytorch.user_annotation'
-               AND (starts_with(name, 'enumerate(DataLoader)#') OR starts_with(name, 'Optimizer.step#')
-                    OR starts_with(name, 'Optimizer.zero_grad#'))))
+           CASE phase WHEN 'data' THEN 1 WHEN 'comm' THEN 2 ELSE 3 END AS prio
+    FROM tk_phase_ranges()
 ),
 in_step AS (
     SELECT s.run_id, s.step_id, p.prio,
