@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import sqlite3
 from pathlib import Path
 
@@ -31,6 +32,13 @@ NSYS_FIXTURES = sorted((FIXTURES / "nsys").glob("*.sqlite"))
 KINETO_FIXTURES = sorted((FIXTURES / "kineto").glob("*.json.gz"))
 NCU_FIXTURES = sorted((FIXTURES / "ncu").glob("*"))
 SMALL_EXPORT = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"  # 3 add_one kernels: 1440, 1056, 1344 ns
+
+# A suite started in the background of a non-interactive shell (`pytest ... &`, some CI
+# runners) inherits SIGINT ignored, and so would every process it starts: the tests that
+# interrupt a query with SIGINT would then wait forever. Ctrl-C's usual meaning is restored
+# here (a handler resets to the default in the subprocesses, so Python installs its own there).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 def edited_export(tmp_path: Path, base: str, sql: str, name: str = "edited.sqlite") -> Path:
     """A writable copy of fixture export ``base`` (file stem) with ``sql`` applied."""

@@ -273,28 +273,97 @@ def _warp(colls, arrive, finish, first: int):
     return lambda t: first + np.rint(np.interp(np.asarray(t, dtype=np.float64) - first, x, y)).astype(np.int64)
 
 
+@dataclass
+class _Template:
+    """A source trace serialized once with a marker for every value a rank changes (times,
+    pids, group sizes, devices, host name, distributedInfo): ``pieces`` alternates literal JSON
+    text and marker kinds; the source arrays are computed once too."""
+
+    pieces: list
+    ts: np.ndarray  # ns, per timed event (events with "ts"), in event order
+    dur: np.ndarray
+    has_dur: np.ndarray  # per timed event: whether it has "dur"
+    keep: np.ndarray  # per timed event: a GPU activity (not NCCL) that keeps its duration
+    step_ix: list  # positions (in timed order) of the ProfilerStep ranges
+    step_names: list  # their names
+
+
+_MARK = "\u0002"
+_MARK_RE = re.compile(r'"\\u0002([a-z]+)\\u0002"')
+_TEMPLATES: dict[tuple, _Template] = {}
+
+
+def _template(src: dict, hp: int) -> _Template:
+    key = (id(src), hp)
+    if key in _TEMPLATES:
+        return _TEMPLATES[key]
+
+    def mark(kind):
+        return f"{_MARK}{kind}{_MARK}"
+
+    events = src["traceEvents"]
+    timed = [e for e in events if "ts" in e]
+    out_events = []
+    for e in events:
+        e = dict(e)
+        if "ts" in e:
+            e["ts"] = mark("ts")
+            if "dur" in e:
+                e["dur"] = mark("dur")
+        if e.get("pid") == hp:
+            e["pid"] = mark("pid")
+            if e.get("tid") == hp:
+                e["tid"] = mark("pid")
+        elif type(e.get("pid")) is int and e["pid"] == 0:
+            e["pid"] = mark("local")
+        args = e.get("args")
+        if isinstance(args, dict):
+            args = dict(args)
+            if "Group size" in args and args.get("Collective name") != "wait":
+                args.update({"Group size": mark("gsize"), "Process Group Ranks": mark("granks")})
+            if type(args.get("device")) is int and args["device"] == 0:
+                args["device"] = mark("local")
+            e["args"] = args
+        out_events.append(e)
+    doc = {**src, "hostname": mark("host"), "traceEvents": out_events, "distributedInfo": mark("dist")}
+    parts = _MARK_RE.split(_NUM_RE.sub(r"\1", json.dumps(doc, default=_plain)))
+    t = _Template(
+        pieces=parts, ts=np.array([_ns(e["ts"]) for e in timed], dtype=np.int64),
+        dur=np.array([_ns(e.get("dur", 0)) for e in timed], dtype=np.int64),
+        has_dur=np.array(["dur" in e for e in timed], dtype=bool),
+        keep=np.array([e.get("cat") in _GPU_ACTIVITY and not NCCL_NAME.search(e.get("name", ""))
+                       for e in timed], dtype=bool),
+        step_ix=[n for n, e in enumerate(timed)
+                 if e.get("name", "").startswith("ProfilerStep#") and e.get("ph") == "X"],
+        step_names=[])
+    t.step_names = [timed[n]["name"] for n in t.step_ix]
+    _TEMPLATES[key] = t
+    return t
+
+
+def _us_list(ns: np.ndarray) -> list[str]:
+    """``_us`` of every value, without the number marker."""
+    return [f"{'-' if v < 0 else ''}{abs(v) // 1000}.{abs(v) % 1000:03d}" for v in ns.tolist()]
+
+
 def _write_rank(src, r, ranks, path, colls, arrive, finish, first, base, hp, truth: Truth,
                 ranks_per_host, same_pid, gz) -> list[tuple[str, int, int]]:
+    tpl = _template(src, hp)
     warp = _warp(colls, arrive, finish, first)
     windows = np.array([(s, e) for s, e, _ in colls], dtype=np.int64).reshape(-1, 2)
     local = r % ranks_per_host
     pid = hp if same_pid else hp + r
     group = list(range(ranks))
-    events = src["traceEvents"]
-    timed = [i for i, e in enumerate(events) if "ts" in e]
-    ts = np.array([_ns(events[i]["ts"]) for i in timed], dtype=np.int64)
-    dur = np.array([_ns(events[i].get("dur", 0)) for i in timed], dtype=np.int64)
+    ts, dur = tpl.ts, tpl.dur
     new_ts = warp(ts)
     new_end = warp(ts + dur)
     # GPU activities (not NCCL) that start inside a collective keep their duration
-    keep = np.array([events[i].get("cat") in _GPU_ACTIVITY and not NCCL_NAME.search(events[i].get("name", ""))
-                     for i in timed], dtype=bool)
     inside = np.zeros(len(ts), dtype=bool)
     if len(windows):
         j = np.searchsorted(windows[:, 0], ts, side="right") - 1
         ok = j >= 0
         inside[ok] = ts[ok] < windows[j[ok], 1]
-    new_end = np.where(keep & inside, new_ts + dur, new_end)
+    new_end = np.where(tpl.keep & inside, new_ts + dur, new_end)
     # the clock of the rank's host
     off, drift = truth.offset_ns[r], truth.drift_ppm[r] * 1e-6
     t0 = truth.t0_ns - base
@@ -303,38 +372,18 @@ def _write_rank(src, r, ranks, path, colls, arrive, finish, first, base, hp, tru
         return t + off + np.rint(drift * (t - t0).astype(np.float64)).astype(np.int64)
 
     loc_ts, loc_end = clock(new_ts), clock(new_end)
-    out_events = []
-    pos = {i: n for n, i in enumerate(timed)}
-    steps = []
-    for i, e in enumerate(events):
-        e = dict(e)
-        n = pos.get(i)
-        if n is not None:
-            e["ts"] = _us(int(loc_ts[n]))
-            if "dur" in e:
-                e["dur"] = _us(int(loc_end[n] - loc_ts[n]))
-            if e.get("name", "").startswith("ProfilerStep#") and e.get("ph") == "X":
-                steps.append((e["name"], base + int(new_ts[n]), base + int(new_end[n])))
-        if e.get("pid") == hp:
-            e["pid"] = pid
-            if e.get("tid") == hp:
-                e["tid"] = pid
-        elif ranks_per_host > 1 and e.get("pid") == 0:
-            e["pid"] = local
-        args = e.get("args")
-        if isinstance(args, dict):
-            args = dict(args)
-            if "Group size" in args and args.get("Collective name") != "wait":
-                args.update({"Group size": ranks, "Process Group Ranks": str(group)})
-            if ranks_per_host > 1 and args.get("device") == 0:
-                args["device"] = local
-            e["args"] = args
-        out_events.append(e)
+    steps = [(name, base + int(new_ts[n]), base + int(new_end[n])) for name, n in zip(tpl.step_names, tpl.step_ix)]
     pg = (src.get("distributedInfo") or {}).get("pg_config") or [{"pg_name": "0", "pg_desc": "default_pg"}]
-    doc = {**src, "hostname": truth.hosts[r], "traceEvents": out_events,
-           "distributedInfo": {**(src.get("distributedInfo") or {}), "rank": r, "world_size": ranks,
-                               "pg_config": [{**pg[0], "pg_size": ranks, "ranks": group}]}}
-    text = _NUM_RE.sub(r"\1", json.dumps(doc, default=_plain))
+    dist = {**(src.get("distributedInfo") or {}), "rank": r, "world_size": ranks,
+            "pg_config": [{**pg[0], "pg_size": ranks, "ranks": group}]}
+    values = {
+        "ts": iter(_us_list(loc_ts)), "dur": iter(_us_list((loc_end - loc_ts)[tpl.has_dur])),
+        "pid": itertools.repeat(str(pid)), "local": itertools.repeat(str(local if ranks_per_host > 1 else 0)),
+        "gsize": itertools.repeat(str(ranks)), "granks": itertools.repeat(json.dumps(str(group))),
+        "host": itertools.repeat(json.dumps(truth.hosts[r])),
+        "dist": itertools.repeat(_NUM_RE.sub(r"\1", json.dumps(dist, default=_plain)))}
+    pieces = tpl.pieces
+    text = "".join(p if i % 2 == 0 else next(values[p]) for i, p in enumerate(pieces))
     if gz:
         with gzip.open(path, "wt", encoding="utf-8") as f:
             f.write(text)
