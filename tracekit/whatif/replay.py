@@ -54,9 +54,12 @@ def _seg_cummax(v: np.ndarray, first: np.ndarray) -> np.ndarray:
     big = hi - lo + 1
     seg = np.cumsum(first) - 1
     out = np.empty_like(v)
-    per = max(1, (2**62) // max(big, 1) - 1)  # chains per batch without int64 overflow
     n_seg = int(seg[-1]) + 1
-    bounds = np.searchsorted(seg, np.arange(0, n_seg + per, per))
+    # chains per batch without int64 overflow; at most all of them, so the batch starts below
+    # are small integers (np.arange with a step near 2**62 counts its length in floating point
+    # and dropped every batch when all values were equal, leaving ``out`` unwritten)
+    per = min(n_seg, max(1, (2**62) // max(big, 1) - 1))
+    bounds = np.append(np.searchsorted(seg, np.arange(0, n_seg, per)), len(v))
     for a, b in itertools.pairwise(bounds):
         if a >= b:
             continue
