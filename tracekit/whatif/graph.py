@@ -148,8 +148,8 @@ def read_part(con) -> Part:
     names_dict = pc.dictionary_encode(nodes.column("name")).combine_chunks()
     run_dict = pc.dictionary_encode(nodes.column("run_id")).combine_chunks()
     return Part(start_abs=_col(nodes, "start_ns"), end_abs=_col(nodes, "end_ns"),
-                chain=_col(nodes, "chain_id"), cat=cat,
-                name_idx=names_dict.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                chain=_col(nodes, "chain_id", np.int32), cat=cat,
+                name_idx=names_dict.indices.to_numpy(zero_copy_only=False).astype(np.int32),
                 names=names_dict.dictionary.to_pylist(),
                 run=run_dict.indices.to_numpy(zero_copy_only=False).astype(np.int32),
                 run_ids=run_dict.dictionary.to_pylist(), rank=_col(nodes, "rank", np.int32),
@@ -182,39 +182,44 @@ def join(parts: list[Part]) -> Graph:
     """One :class:`Graph` of ``parts`` (in order: their nodes follow each other; the node ids of
     a part's edges, collectives and steps are offset by the nodes before it; names and run ids
     merged in first-occurrence order, so parts of one run in node order give the graph of the
-    whole run exactly). Raises ValueError when the parts hold no nodes."""
+    whole run exactly). The parts are consumed: each part's node arrays are released once
+    copied, so the job's nodes are held once, not twice. Raises ValueError when the parts hold
+    no nodes."""
     parts = [p for p in parts if p.n]
     if not parts:
         raise ValueError("no events to replay (no CUDA API calls, GPU activities or step ranges)")
-    names: dict = {}
-    runs: dict = {}
     node_off = np.cumsum([0] + [p.n for p in parts])
-    chain_off = np.cumsum([0] + [int(p.chain.max()) + 1 for p in parts])
-    cat = np.concatenate([p.cat for p in parts])
-    name_idx = np.concatenate([_merge_dict(names, p.names)[p.name_idx] if p.n else p.name_idx
-                               for p in parts])
-    run = np.concatenate([_merge_dict(runs, p.run_ids)[p.run].astype(np.int32) for p in parts])
-
-    def cat_edges(key):
-        return tuple(np.concatenate([p.edges[key][j] + o for p, o in zip(parts, node_off)])
-                     for j in (0, 1))
-
+    n = int(node_off[-1])
     c_node = np.concatenate([p.coll[0] + o for p, o in zip(parts, node_off)])
     c_inst = np.concatenate([p.coll[1] for p in parts])
     c_last = np.concatenate([p.coll[2] for p in parts])
-    steps = _join_steps(parts, node_off)
-    start_abs = np.concatenate([p.start_abs for p in parts])
-    return _assemble(start_abs, np.concatenate([p.end_abs for p in parts]),
-                     np.concatenate([p.chain + o for p, o in zip(parts, chain_off)]), cat,
-                     name_idx, list(names), run, list(runs),
-                     np.concatenate([p.rank for p in parts]),
-                     cat_edges("launch"), cat_edges("sync"), cat_edges("event"),
-                     (c_node, c_inst, c_last), steps)
+    N = n + (int(c_inst.max()) + 1 if len(c_inst) else 0)  # a transfer node per instance
+    nodes = {k: np.empty(N, dtype=t) for k, t in (("start", np.int64), ("end", np.int64),
+                                                   ("chain", np.int32), ("cat", np.int8),
+                                                   ("name_idx", np.int32), ("run", np.int32),
+                                                   ("rank", np.int32))}
+    names: dict = {}
+    runs: dict = {}
+    chains = 0
+    edges = {k: tuple(np.concatenate([p.edges[k][j] + o for p, o in zip(parts, node_off)])
+                      for j in (0, 1)) for k in ("launch", "sync", "event")}
+    for p, o in zip(parts, node_off):
+        at = slice(int(o), int(o) + p.n)
+        nodes["start"][at], nodes["end"][at] = p.start_abs, p.end_abs
+        nodes["chain"][at] = p.chain + chains
+        chains += int(p.chain.max()) + 1
+        nodes["cat"][at], nodes["rank"][at] = p.cat, p.rank
+        nodes["name_idx"][at] = _merge_dict(names, p.names)[p.name_idx]
+        nodes["run"][at] = _merge_dict(runs, p.run_ids)[p.run]
+        p.start_abs = p.end_abs = p.chain = p.cat = p.name_idx = p.run = p.rank = np.empty(0, np.int64)
+    nodes["chain"][n:] = chains + np.arange(N - n)
+    steps = _join_steps(parts, node_off, nodes["start"])
+    return _assemble(nodes, n, list(names), list(runs), edges, (c_node, c_inst, c_last), steps)
 
 
-def _join_steps(parts: list[Part], node_off) -> pa.Table:
-    """The parts' steps with node ids offset, ordered by run_id, rank, step and start as
-    tk_wi_step_nodes orders them."""
+def _join_steps(parts: list[Part], node_off, start: np.ndarray) -> pa.Table:
+    """The parts' steps with node ids offset, ordered by run_id, rank, step and start (``start``:
+    the joined nodes' start times) as tk_wi_step_nodes orders them."""
     tables = []
     for p, o in zip(parts, node_off):
         t = p.steps
@@ -224,78 +229,72 @@ def _join_steps(parts: list[Part], node_off) -> pa.Table:
         tables.append(t)
     steps = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     if len(tables) > 1:
-        start = np.concatenate([p.start_abs for p in parts])[_col(steps, "start_node")]
-        key = steps.append_column("_start", pa.array(start, pa.int64()))
+        key = steps.append_column("_start", pa.array(start[_col(steps, "start_node")], pa.int64()))
         order = pc.sort_indices(key, sort_keys=[("run_id", "ascending"), ("rank", "ascending"),
                                                         ("step", "ascending"), ("_start", "ascending")])
         steps = steps.take(order)
     return steps
 
 
-def _assemble(start_abs, end_abs, chain, cat, name_idx, names, run, run_ids, rank, launch, sync,
-              event, coll, steps) -> Graph:
-    t0 = int(start_abs.min())
-    start = start_abs - t0
-    end = end_abs - t0
-    n = len(start)
-    first = np.ones(n, dtype=bool)
-    first[1:] = chain[1:] != chain[:-1]
+def _assemble(nodes: dict, n: int, names: list, run_ids: list, edges: dict, coll, steps) -> Graph:
+    """The graph of ``n`` event nodes (``nodes``: arrays of every node, the transfer nodes'
+    entries after ``n`` still to fill, except chain), in place where it can (the lags are
+    derived with one temporary array at a time)."""
+    start, end, rank, run = nodes["start"], nodes["end"], nodes["rank"], nodes["run"]
+    N = len(start)
+    t0 = int(start[:n].min())
+    start[:n] -= t0
+    end[:n] -= t0
+    first = np.ones(N, dtype=bool)
+    first[1:n] = nodes["chain"][1:n] != nodes["chain"][: n - 1]
 
-    # collectives: one transfer node per instance, appended after the event nodes
+    # collectives: one transfer node per instance, after the event nodes; it starts when the
+    # last rank has arrived and lasts the last rank's kernel
     c_node, c_inst, c_last = coll
-    n_inst = int(c_inst.max()) + 1 if len(c_inst) else 0
-    instance = np.full(n + n_inst, -1, dtype=np.int64)
+    n_inst = N - n
+    instance = np.full(N, -1, dtype=np.int32)
     instance[c_node] = c_inst
-    x_ids = n + np.arange(n_inst)
-    x_start = group_max(start[c_node], c_inst, n_inst)
-    x_dur = np.zeros(n_inst, dtype=np.int64)
-    x_dur[c_inst[c_last]] = (end - start)[c_node[c_last]]
-    x_end = x_start + x_dur
-    x_rank = np.zeros(n_inst, dtype=np.int32)
-    x_rank[c_inst[c_last]] = rank[c_node[c_last]]
-    x_run = np.zeros(n_inst, dtype=np.int32)
-    x_run[c_inst] = run[c_node]
+    start[n:] = group_max(start[c_node], c_inst, n_inst)
+    end[n:] = start[n:]
+    end[n + c_inst[c_last]] += end[c_node[c_last]] - start[c_node[c_last]]
+    rank[n:] = 0
+    rank[n + c_inst[c_last]] = rank[c_node[c_last]]
+    run[n:] = 0
+    run[n + c_inst] = run[c_node]
+    nodes["cat"][n:] = CAT["transfer"]
+    nodes["name_idx"][n:] = len(names)
+    names = [*names, "collective transfer"]
 
-    start_all = np.concatenate([start, x_start])
-    end_all = np.concatenate([end, x_end])
+    launch, sync, event = edges["launch"], edges["sync"], edges["event"]
     start_src = np.concatenate([launch[0], c_node])
-    start_dst = np.concatenate([launch[1], x_ids[c_inst]])
-    end_src = np.concatenate([sync[0], x_ids[c_inst]])
+    start_dst = np.concatenate([launch[1], n + c_inst])
+    end_src = np.concatenate([sync[0], n + c_inst])
     end_dst = np.concatenate([sync[1], c_node])
-
-    N = n + n_inst
-    chain_all = np.concatenate([chain, chain.max() + 1 + np.arange(n_inst)]) if n_inst else chain
-    first_all = np.concatenate([first, np.ones(n_inst, dtype=bool)])
-    after_src = event[0]
-    after_dst = event[1]
-    r_meas = np.maximum(group_max(start_all[start_src], start_dst, N),
-                        group_max(end_all[after_src], after_dst, N))
-    w_meas = group_max(end_all[end_src], end_dst, N)
-    prev_end = np.empty(N, dtype=np.int64)
-    prev_end[1:] = end_all[:-1]
-    prev_end[first_all] = NEG
-    anchor = np.where(first_all & (r_meas == NEG), start_all, NEG)
-    ready = np.maximum(np.maximum(prev_end, r_meas), anchor)
-    lead = start_all - ready
-    dur = end_all - start_all
-    has_w = w_meas != NEG
+    after_src, after_dst = event
+    r = group_max(start[start_src], start_dst, N)
+    if len(after_dst):
+        np.maximum.at(r, after_dst, end[after_src])
+    anchor = np.where(first & (r == NEG), start, NEG)
+    lead = np.empty(N, dtype=np.int64)  # the chain predecessor's end, then the ready time
+    lead[1:] = end[:-1]
+    lead[first] = NEG
+    np.maximum(lead, r, out=lead)
+    del r
+    np.maximum(lead, anchor, out=lead)
+    np.subtract(start, lead, out=lead)
+    w = group_max(end[end_src], end_dst, N)
+    has_w = w != NEG
     # a call that waits returns when the awaited work ends (d1 = 0) plus the part of it after
     # that end; a call whose work had ended before it began takes its measured time (d2)
-    post = np.where(has_w, np.clip(end_all - w_meas, 0, dur), 0)
-    d1 = np.where(has_w, 0, dur)
-    d2 = post
-    is_coll = np.zeros(N, dtype=bool)
-    is_coll[c_node] = True
-    d1[is_coll] = 0
-    d2[c_node] = end[c_node] - x_end[c_inst]
-    cat_all = np.concatenate([cat, np.full(n_inst, CAT["transfer"], dtype=np.int8)])
-    names = list(names)
-    tname = len(names)
-    names.append("collective transfer")
-    name_all = np.concatenate([name_idx, np.full(n_inst, tname, dtype=np.int64)])
-    return Graph(t0=t0, start=start_all, end=end_all, chain=chain_all, first=first_all, cat=cat_all,
-                 rank=np.concatenate([rank, x_rank]), run=np.concatenate([run, x_run]),
-                 name_idx=name_all, names=names, run_ids=run_ids,
+    d1 = end - start
+    d2 = np.subtract(end, w, out=w)
+    np.clip(d2, 0, d1, out=d2)
+    d2[~has_w] = 0
+    d1[has_w] = 0
+    d1[c_node] = 0
+    d2[c_node] = end[c_node] - end[n + c_inst]
+    return Graph(t0=t0, start=start, end=end, chain=nodes["chain"], first=first, cat=nodes["cat"],
+                 rank=rank, run=run, name_idx=nodes["name_idx"], names=names, run_ids=run_ids,
                  lead=lead, d1=d1, d2=d2, anchor=anchor, start_src=start_src, start_dst=start_dst,
                  end_src=end_src, end_dst=end_dst, after_src=after_src, after_dst=after_dst,
                  instance=instance, steps=steps,

@@ -102,17 +102,21 @@ def windows(g: Graph, size: int = WINDOW_NODES) -> np.ndarray:
     n = g.n
     if n <= size:
         return np.zeros(n, dtype=np.int64)
-    order = np.argsort(g.end, kind="stable")
     w = np.empty(n, dtype=np.int64)
-    w[order] = np.arange(n) // size
-    chain_ix = np.cumsum(g.first) - 1
+    w[np.argsort(g.end, kind="stable")] = np.arange(n, dtype=np.int64) // size
     span = int(w.max()) + 1
+    # chain index x span: a running maximum of w + base never crosses into the next chain
+    base = np.cumsum(g.first, dtype=np.int64)
+    base -= 1
+    base *= span
     src = np.concatenate([g.start_src, g.after_src, g.end_src])
     dst = np.concatenate([g.start_dst, g.after_dst, g.end_dst])
-    for _ in range(100):
+    for _ in range(100):  # in place: three arrays of the graph's size (w, base, before)
         before = w.copy()
         np.maximum.at(w, dst, w[src])
-        w = np.maximum.accumulate(chain_ix * span + w) - chain_ix * span
+        w += base
+        np.maximum.accumulate(w, out=w)
+        w -= base
         if np.array_equal(w, before):
             return w
     return np.zeros(n, dtype=np.int64)
@@ -134,7 +138,7 @@ def replay(g: Graph, lead=None, d1=None, d2=None, anchor=None, size: int = WINDO
     R = np.full(n, NEG, dtype=np.int64)
     W = np.full(n, NEG, dtype=np.int64)
     order = np.argsort(w, kind="stable")
-    bounds = np.searchsorted(w[order], np.arange(int(w.max()) + 2))
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(w))])  # window k: order[bounds[k]:bounds[k+1]]
     edges = [_by_window(w, a, b) for a, b in
              ((g.start_src, g.start_dst), (g.after_src, g.after_dst), (g.end_src, g.end_dst))]
     total = 0
