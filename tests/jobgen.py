@@ -136,12 +136,6 @@ def _ns(v) -> int:
     return int((Decimal(v) * 1000).to_integral_value())
 
 
-def _us(ns: int) -> str:
-    sign = "-" if ns < 0 else ""
-    q, r = divmod(abs(int(ns)), 1000)
-    return f"{_NUM}{sign}{q}.{r:03d}"
-
-
 def _host_pid(events: list[dict]) -> int:
     pids = {e.get("pid") for e in events if e.get("cat") in ("cpu_op", "cuda_runtime")}
     if len(pids) != 1:
@@ -290,13 +284,13 @@ class _Template:
 
 _MARK = "\u0002"
 _MARK_RE = re.compile(r'"\\u0002([a-z]+)\\u0002"')
-_TEMPLATES: dict[tuple, _Template] = {}
+_TEMPLATES: dict[int, _Template] = {}
 
 
 def _template(src: dict, hp: int) -> _Template:
-    key = (id(src), hp)
-    if key in _TEMPLATES:
-        return _TEMPLATES[key]
+    """The template of ``src`` (a loaded source, host pid ``hp``), made once per source."""
+    if id(src) in _TEMPLATES:
+        return _TEMPLATES[id(src)]
 
     def mark(kind):
         return f"{_MARK}{kind}{_MARK}"
@@ -326,23 +320,25 @@ def _template(src: dict, hp: int) -> _Template:
             e["args"] = args
         out_events.append(e)
     doc = {**src, "hostname": mark("host"), "traceEvents": out_events, "distributedInfo": mark("dist")}
-    parts = _MARK_RE.split(_NUM_RE.sub(r"\1", json.dumps(doc, default=_plain)))
+    steps = [n for n, e in enumerate(timed) if e.get("name", "").startswith("ProfilerStep#") and e.get("ph") == "X"]
     t = _Template(
-        pieces=parts, ts=np.array([_ns(e["ts"]) for e in timed], dtype=np.int64),
+        pieces=_MARK_RE.split(_dumps(doc)), ts=np.array([_ns(e["ts"]) for e in timed], dtype=np.int64),
         dur=np.array([_ns(e.get("dur", 0)) for e in timed], dtype=np.int64),
         has_dur=np.array(["dur" in e for e in timed], dtype=bool),
         keep=np.array([e.get("cat") in _GPU_ACTIVITY and not NCCL_NAME.search(e.get("name", ""))
                        for e in timed], dtype=bool),
-        step_ix=[n for n, e in enumerate(timed)
-                 if e.get("name", "").startswith("ProfilerStep#") and e.get("ph") == "X"],
-        step_names=[])
-    t.step_names = [timed[n]["name"] for n in t.step_ix]
-    _TEMPLATES[key] = t
+        step_ix=steps, step_names=[timed[n]["name"] for n in steps])
+    _TEMPLATES[id(src)] = t
     return t
 
 
+def _dumps(obj) -> str:
+    """JSON text of ``obj`` with its Decimals written as the exact numbers they hold."""
+    return _NUM_RE.sub(r"\1", json.dumps(obj, default=_plain))
+
+
 def _us_list(ns: np.ndarray) -> list[str]:
-    """``_us`` of every value, without the number marker."""
+    """Every value of ``ns`` (integer ns) as exact decimal us with 3 decimals, as Kineto writes."""
     return [f"{'-' if v < 0 else ''}{abs(v) // 1000}.{abs(v) % 1000:03d}" for v in ns.tolist()]
 
 
@@ -381,7 +377,7 @@ def _write_rank(src, r, ranks, path, colls, arrive, finish, first, base, hp, tru
         "pid": itertools.repeat(str(pid)), "local": itertools.repeat(str(local if ranks_per_host > 1 else 0)),
         "gsize": itertools.repeat(str(ranks)), "granks": itertools.repeat(json.dumps(str(group))),
         "host": itertools.repeat(json.dumps(truth.hosts[r])),
-        "dist": itertools.repeat(_NUM_RE.sub(r"\1", json.dumps(dist, default=_plain)))}
+        "dist": itertools.repeat(_dumps(dist))}
     pieces = tpl.pieces
     text = "".join(p if i % 2 == 0 else next(values[p]) for i, p in enumerate(pieces))
     if gz:
