@@ -16,7 +16,7 @@ from conftest import FIXTURES
 
 from tracekit.convert.cluster import run_parts
 from tracekit.convert.job import convert_part
-from tracekit.errors import InputError
+from tracekit.errors import InputError, RunFolderError
 
 ALEXNET = FIXTURES / "kineto" / "kineto_a100_alexnet.json.gz"
 
@@ -48,6 +48,16 @@ def test_part_written_twice_is_replaced_not_refused(tmp_path):
     assert first["manifest"]["tables"]["kernels"] == second["manifest"]["tables"]["kernels"]
     assert json.loads((part / "manifest.json").read_text())["tables"]["kernels"]["rows"] == 79
     assert [p.name for p in tmp_path.iterdir()] == ["00000"]  # no temporary folder left
+
+
+def test_part_never_makes_a_removed_staging_folder_again(tmp_path):
+    """A worker still converting after its job failed (the job's temporary folder, and so its
+    `.parts` staging folder, removed) used to make the folders again for its part, leaving a
+    `.run.tmp-*` folder behind the failed command (CI, test_worker_loss). Now it fails instead."""
+    staging = tmp_path / ".run.tmp-0123456789ab" / ".parts"
+    with pytest.raises(RunFolderError, match="cannot create the run folder: No such file"):
+        convert_part(str(ALEXNET), str(staging / "00000"))
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_lost_local_worker_is_retried_once(tmp_path):

@@ -102,10 +102,15 @@ class RunWriter:
     ``force`` is false — checked both at start and at the final rename, so of two concurrent
     writers one wins and the other errors — and, even with ``force``, when ``run_dir`` is not a
     run folder tracekit wrote or holds one of ``inputs`` (:func:`check_replaceable`).
+    Missing parent folders are made, unless ``make_parents`` is false: then a missing parent is a
+    RunFolderError (a job's rank written by a worker into the job's staging folder, which a
+    failed job has removed, is never made again).
     """
 
-    def __init__(self, run_dir: str | os.PathLike, *, force: bool = False, inputs: Iterable = ()):
+    def __init__(self, run_dir: str | os.PathLike, *, force: bool = False, inputs: Iterable = (),
+                 make_parents: bool = True):
         self.run_dir = Path(run_dir).absolute()
+        self.make_parents = make_parents
         self.force = force
         self.inputs = [str(p) for p in inputs]  # never inside the folder replaced
         self.manifest: dict = {
@@ -127,7 +132,8 @@ class RunWriter:
         self._check_target()
         parent = self.run_dir.parent
         try:
-            parent.mkdir(parents=True, exist_ok=True)
+            if self.make_parents:
+                parent.mkdir(parents=True, exist_ok=True)
             # the temporary name keeps only plain characters: DuckDB reads `?` in a database
             # path as URL parameters and `[*?` in a Parquet path as a glob
             safe = re.sub(r"[^A-Za-z0-9._-]", "_", self.run_dir.name)[:100]

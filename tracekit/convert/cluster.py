@@ -123,8 +123,12 @@ def _pool_run(fn: Callable, tasks: list[tuple[int, tuple]], workers: int, fail_f
     ex = ProcessPoolExecutor(max_workers=min(workers, len(tasks)),
                              mp_context=multiprocessing.get_context("spawn"),
                              initializer=_die_with_parent, initargs=(os.getpid(),))
-    futures = {ex.submit(_guarded, fn, t): i for i, t in tasks}
+    futures: dict = {}
     try:
+        # submitting inside the try: a worker lost while the pool still starts the others makes
+        # submit() raise, and the workers started by then must be stopped here too
+        for i, t in tasks:
+            futures[ex.submit(_guarded, fn, t)] = i
         for f in as_completed(futures):
             done[futures[f]] = f.result()
             _check(done[futures[f]], fail_fast)
@@ -134,6 +138,8 @@ def _pool_run(fn: Callable, tasks: list[tuple[int, tuple]], workers: int, fail_f
         # lost worker, a survivor must not write a part that the retry writes too
         for f in futures:
             f.cancel()
+        # every worker submit() started (it runs in this thread, so the set is complete now);
+        # the pool's own clean-up after a lost worker stops only those it had when it noticed
         procs = list((getattr(ex, "_processes", None) or {}).values())
         for proc in procs:
             proc.terminate()

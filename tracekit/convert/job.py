@@ -75,8 +75,9 @@ def convert_part(path: str, part_dir: str) -> dict:
     from tracekit.convert.single import convert_single
 
     # force: a retry of this task (its first worker lost after writing the part) replaces the
-    # part the lost worker finished, atomically (RunWriter), instead of failing on it
-    convert_single([Path(path)], Path(part_dir), force=True)
+    # part the lost worker finished, atomically (RunWriter), instead of failing on it; a worker
+    # still running after its job failed finds the staging folder gone and never makes it again
+    convert_single([Path(path)], Path(part_dir), force=True, make_parents=False)
     return {"manifest": open_run(part_dir).manifest, "worker": _worker_address()}
 
 

@@ -17,13 +17,14 @@ from tracekit.runfolder import RunWriter
 def convert_single(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *,
                    force: bool = False, progress: Progress = NULL_PROGRESS,
                    extra_manifest: dict | None = None, extra_tables: dict | None = None,
-                   modules=None) -> Path:
+                   modules=None, make_parents: bool = True) -> Path:
     """Convert ``inputs`` into one run folder with one file per table (no rank split): what
-    :func:`convert` does for anything but a multi-rank job, and for each rank of one."""
+    :func:`convert` does for anything but a multi-rank job, and for each rank of one.
+    ``make_parents``: as :class:`~tracekit.runfolder.RunWriter`'s."""
     groups: dict[str, tuple[object, list[Path]]] = {}
     for p, mod in zip(inputs, modules or [detect(p) for p in inputs]):
         groups.setdefault(mod.NAME, (mod, []))[1].append(Path(p))
-    with RunWriter(run_dir, force=force, inputs=inputs) as writer:
+    with RunWriter(run_dir, force=force, inputs=inputs, make_parents=make_parents) as writer:
         writer.manifest["sources"] = {}
         for mod, paths in groups.values():
             try:
