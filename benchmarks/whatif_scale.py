@@ -10,12 +10,16 @@ their sequence numbers, so all N ranks' calls match); the job's graph is built a
 (baseline and no-straggler) in a fresh process, and the wall time of each phase and the
 process's peak RSS are printed as one JSON line per N. The graph is built in per-rank parts
 (tracekit.whatif.parts, what ``tracekit whatif`` does); ``--whole`` builds it over the whole
-job at once (graph.load: the baseline the parts are compared with).
+job at once (graph.load: the baseline the parts are compared with). DuckDB's memory limit is
+$TRACEKIT_MEMORY_LIMIT (default 4GB); past $TRACEKIT_WHATIF_DISK_NODES event rows (default 2 M)
+the graph's arrays are in mapped files (tracekit.whatif.store): ``peak_anon_mb`` is then the
+process's own memory, ``peak_rss_mb`` adds the mapped pages the kernel may drop.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -96,8 +100,9 @@ def measure(run: Path, whole: bool = False) -> dict:
     from tracekit.whatif.replay import replay
     from tracekit.whatif.scenarios import apply, parse
 
+    anon = _AnonPeak()
     t = time.perf_counter()
-    with Engine([run], memory_limit="4GB") as eng:
+    with Engine([run], memory_limit=os.environ.get("TRACEKIT_MEMORY_LIMIT") or "4GB") as eng:
         g = _graph.load(eng.con) if whole else load_graph(eng)
     t_graph = time.perf_counter() - t
     t = time.perf_counter()
@@ -115,7 +120,36 @@ def measure(run: Path, whole: bool = False) -> dict:
             "baseline_s": round(t_base, 2), "baseline_passes": passes,
             "no_straggler_s": round(t_ns, 2), "no_straggler_passes": s2.passes,
             "max_baseline_error_ns": err,
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "peak_anon_mb": anon.stop(), "on_disk": g.store.disk}
+
+
+class _AnonPeak:
+    """The process's peak anonymous memory (RssAnon of /proc/self/status, sampled every 20 ms, in
+    MiB): its own memory, without the pages of mapped files (tracekit.whatif.store) that the
+    kernel may write back and drop. None where /proc is not there."""
+
+    def __init__(self):
+        import threading
+
+        self.peak, self._done = 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._done.wait(0.02):
+            try:
+                text = Path("/proc/self/status").read_text()
+            except OSError:
+                self.peak = None
+                return
+            kb = next(int(ln.split()[1]) for ln in text.splitlines() if ln.startswith("RssAnon:"))
+            self.peak = max(self.peak, kb)
+
+    def stop(self):
+        self._done.set()
+        self._thread.join()
+        return None if self.peak is None else round(self.peak / 1024)
 
 
 def main(argv: list[str]) -> None:

@@ -228,6 +228,52 @@ def test_graph_in_rank_parts_equals_the_whole_job(job):
     _same_graph(whole, split)
 
 
+def test_graph_on_disk_in_small_chunks_equals_the_graph_in_memory(job, monkeypatch):
+    """The straggler job's graph, replays and critical path with every array in files mapped
+    into memory (TRACEKIT_WHATIF_DISK_NODES=0) and the chunked loops cut every 1,000 nodes (so
+    every chunk boundary of the build, the windows, the scenarios and the critical path is
+    crossed a hundred times): equal, node for node, to the graph in memory in one chunk. The
+    store's folder is gone once the graph is freed."""
+    import gc
+
+    from tracekit.whatif import load_graph, step_times, store
+    from tracekit.whatif.critical import critical_path
+    from tracekit.whatif.replay import replay
+    from tracekit.whatif.scenarios import apply, parse
+
+    run, _ = job["straggler"]
+    out = {}
+    for disk in (False, True):
+        monkeypatch.setattr(store, "CHUNK", 1000 if disk else 1 << 20)
+        monkeypatch.setenv(store.DISK_NODES_ENV, "0" if disk else "100000000")
+        with Engine([run]) as e:
+            g = load_graph(e)
+        assert g.store.disk is disk and isinstance(g.start, np.memmap) is disk
+        folder = g.store.path
+        res = {k: np.array(getattr(g, k)) for k in ("start", "end", "first", "lead", "d1", "d2",
+                                                    "anchor", "instance", "cat", "rank")}
+        for spec in ("baseline", "no-straggler", "comm=0.5", "launch=0", "host=0.5+kernels:gemm=0.5"):
+            s = replay(g, *apply(g, parse(spec)))
+            res[spec] = (np.array(s.start), np.array(s.end), np.array(s.R), step_times(g, s))
+            if spec == "baseline":
+                res["critical_path"] = critical_path(g, s).to_pylist()
+        out[disk] = res
+        if disk:
+            assert Path(folder).is_dir()
+            del g, s
+            gc.collect()
+            assert not Path(folder).exists()
+    assert out[False].keys() == out[True].keys()
+    for k in out[False]:
+        a, b = out[False][k], out[True][k]
+        if k == "critical_path":
+            assert a == b and len(a) > 100
+        elif isinstance(a, tuple):
+            assert all(np.array_equal(x, y) for x, y in zip(a, b)), k
+        else:
+            assert np.array_equal(a, b), k
+
+
 @pytest.mark.slow
 def test_graph_parts_on_a_dask_cluster(job, capsys):
     """Per-rank parts on a real scheduler with two worker processes on 127.0.0.1: the same graph,

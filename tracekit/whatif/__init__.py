@@ -89,9 +89,8 @@ def whatif(engine, scenarios: list[str], include_warmup: bool = True, *, jobs: i
     measured = g.steps.column("measured_ns").to_numpy()
     cols = {f.name: [] for f in RESULT_SCHEMA}
     for spec, changes in parsed:
-        lead, d1, d2, anchor = _scenarios.apply(g, changes)
         pred = base if all(c.kind == "baseline" for c in changes) else \
-            step_times(g, _replay.replay(g, lead, d1, d2, anchor))
+            step_times(g, _replay.replay(g, *_scenarios.apply(g, changes)))
         n = len(pred)
         cols["scenario"] += [spec] * n
         cols["run_id"] += g.steps.column("run_id").to_pylist()

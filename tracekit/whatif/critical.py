@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from tracekit.whatif.graph import CAT, NEG, Graph
 from tracekit.whatif.replay import Schedule
+from tracekit.whatif.store import chunks
 
 SCHEMA = pa.schema([
     ("run_id", pa.string()), ("step", pa.int64()), ("rank", pa.int32()), ("category", pa.string()),
@@ -34,32 +35,41 @@ _OWN = {CAT["kernel"]: "kernel", CAT["memcpy"]: "memcpy", CAT["memset"]: "memset
 
 def _best_sources(g: Graph, s: Schedule):
     """Per node: the start dependency (src, point 0 = start, 1 = end) with the latest time and
-    the end dependency with the latest end (-1 where none)."""
-    n = g.n
-    src = np.concatenate([g.start_src, g.after_src])
-    dst = np.concatenate([g.start_dst, g.after_dst])
-    pt = np.concatenate([np.zeros(len(g.start_src), np.int8), np.ones(len(g.after_src), np.int8)])
-    val = np.where(pt == 0, s.start[src], s.end[src])
-    o = np.lexsort((val, dst))
-    last = np.ones(len(o), dtype=bool)
-    last[:-1] = dst[o][1:] != dst[o][:-1]
-    r_src = np.full(n, -1, np.int64)
-    r_pt = np.zeros(n, np.int8)
-    r_src[dst[o][last]] = src[o][last]
-    r_pt[dst[o][last]] = pt[o][last]
-    o = np.lexsort((s.end[g.end_src], g.end_dst))
-    last = np.ones(len(o), dtype=bool)
-    last[:-1] = g.end_dst[o][1:] != g.end_dst[o][:-1]
-    w_src = np.full(n, -1, np.int64)
-    w_src[g.end_dst[o][last]] = g.end_src[o][last]
+    the end dependency with the latest end (-1 where none; of equal times, the last edge), in
+    ``g.store``, a chunk of edges at a time."""
+    n, st = g.n, g.store
+    r_src, r_pt, w_src = st.full(n, -1, np.int64), st.full(n, 0, np.int8), st.full(n, -1, np.int64)
+    for src, dst, times, pt in ((g.start_src, g.start_dst, s.start, 0),
+                                (g.after_src, g.after_dst, s.end, 1),
+                                (g.end_src, g.end_dst, s.end, 2)):
+        if pt != 1:  # the start dependencies' latest (both kinds), then the end dependencies'
+            best = st.full(n, NEG, np.int64)
+        for a, b in chunks(len(dst)):
+            sc, dc = np.asarray(src[a:b]), np.asarray(dst[a:b])
+            val = times[sc]
+            o = np.lexsort((val, dc))
+            last = np.ones(len(o), dtype=bool)
+            last[:-1] = dc[o][1:] != dc[o][:-1]
+            o = o[last]  # each destination's latest edge in the chunk
+            d, v = dc[o], val[o]
+            win = v >= best[d]  # a later chunk wins a tie, as a later edge does
+            d, v, sw = d[win], v[win], sc[o][win]
+            best[d] = v
+            if pt == 2:
+                w_src[d] = sw
+            else:
+                r_src[d], r_pt[d] = sw, pt
     return r_src, r_pt, w_src
 
 
 def _waits(g: Graph, s: Schedule) -> dict:
     """Per (run, rank): the ends of the collective transfers its kernels waited for (the rank
     arrived before the last one), sorted, with the transfer nodes' ids."""
-    part = np.flatnonzero((g.cat == CAT["collective"]) & (g.instance >= 0))
-    x = g.n - (int(g.instance.max()) + 1) + g.instance[part] if len(part) else part
+    part = np.concatenate([a + np.flatnonzero((np.asarray(g.cat[a:b]) == CAT["collective"])
+                                              & (np.asarray(g.instance[a:b]) >= 0))
+                           for a, b in chunks(g.n)] or [np.empty(0, np.int64)])
+    n_inst = max((int(g.instance[a:b].max()) for a, b in chunks(g.n)), default=-1) + 1
+    x = g.n - n_inst + g.instance[part] if len(part) else part
     waited = s.start[part] < s.start[x]
     part, x = part[waited], x[waited]
     key = g.run[part].astype(np.int64) * (1 << 32) + g.rank[part]

@@ -29,6 +29,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracekit.whatif.store import Appender, Store, chunks, disk_nodes
+
 NEG = np.int64(-(2**62))
 """No time: the value of a missing dependency (every real time is larger)."""
 
@@ -77,6 +79,7 @@ class Graph:
     instance: np.ndarray
     steps: pa.Table
     counts: dict = field(default_factory=dict)
+    store: Store = field(default_factory=Store)
 
     @property
     def n(self) -> int:
@@ -163,7 +166,8 @@ def read_part(con) -> Part:
 def load(con) -> Graph:
     """Build the graph of every run the DuckDB connection ``con`` (an engine's, with the
     whatif macros) sees. Raises ValueError when the runs hold no events to replay."""
-    return join([read_part(con)])
+    part = read_part(con)
+    return join([part], Store(disk=part.n >= disk_nodes()))
 
 
 def fetch(con, sql: str) -> pa.Table:
@@ -178,55 +182,71 @@ def _merge_dict(merged: dict, local: list) -> np.ndarray:
     return np.array([merged.setdefault(v, len(merged)) for v in local], dtype=np.int64)
 
 
-def join(parts: list[Part]) -> Graph:
-    """One :class:`Graph` of ``parts`` (in order: their nodes follow each other; the node ids of
-    a part's edges, collectives and steps are offset by the nodes before it; names and run ids
-    merged in first-occurrence order, so parts of one run in node order give the graph of the
-    whole run exactly). The parts are consumed: each part's node arrays are released once
-    copied, so the job's nodes are held once, not twice. Raises ValueError when the parts hold
-    no nodes."""
-    parts = [p for p in parts if p.n]
-    if not parts:
-        raise ValueError("no events to replay (no CUDA API calls, GPU activities or step ranges)")
-    node_off = np.cumsum([0] + [p.n for p in parts])
-    n = int(node_off[-1])
-    c_node = np.concatenate([p.coll[0] + o for p, o in zip(parts, node_off)])
-    c_inst = np.concatenate([p.coll[1] for p in parts])
-    c_last = np.concatenate([p.coll[2] for p in parts])
-    N = n + (int(c_inst.max()) + 1 if len(c_inst) else 0)  # a transfer node per instance
-    nodes = {k: np.empty(N, dtype=t) for k, t in (("start", np.int64), ("end", np.int64),
-                                                   ("chain", np.int32), ("cat", np.int8),
-                                                   ("name_idx", np.int32), ("run", np.int32),
-                                                   ("rank", np.int32))}
+_NODE_TYPES = (("start", np.int64), ("end", np.int64), ("chain", np.int32), ("cat", np.int8),
+               ("name_idx", np.int32), ("run", np.int32), ("rank", np.int32))
+
+
+def join(parts, store: Store | None = None) -> Graph:
+    """One :class:`Graph` of ``parts`` (an iterable, in order: their nodes follow each other; the
+    node ids of a part's edges, collectives and steps are offset by the nodes before it; names
+    and run ids merged in first-occurrence order, so parts of one run in node order give the
+    graph of the whole run exactly). Each part is consumed as it comes: its arrays are copied
+    into the graph's (in ``store``: memory by default, or files) and released, so the job's
+    nodes are held once. Raises ValueError when the parts hold no nodes."""
+    store = store or Store()
+    nodes = {k: Appender(store, t) for k, t in _NODE_TYPES}
+    edges = {k: (Appender(store, np.int64), Appender(store, np.int64))
+             for k in ("launch", "sync", "event")}
+    coll: list[tuple] = []
+    steps: list[pa.Table] = []
     names: dict = {}
     runs: dict = {}
-    chains = 0
-    edges = {k: tuple(np.concatenate([p.edges[k][j] + o for p, o in zip(parts, node_off)])
-                      for j in (0, 1)) for k in ("launch", "sync", "event")}
-    for p, o in zip(parts, node_off):
-        at = slice(int(o), int(o) + p.n)
-        nodes["start"][at], nodes["end"][at] = p.start_abs, p.end_abs
-        nodes["chain"][at] = p.chain + chains
+    n = chains = 0
+    for p in parts:
+        if not p.n:
+            continue
+        for k, x in (("start", p.start_abs), ("end", p.end_abs), ("chain", p.chain + chains),
+                     ("cat", p.cat), ("rank", p.rank),
+                     ("name_idx", _merge_dict(names, p.names)[p.name_idx]),
+                     ("run", _merge_dict(runs, p.run_ids)[p.run])):
+            nodes[k].add(x)
+        for k, (src, dst) in edges.items():
+            src.add(p.edges[k][0] + n)
+            dst.add(p.edges[k][1] + n)
+        coll.append((p.coll[0] + n, p.coll[1], p.coll[2]))
+        steps.append(_offset_steps(p.steps, n))
         chains += int(p.chain.max()) + 1
-        nodes["cat"][at], nodes["rank"][at] = p.cat, p.rank
-        nodes["name_idx"][at] = _merge_dict(names, p.names)[p.name_idx]
-        nodes["run"][at] = _merge_dict(runs, p.run_ids)[p.run]
+        n += p.n
         p.start_abs = p.end_abs = p.chain = p.cat = p.name_idx = p.run = p.rank = np.empty(0, np.int64)
-    nodes["chain"][n:] = chains + np.arange(N - n)
-    steps = _join_steps(parts, node_off, nodes["start"])
-    return _assemble(nodes, n, list(names), list(runs), edges, (c_node, c_inst, c_last), steps)
+    if not n:
+        raise ValueError("no events to replay (no CUDA API calls, GPU activities or step ranges)")
+    c_node, c_inst, c_last = (np.concatenate([c[j] for c in coll]) for j in range(3))
+    n_inst = int(c_inst.max()) + 1 if len(c_inst) else 0  # a transfer node per instance
+    arrays = {k: a.finish(n_inst) for k, a in nodes.items()}
+    arrays["chain"][n:] = chains + np.arange(n_inst)
+    counts = {"launch_edges": edges["launch"][0].n, "sync_edges": edges["sync"][0].n,
+              "event_edges": edges["event"][0].n}
+    # a collective's kernels start its transfer node; the transfer ends each rank's kernel
+    edges["launch"][0].add(c_node)
+    edges["launch"][1].add(n + c_inst)
+    edges["sync"][0].add(n + c_inst)
+    edges["sync"][1].add(c_node)
+    done = {k: (src.finish(), dst.finish()) for k, (src, dst) in edges.items()}
+    steps_t = _sort_steps(steps, arrays["start"])
+    return _assemble(arrays, n, list(names), list(runs), done, (c_node, c_inst, c_last), steps_t,
+                     store, counts)
 
 
-def _join_steps(parts: list[Part], node_off, start: np.ndarray) -> pa.Table:
-    """The parts' steps with node ids offset, ordered by run_id, rank, step and start (``start``:
+def _offset_steps(t: pa.Table, offset: int) -> pa.Table:
+    for c in ("start_node", "end_node"):
+        i = t.column_names.index(c)
+        t = t.set_column(i, c, pc.add(t.column(c), pa.scalar(int(offset), t.schema.field(c).type)))
+    return t
+
+
+def _sort_steps(tables: list[pa.Table], start: np.ndarray) -> pa.Table:
+    """The parts' steps (node ids offset) ordered by run_id, rank, step and start (``start``:
     the joined nodes' start times) as tk_wi_step_nodes orders them."""
-    tables = []
-    for p, o in zip(parts, node_off):
-        t = p.steps
-        for c in ("start_node", "end_node"):
-            i = t.column_names.index(c)
-            t = t.set_column(i, c, pc.add(t.column(c), pa.scalar(int(o), t.schema.field(c).type)))
-        tables.append(t)
     steps = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     if len(tables) > 1:
         key = steps.append_column("_start", pa.array(start[_col(steps, "start_node")], pa.int64()))
@@ -236,23 +256,40 @@ def _join_steps(parts: list[Part], node_off, start: np.ndarray) -> pa.Table:
     return steps
 
 
-def _assemble(nodes: dict, n: int, names: list, run_ids: list, edges: dict, coll, steps) -> Graph:
+def _group_max_into(out: np.ndarray, values: np.ndarray, src: np.ndarray, dst: np.ndarray) -> None:
+    """``out[dst[j]] = max(out[dst[j]], values[src[j]])`` for every edge j, a chunk at a time."""
+    for a, b in chunks(len(dst)):
+        np.maximum.at(out, dst[a:b], values[src[a:b]])
+
+
+def _first_of_chains(chain: np.ndarray, n: int, store: Store) -> np.ndarray:
+    """True for each chain's first node (of ``n`` event nodes; every node after them is one)."""
+    first = store.full(len(chain), True, bool)
+    for a, b in chunks(n):
+        lo = max(a, 1)
+        if lo < b:
+            np.not_equal(chain[lo:b], chain[lo - 1:b - 1], out=first[lo:b])
+    return first
+
+
+def _assemble(nodes: dict, n: int, names: list, run_ids: list, edges: dict, coll, steps,
+              store: Store, counts: dict) -> Graph:
     """The graph of ``n`` event nodes (``nodes``: arrays of every node, the transfer nodes'
-    entries after ``n`` still to fill, except chain), in place where it can (the lags are
-    derived with one temporary array at a time)."""
+    entries after ``n`` still to fill, except chain; ``edges``: the collectives' edges last), a
+    chunk of nodes at a time (:data:`tracekit.whatif.store.CHUNK`)."""
     start, end, rank, run = nodes["start"], nodes["end"], nodes["rank"], nodes["run"]
     N = len(start)
-    t0 = int(start[:n].min())
-    start[:n] -= t0
-    end[:n] -= t0
-    first = np.ones(N, dtype=bool)
-    first[1:n] = nodes["chain"][1:n] != nodes["chain"][: n - 1]
+    t0 = min(int(start[a:b].min()) for a, b in chunks(n))
+    for a, b in chunks(n):
+        start[a:b] -= t0
+        end[a:b] -= t0
+    first = _first_of_chains(nodes["chain"], n, store)
 
     # collectives: one transfer node per instance, after the event nodes; it starts when the
     # last rank has arrived and lasts the last rank's kernel
     c_node, c_inst, c_last = coll
     n_inst = N - n
-    instance = np.full(N, -1, dtype=np.int32)
+    instance = store.full(N, -1, np.int32)
     instance[c_node] = c_inst
     start[n:] = group_max(start[c_node], c_inst, n_inst)
     end[n:] = start[n:]
@@ -265,41 +302,45 @@ def _assemble(nodes: dict, n: int, names: list, run_ids: list, edges: dict, coll
     nodes["name_idx"][n:] = len(names)
     names = [*names, "collective transfer"]
 
-    launch, sync, event = edges["launch"], edges["sync"], edges["event"]
-    start_src = np.concatenate([launch[0], c_node])
-    start_dst = np.concatenate([launch[1], n + c_inst])
-    end_src = np.concatenate([sync[0], n + c_inst])
-    end_dst = np.concatenate([sync[1], c_node])
-    after_src, after_dst = event
-    r = group_max(start[start_src], start_dst, N)
-    if len(after_dst):
-        np.maximum.at(r, after_dst, end[after_src])
-    anchor = np.where(first & (r == NEG), start, NEG)
-    lead = np.empty(N, dtype=np.int64)  # the chain predecessor's end, then the ready time
-    lead[1:] = end[:-1]
-    lead[first] = NEG
-    np.maximum(lead, r, out=lead)
+    (start_src, start_dst), (end_src, end_dst) = edges["launch"], edges["sync"]
+    after_src, after_dst = edges["event"]
+    r = store.full(N, NEG, np.int64)
+    _group_max_into(r, start, start_src, start_dst)
+    _group_max_into(r, end, after_src, after_dst)
+    anchor, lead = store.empty(N, np.int64), store.empty(N, np.int64)
+    for a, b in chunks(N):
+        f, s, rc = first[a:b], start[a:b], r[a:b]
+        anchor[a:b] = np.where(f & (rc == NEG), s, NEG)
+        ready = np.empty(b - a, dtype=np.int64)  # the chain predecessor's end, then the ready time
+        ready[1:] = end[a:b - 1]
+        ready[0] = end[a - 1] if a else NEG
+        ready[f] = NEG
+        np.maximum(ready, rc, out=ready)
+        np.maximum(ready, anchor[a:b], out=ready)
+        lead[a:b] = s - ready
     del r
-    np.maximum(lead, anchor, out=lead)
-    np.subtract(start, lead, out=lead)
-    w = group_max(end[end_src], end_dst, N)
-    has_w = w != NEG
-    # a call that waits returns when the awaited work ends (d1 = 0) plus the part of it after
-    # that end; a call whose work had ended before it began takes its measured time (d2)
-    d1 = end - start
-    d2 = np.subtract(end, w, out=w)
-    np.clip(d2, 0, d1, out=d2)
-    d2[~has_w] = 0
-    d1[has_w] = 0
+    w = store.full(N, NEG, np.int64)
+    _group_max_into(w, end, end_src, end_dst)
+    d1, d2 = store.empty(N, np.int64), store.empty(N, np.int64)
+    for a, b in chunks(N):
+        # a call that waits returns when the awaited work ends (d1 = 0) plus the part of it
+        # after that end; a call whose work had ended before it began takes its measured time
+        wc = w[a:b]
+        has_w = wc != NEG
+        own = end[a:b] - start[a:b]
+        late = np.clip(end[a:b] - wc, 0, own)
+        late[~has_w] = 0
+        own[has_w] = 0
+        d1[a:b], d2[a:b] = own, late
+    del w
     d1[c_node] = 0
     d2[c_node] = end[c_node] - end[n + c_inst]
     return Graph(t0=t0, start=start, end=end, chain=nodes["chain"], first=first, cat=nodes["cat"],
                  rank=rank, run=run, name_idx=nodes["name_idx"], names=names, run_ids=run_ids,
                  lead=lead, d1=d1, d2=d2, anchor=anchor, start_src=start_src, start_dst=start_dst,
                  end_src=end_src, end_dst=end_dst, after_src=after_src, after_dst=after_dst,
-                 instance=instance, steps=steps,
-                 counts={"nodes": n, "instances": n_inst, "launch_edges": len(launch[0]),
-                         "sync_edges": len(sync[0]), "event_edges": len(event[0]),
+                 instance=instance, steps=steps, store=store,
+                 counts={"nodes": n, "instances": n_inst, **counts,
                          "collective_calls": len(c_node)})
 
 

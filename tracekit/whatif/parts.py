@@ -26,9 +26,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracekit.convert.cluster import run_parts
+from tracekit.convert.cluster import default_jobs, run_parts
 from tracekit.runfolder import Run
 from tracekit.whatif import graph as _graph
+from tracekit.whatif.store import Store, disk_nodes
 
 PART_ROWS = 1_000_000
 """Event rows (API calls, GPU activities, NVTX ranges) per part: a part's DuckDB work is bounded
@@ -41,16 +42,21 @@ _EVENT_TABLES = ("cuda_api", "kernels", "memcpy", "memset", "nvtx_ranges")
 def rank_groups(run: Run, part_rows: int = PART_ROWS) -> list[list[str]] | None:
     """Groups of consecutive rank numbers (as in the file names) of ``run``, each with at most
     ``part_rows`` event rows (one rank at least); None when the run has no per-rank files."""
+    return _rank_groups(run, part_rows)[0]
+
+
+def _rank_groups(run: Run, part_rows: int) -> tuple[list[list[str]] | None, int]:
+    """:func:`rank_groups` and the event rows of the run's per-rank files (0 when none)."""
     rows: dict[str, int] = {}
     for info in (run.manifest.get("tables") or {}).values():
         files = info.get("files") if isinstance(info, dict) else None
         if not isinstance(files, list):
-            return None
+            return None, 0
         for f in files:
             if (m := _RANK_FILE.search(str(f))) is not None:
                 rows[m.group(1)] = 0
     if len(rows) < 2:
-        return None
+        return None, 0
     sizes = _file_rows(run, rows)
     groups: list[list[str]] = [[]]
     total = 0
@@ -60,7 +66,7 @@ def rank_groups(run: Run, part_rows: int = PART_ROWS) -> list[list[str]] | None:
             total = 0
         groups[-1].append(rank)
         total += sizes[rank]
-    return groups
+    return groups, sum(sizes.values())
 
 
 def _file_rows(run: Run, ranks: dict[str, int]) -> dict[str, int]:
@@ -137,7 +143,8 @@ def load_in_parts(engine, *, part_rows: int = PART_ROWS, jobs: int | None = 1,
     or a Dask ``scheduler``; exactly :func:`tracekit.whatif.graph.load` of the whole engine.
     ValueError when there is nothing to replay; a part's InputError is raised."""
     runs = sorted(engine.runs, key=lambda r: r.run_id)
-    groups = {r.run_id: rank_groups(r, part_rows) for r in runs}
+    sized = {r.run_id: _rank_groups(r, part_rows) for r in runs}
+    groups = {k: v[0] for k, v in sized.items()}
     if engine.filters is not None or all(g is None for g in groups.values()):
         return _graph.load(engine.con)
     con = engine.con
@@ -152,14 +159,35 @@ def load_in_parts(engine, *, part_rows: int = PART_ROWS, jobs: int | None = 1,
             tasks.append((str(r.path), man, steps.filter(pc.equal(steps.column("run_id"), r.run_id)),
                           arrivals.filter(pc.equal(arrivals.column("run_id"), r.run_id)),
                           limit, engine.step_pattern))
-    parts = run_parts(build_part, tasks, jobs=jobs, scheduler=scheduler, fail_fast=True)
-    for p in parts:
-        if isinstance(p, BaseException):
-            raise p
+    store = Store(disk=sum(rows for _, rows in sized.values()) >= disk_nodes())
+    try:
+        return _graph.join(_parts(tasks, jobs, scheduler), store)
+    except _SharedPid:  # a pid in two parts (containers): build it whole
+        store.close()
+        return _graph.load(con)
+
+
+class _SharedPid(Exception):
+    pass
+
+
+def _parts(tasks: list[tuple], jobs: int | None, scheduler: str | None):
+    """The parts of ``tasks``, in order, built a batch at a time (as many as the workers run at
+    once; all at once on a scheduler), so that only one batch of parts is held in memory while
+    :func:`tracekit.whatif.graph.join` copies them into the graph. :class:`_SharedPid` when a
+    process is in two parts."""
+    batch = len(tasks) if scheduler else 2 * max(1, jobs or default_jobs())
     seen: set = set()
-    for p in parts:
-        if seen & set(map(tuple, p.pids)):  # a pid in two parts (containers): build it whole
-            return _graph.load(con)
-        seen |= set(map(tuple, p.pids))
-    return _graph.join(parts)
+    for at in range(0, len(tasks), batch):
+        parts = run_parts(build_part, tasks[at:at + batch], jobs=jobs, scheduler=scheduler,
+                          fail_fast=True)
+        for p in parts:
+            if isinstance(p, BaseException):
+                raise p
+        for p in parts:
+            if seen & set(map(tuple, p.pids)):
+                raise _SharedPid
+            seen |= set(map(tuple, p.pids))
+        while parts:
+            yield parts.pop(0)
 

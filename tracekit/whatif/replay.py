@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit.whatif.graph import NEG, Graph, group_max
+from tracekit.whatif.store import chunks
 
 MAX_PASSES = 100_000
 
@@ -96,67 +97,115 @@ collective in a few passes over a few thousand nodes instead of passes over the 
 
 
 def windows(g: Graph, size: int = WINDOW_NODES) -> np.ndarray:
-    """Window of every node: by measured end, then raised so that no dependency (chain order or
-    edge) points from a later window to an earlier one (clock disagreements, a kernel that ends
-    before its launch call returns). One window when that does not settle."""
+    """Window of every node: by measured end (cut at the ends of every ``size``-th node of a
+    regular sample of the nodes, so windows hold about ``size`` nodes; nodes that end at the
+    same time share one), then raised so that no dependency (chain order or edge) points from a
+    later window to an earlier one (clock disagreements, a kernel that ends before its launch
+    call returns). One window when that does not settle. In ``g.store``, a chunk at a time."""
     n = g.n
     if n <= size:
         return np.zeros(n, dtype=np.int64)
-    w = np.empty(n, dtype=np.int64)
-    w[np.argsort(g.end, kind="stable")] = np.arange(n, dtype=np.int64) // size
-    span = int(w.max()) + 1
-    # chain index x span: a running maximum of w + base never crosses into the next chain
-    base = np.cumsum(g.first, dtype=np.int64)
-    base -= 1
-    base *= span
-    src = np.concatenate([g.start_src, g.after_src, g.end_src])
-    dst = np.concatenate([g.start_dst, g.after_dst, g.end_dst])
-    for _ in range(100):  # in place: three arrays of the graph's size (w, base, before)
-        before = w.copy()
-        np.maximum.at(w, dst, w[src])
-        w += base
-        np.maximum.accumulate(w, out=w)
-        w -= base
-        if np.array_equal(w, before):
+    stride = max(1, size // 32)
+    cuts = np.sort(np.asarray(g.end[::stride]))[size // stride::size // stride]
+    w = g.store.empty(n, np.int64)
+    for a, b in chunks(n):
+        w[a:b] = np.searchsorted(cuts, g.end[a:b], side="right")
+    span = len(cuts) + 1
+    edges = ((g.start_src, g.start_dst), (g.after_src, g.after_dst), (g.end_src, g.end_dst))
+    for _ in range(100):
+        changed = False
+        for src, dst in edges:
+            for a, b in chunks(len(dst)):
+                d = np.asarray(dst[a:b])
+                v = w[src[a:b]]
+                up = v > w[d]
+                if up.any():
+                    changed = True
+                    np.maximum.at(w, d[up], v[up])
+        changed |= _raise_along_chains(w, g.first, span)
+        if not changed:
             return w
     return np.zeros(n, dtype=np.int64)
+
+
+def _raise_along_chains(w: np.ndarray, first: np.ndarray, span: int) -> bool:
+    """``w`` made non-decreasing along every chain, in place; True if anything changed. A
+    chain's index x ``span`` is added so that a running maximum never crosses into the next
+    chain; the running maximum carries over from one chunk to the next."""
+    changed = False
+    chains_before, carry = -1, None
+    for a, b in chunks(len(w)):
+        base = np.cumsum(first[a:b], dtype=np.int64)
+        base += chains_before
+        chains_before = int(base[-1])
+        base *= span
+        x = w[a:b] + base
+        np.maximum.accumulate(x, out=x)
+        if carry is not None:
+            np.maximum(x, carry, out=x)
+        carry = x[-1]
+        x -= base
+        if not changed and not np.array_equal(x, w[a:b]):
+            changed = True
+        w[a:b] = x
+    return changed
 
 
 def replay(g: Graph, lead=None, d1=None, d2=None, anchor=None, size: int = WINDOW_NODES) -> Schedule:
     """The earliest-start schedule of ``g`` with the given lags and durations (the measured ones
     by default), window by window (:func:`windows`): the nodes of earlier windows are final,
     those of the window are solved and their dependencies re-read until nothing changes.
-    Raises RuntimeError if a window does not settle (a dependency cycle)."""
+    The schedule's arrays are in ``g.store``. Raises RuntimeError if a window does not settle
+    (a dependency cycle)."""
     lead = g.lead if lead is None else lead
     d1 = g.d1 if d1 is None else d1
     d2 = g.d2 if d2 is None else d2
     anchor = g.anchor if anchor is None else anchor
-    n = g.n
+    n, store = g.n, g.store
     w = windows(g, size)
-    start = np.full(n, NEG, dtype=np.int64)
-    end = np.full(n, NEG, dtype=np.int64)
-    R = np.full(n, NEG, dtype=np.int64)
-    W = np.full(n, NEG, dtype=np.int64)
-    order = np.argsort(w, kind="stable")
-    bounds = np.concatenate([[0], np.cumsum(np.bincount(w))])  # window k: order[bounds[k]:bounds[k+1]]
-    edges = [_by_window(w, a, b) for a, b in
+    start, end, R, W = (store.full(n, NEG, np.int64) for _ in range(4))
+    nw = max(int(w[a:b].max()) for a, b in chunks(n)) + 1 if n else 0
+    order, bounds = _by_key(lambda a, b, w=w: w[a:b], n, nw, store)  # window k: order[bounds[k]:bounds[k+1]]
+    edges = [_by_window(w, src, dst, nw, store) for src, dst in
              ((g.start_src, g.start_dst), (g.after_src, g.after_dst), (g.end_src, g.end_dst))]
+    del w
     total = 0
-    for k in range(len(bounds) - 1):
-        idx = order[bounds[k]:bounds[k + 1]]
-        if not len(idx):
+    for k in range(nw):
+        if bounds[k] == bounds[k + 1]:
             continue
-        sel = [(src[lo:hi], dst[lo:hi]) for src, dst, eb in edges
+        idx = np.asarray(order[bounds[k]:bounds[k + 1]])
+        sel = [(np.asarray(src[lo:hi]), np.asarray(dst[lo:hi])) for src, dst, eb in edges
                for lo, hi in [(eb[k], eb[k + 1])]]
         total += _settle(g, idx, sel, lead, d1, d2, anchor, start, end, R, W)
     return Schedule(start, end, R, W, total)
 
 
-def _by_window(w: np.ndarray, src: np.ndarray, dst: np.ndarray):
-    """Edges sorted by their destination's window, and each window's slice bounds."""
-    o = np.argsort(w[dst], kind="stable")
-    src, dst = src[o], dst[o]
-    return src, dst, np.searchsorted(w[dst], np.arange(int(w.max()) + 2) if len(w) else [0])
+def _by_key(key, m: int, nk: int, store):
+    """The positions 0..m-1 ordered by ``key(a, b)`` (the keys of positions a..b-1, in 0..nk-1),
+    stable, and each key's slice bounds: a counting sort, a chunk at a time."""
+    counts = np.zeros(nk, dtype=np.int64)
+    for a, b in chunks(m):
+        counts += np.bincount(key(a, b), minlength=nk)
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    out = store.empty(m, np.int64)
+    cursor = bounds[:-1].copy()
+    for a, b in chunks(m):
+        k = np.asarray(key(a, b))
+        o = np.argsort(k, kind="stable")
+        ks = k[o]
+        out[cursor[ks] + np.arange(b - a) - np.searchsorted(ks, ks, side="left")] = o + a
+        cursor += np.bincount(k, minlength=nk)
+    return out, bounds
+
+
+def _by_window(w: np.ndarray, src: np.ndarray, dst: np.ndarray, nw: int, store):
+    """Edges sorted by their destination's window (stable), and each window's slice bounds."""
+    o, bounds = _by_key(lambda a, b: w[dst[a:b]], len(dst), nw, store)
+    s, d = store.empty(len(o), np.int64), store.empty(len(o), np.int64)
+    for a, b in chunks(len(o)):
+        oc = o[a:b]
+        s[a:b], d[a:b] = src[oc], dst[oc]
+    return s, d, bounds
 
 
 def _settle(g, idx, sel, lead, d1, d2, anchor, start, end, R, W) -> int:

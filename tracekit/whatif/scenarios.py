@@ -26,6 +26,7 @@ import numpy as np
 
 from tracekit.errors import InputError
 from tracekit.whatif.graph import CAT, NEG, Graph
+from tracekit.whatif.store import chunks
 
 _FACTOR = re.compile(r"^(comm|host|launch)=(.+)$")
 _KERNELS = re.compile(r"^kernels:(.+)=([^=]+)$")
@@ -75,49 +76,61 @@ def parse(spec: str) -> list[Change]:
 
 
 def apply(g: Graph, changes: list[Change]):
-    """(lead, d1, d2, anchor) of ``g`` after ``changes`` (copies; ``g`` is not modified)."""
-    lead, d1, d2, anchor = g.lead.copy(), g.d1.copy(), g.d2.copy(), g.anchor.copy()
-    host = g.cat <= CAT["sync"]
-    gpu = (g.cat >= CAT["kernel"]) & (g.cat <= CAT["collective"])
+    """(lead, d1, d2, anchor) of ``g`` after ``changes`` (copies in ``g.store``; ``g`` is not
+    modified), each change over the whole graph a chunk of nodes at a time, in order."""
+    st = g.store
+    lead, d1, d2, anchor = (st.copy(x) for x in (g.lead, g.d1, g.d2, g.anchor))
     for c in changes:
-        if c.kind == "comm":
-            x = g.cat == CAT["transfer"]
-            d1[x] = np.rint(d1[x] * c.factor).astype(np.int64)
-        elif c.kind == "host":
-            x = host & ~g.first & (lead > 0)
-            lead[x] = np.rint(lead[x] * c.factor).astype(np.int64)
-        elif c.kind == "launch":
-            launch = g.cat == CAT["launch"]
-            d1[launch] = 0
-            x = gpu & (lead > 0)
-            lead[x] = 0
-        elif c.kind == "kernels":
-            rx = re.compile(c.pattern)
-            hit = np.array([bool(rx.search(n)) for n in g.names], dtype=bool)
-            x = (g.cat == CAT["kernel"]) & hit[g.name_idx]
-            d1[x] = np.rint(d1[x] * c.factor).astype(np.int64)
-        elif c.kind == "no-straggler":
+        if c.kind == "no-straggler":
             no_straggler(g, lead, d1, d2, anchor)
+        elif c.kind != "baseline":
+            hit = _name_hits(g, c.pattern) if c.kind == "kernels" else None
+            for a, b in chunks(g.n):
+                _change(c, g, slice(a, b), lead, d1, hit)
     return lead, d1, d2, anchor
+
+
+def _name_hits(g: Graph, pattern: str) -> np.ndarray:
+    rx = re.compile(pattern)
+    return np.array([bool(rx.search(n)) for n in g.names], dtype=bool)
+
+
+def _change(c: Change, g: Graph, at: slice, lead, d1, hit) -> None:
+    """One change (not no-straggler) on the nodes ``at``, in place."""
+    cat = np.asarray(g.cat[at])
+    ld, dd = np.asarray(lead[at]), np.asarray(d1[at])
+    if c.kind == "comm":
+        x = cat == CAT["transfer"]
+        dd[x] = np.rint(dd[x] * c.factor).astype(np.int64)
+    elif c.kind == "host":
+        x = (cat <= CAT["sync"]) & ~np.asarray(g.first[at]) & (ld > 0)
+        ld[x] = np.rint(ld[x] * c.factor).astype(np.int64)
+    elif c.kind == "launch":
+        dd[cat == CAT["launch"]] = 0
+        ld[(cat >= CAT["kernel"]) & (cat <= CAT["collective"]) & (ld > 0)] = 0
+    elif c.kind == "kernels":
+        x = (cat == CAT["kernel"]) & hit[g.name_idx[at]]
+        dd[x] = np.rint(dd[x] * c.factor).astype(np.int64)
+    lead[at], d1[at] = ld, dd
 
 
 def straggler_warp(g: Graph):
     """Per-rank time warps that make every interval of a rank between two collectives (from its
     previous collective's end, or its first event, to its arrival at the next one) and every
     collective window (arrival to end) as long as the shortest any rank had for the same
-    instances. Returns (rank key per node, {key: (x, y)} breakpoints of each rank's warp)."""
-    key = g.run.astype(np.int64) * (1 << 32) + g.rank
-    coll = np.flatnonzero((g.instance >= 0) & (g.cat == CAT["collective"]))
+    instances. Returns {key: (x, y)}: the breakpoints of each rank's warp, by
+    :func:`rank_key`."""
+    coll = np.concatenate([a + np.flatnonzero((np.asarray(g.instance[a:b]) >= 0)
+                                              & (np.asarray(g.cat[a:b]) == CAT["collective"]))
+                           for a, b in chunks(g.n)] or [np.empty(0, np.int64)])
     if not len(coll):
-        return key, {}
-    ck = key[coll]
+        return {}
+    ck = rank_key(g, coll)
     order = np.lexsort((g.start[coll], ck))
     coll, ck = coll[order], ck[order]
     new = np.ones(len(coll), dtype=bool)
     new[1:] = ck[1:] != ck[:-1]
-    ukeys, inv = np.unique(key, return_inverse=True)
-    first_t = np.full(len(ukeys), np.iinfo(np.int64).max)
-    np.minimum.at(first_t, inv, g.start)
+    ukeys, first_t = _first_starts(g)
     prev_end = np.empty(len(coll), dtype=np.int64)
     prev_end[1:] = g.end[coll[:-1]]
     prev_end[new] = first_t[np.searchsorted(ukeys, ck[new])]
@@ -143,7 +156,29 @@ def straggler_warp(g: Graph):
         y = np.concatenate([[x[0]], x[0] + np.cumsum(steps)])
         if np.all(np.diff(x) >= 0):
             warps[int(ck[a])] = (x, y)
-    return key, warps
+    return warps
+
+
+def rank_key(g: Graph, at) -> np.ndarray:
+    """The (run, rank) of the nodes ``at`` (a slice or node ids) as one int64 key each."""
+    return np.asarray(g.run[at]).astype(np.int64) * (1 << 32) + g.rank[at]
+
+
+def _first_starts(g: Graph) -> tuple[np.ndarray, np.ndarray]:
+    """Every (run, rank) key of ``g``'s nodes, sorted, and the earliest start of its nodes."""
+    keys, firsts = [], []
+    for a, b in chunks(g.n):
+        k = rank_key(g, slice(a, b))
+        u, inv = np.unique(k, return_inverse=True)
+        t = np.full(len(u), np.iinfo(np.int64).max)
+        np.minimum.at(t, inv, g.start[a:b])
+        keys.append(u)
+        firsts.append(t)
+    k, t = np.concatenate(keys), np.concatenate(firsts)
+    u, inv = np.unique(k, return_inverse=True)
+    out = np.full(len(u), np.iinfo(np.int64).max)
+    np.minimum.at(out, inv, t)
+    return u, out
 
 
 def _shortest(group: np.ndarray, value: np.ndarray) -> np.ndarray:
@@ -167,19 +202,29 @@ def _warp(x, y, t: np.ndarray) -> np.ndarray:
 def no_straggler(g: Graph, lead, d1, d2, anchor) -> None:
     """Apply :func:`straggler_warp` to the lags and durations of every node but the
     collectives' own (their kernels and transfers follow from the replay), in place."""
-    key, warps = straggler_warp(g)
-    work = np.flatnonzero((g.cat != CAT["collective"]) & (g.cat != CAT["transfer"]))
-    order = work[np.argsort(key[work], kind="stable")]  # each rank's nodes once, not a scan per rank
-    ks = key[order]
-    for k, (x, y) in warps.items():
-        idx = order[np.searchsorted(ks, k, side="left"):np.searchsorted(ks, k, side="right")]
-        s, e = g.start[idx], g.end[idx]
-        ws, we = _warp(x, y, s), _warp(x, y, e)
-        lead[idx] = ws - _warp(x, y, s - g.lead[idx])
-        d1[idx] = _warp(x, y, s + g.d1[idx]) - ws
-        d2[idx] = we - _warp(x, y, e - g.d2[idx])
-        a = idx[anchor[idx] > NEG // 2]
-        anchor[a] = _warp(x, y, anchor[a])
+    warps = straggler_warp(g)
+    for a, b in chunks(g.n):
+        cat = np.asarray(g.cat[a:b])
+        work = a + np.flatnonzero((cat != CAT["collective"]) & (cat != CAT["transfer"]))
+        key = rank_key(g, work)
+        order = np.argsort(key, kind="stable")  # each rank's nodes of the chunk, in node order
+        work, key = work[order], key[order]
+        for k in np.unique(key):
+            if int(k) in warps:
+                lo, hi = np.searchsorted(key, k, side="left"), np.searchsorted(key, k, side="right")
+                _warp_nodes(g, warps[int(k)], work[lo:hi], lead, d1, d2, anchor)
+
+
+def _warp_nodes(g: Graph, warp, idx: np.ndarray, lead, d1, d2, anchor) -> None:
+    """The lags and durations of the nodes ``idx`` (of one rank) through its ``warp``."""
+    x, y = warp
+    s, e = g.start[idx], g.end[idx]
+    ws, we = _warp(x, y, s), _warp(x, y, e)
+    lead[idx] = ws - _warp(x, y, s - g.lead[idx])
+    d1[idx] = _warp(x, y, s + g.d1[idx]) - ws
+    d2[idx] = we - _warp(x, y, e - g.d2[idx])
+    a = idx[anchor[idx] > NEG // 2]
+    anchor[a] = _warp(x, y, anchor[a])
 
 
 def describe(g: Graph, changes: list[Change]) -> list[str]:

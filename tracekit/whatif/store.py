@@ -1,0 +1,151 @@
+"""Where the arrays of a graph and its replays live: in memory for a small graph, in files mapped
+into memory (``numpy.memmap``) for a large one, so that a job's size is bounded by the disk, not
+by RAM (docs/performance.md). The mapped pages are the kernel's to write back and drop: the
+process's own (anonymous) memory holds only what one chunk of :data:`CHUNK` nodes or one replay
+window needs.
+
+A :class:`Store` on disk writes into a private folder it makes under the system's temporary
+folder (``$TMPDIR``, ``tracekit-whatif-*``); each file's name is removed as soon as it is
+mapped (the data lives while an array uses it, and its disk space is freed with the last one,
+even when the process is killed), and the folder is removed when the store is closed, freed, or
+at exit. :data:`DISK_NODES_ENV` chooses the size from which a graph goes
+to disk.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Iterator
+
+import numpy as np
+
+CHUNK = 1 << 20
+"""Nodes (or edges) per step of the chunked loops over a graph's arrays."""
+
+DISK_NODES_ENV = "TRACEKIT_WHATIF_DISK_NODES"
+DEFAULT_DISK_NODES = 2_000_000
+"""Event nodes from which a graph's arrays go to disk (about 150 MB of arrays in memory)."""
+
+
+def disk_nodes() -> int:
+    """The threshold of :data:`DISK_NODES_ENV` (default :data:`DEFAULT_DISK_NODES`); 0: always
+    on disk. ValueError when the variable is not a whole number."""
+    text = os.environ.get(DISK_NODES_ENV, "").strip()
+    if not text:
+        return DEFAULT_DISK_NODES
+    try:
+        return max(0, int(text))
+    except ValueError:
+        raise ValueError(f"${DISK_NODES_ENV} is not a whole number of nodes: {text!r}") from None
+
+
+def chunks(n: int, size: int | None = None) -> Iterator[tuple[int, int]]:
+    """(start, stop) of consecutive slices of ``range(n)``, ``size`` (default :data:`CHUNK`)
+    long, the last shorter."""
+    size = size or CHUNK
+    for a in range(0, n, size):
+        yield a, min(a + size, n)
+
+
+class Store:
+    """Makes the arrays of one graph: ``np.empty``/``np.full`` in memory, or the same as files
+    mapped into memory when ``disk`` (each array its own file in the store's folder)."""
+
+    def __init__(self, disk: bool = False):
+        self.disk = disk
+        self.path: str | None = None
+        self._count = 0
+        self._finalizer = None
+        if disk:
+            self.path = tempfile.mkdtemp(prefix="tracekit-whatif-")
+            self._finalizer = weakref.finalize(self, shutil.rmtree, self.path, True)
+
+    def empty(self, n: int, dtype) -> np.ndarray:
+        """An array of ``n`` entries of ``dtype`` (uninitialized in memory, zeros on disk)."""
+        if not self.disk or n == 0:
+            return np.empty(n, dtype=dtype)
+        self._count += 1
+        name = os.path.join(self.path, f"{self._count:05d}.bin")
+        return _unlinked(np.memmap(name, dtype=dtype, mode="w+", shape=(n,)), name)
+
+    def full(self, n: int, value, dtype) -> np.ndarray:
+        """An array of ``n`` entries, each ``value``."""
+        out = self.empty(n, dtype)
+        for a, b in chunks(n):
+            out[a:b] = value
+        return out
+
+    def copy(self, x: np.ndarray) -> np.ndarray:
+        """A copy of ``x`` in this store."""
+        out = self.empty(len(x), x.dtype)
+        for a, b in chunks(len(x)):
+            out[a:b] = x[a:b]
+        return out
+
+    def concat(self, parts: list[np.ndarray], dtype) -> np.ndarray:
+        """The arrays of ``parts`` one after the other."""
+        out = self.empty(sum(len(p) for p in parts), dtype)
+        at = 0
+        for p in parts:
+            for a, b in chunks(len(p)):
+                out[at + a:at + b] = p[a:b]
+            at += len(p)
+        return out
+
+    def close(self) -> None:
+        """Remove the store's folder (arrays of it must not be used after)."""
+        if self._finalizer is not None:
+            self._finalizer()
+
+
+class Appender:
+    """An array built from pieces appended one after the other, then :meth:`finish`\\ ed with
+    ``extra`` more entries at its end: in memory, the pieces are joined once; on disk, each
+    piece is written to the array's file as it comes (nothing of it stays in memory)."""
+
+    def __init__(self, store: Store, dtype):
+        self.store, self.dtype = store, np.dtype(dtype)
+        self.pieces: list[np.ndarray] = []
+        self.n = 0
+        self._file = None
+        if store.disk:
+            store._count += 1
+            self._name = os.path.join(store.path, f"{store._count:05d}.bin")
+            self._file = open(self._name, "wb")  # noqa: SIM115 - closed by finish()
+
+    def add(self, x: np.ndarray) -> None:
+        x = np.ascontiguousarray(x, dtype=self.dtype)
+        if self._file is not None:
+            self._file.write(memoryview(x).cast("B"))
+        else:
+            self.pieces.append(x)
+        self.n += len(x)
+
+    def finish(self, extra: int = 0) -> np.ndarray:
+        total = self.n + extra
+        if self._file is None or total == 0:
+            if self._file is not None:
+                self._file.close()
+            out = np.empty(total, dtype=self.dtype)
+            if self.pieces:
+                np.concatenate(self.pieces, out=out[: self.n])
+            self.pieces = []
+            return out
+        self._file.truncate(total * self.dtype.itemsize)  # the extra entries: zeros
+        self._file.close()
+        return _unlinked(np.memmap(self._name, dtype=self.dtype, mode="r+", shape=(total,)),
+                         self._name)
+
+
+def _unlinked(x: np.memmap, name: str) -> np.memmap:
+    """``x`` with its file's name removed at once: the mapping keeps the data, and the kernel
+    frees the disk space when the last array using it is freed (even if the process is killed).
+    Where a mapped file cannot be removed, the store's folder is removed at its close."""
+    try:
+        os.unlink(name)
+    except OSError:
+        pass
+    return x
