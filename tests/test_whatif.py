@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -228,6 +229,21 @@ def test_graph_in_rank_parts_equals_the_whole_job(job):
     _same_graph(whole, split)
 
 
+def test_two_jobs_in_parts_keep_their_collectives_apart(job):
+    """Two job run folders replayed together (`tracekit whatif STRAGGLER CLEAN`): built in
+    parts, each run's collective instances are their own (before, the parts numbered them per
+    run, so the two jobs' instances 0..20 shared 21 transfer nodes: every collective waited for
+    the later of the two jobs' ranks); the graph equals the one built over both at once."""
+    from tracekit.whatif import graph, parts
+
+    runs = [job["straggler"][0], job["clean"][0]]
+    with Engine(runs) as e:
+        whole = graph.load(e.con)
+        split = parts.load_in_parts(e, part_rows=60_000)
+    assert whole.counts["instances"] == split.counts["instances"] == 2 * 21
+    _same_graph(whole, split)
+
+
 def test_graph_on_disk_in_small_chunks_equals_the_graph_in_memory(job, monkeypatch):
     """The straggler job's graph, replays and critical path with every array in files mapped
     into memory (TRACEKIT_WHATIF_DISK_NODES=0) and the chunked loops cut every 1,000 nodes (so
@@ -272,6 +288,33 @@ def test_graph_on_disk_in_small_chunks_equals_the_graph_in_memory(job, monkeypat
             assert all(np.array_equal(x, y) for x, y in zip(a, b)), k
         else:
             assert np.array_equal(a, b), k
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="RLIMIT_FSIZE as on Linux")
+def test_full_disk_for_the_mapped_arrays_is_one_line_exit_2(job, tmp_path):
+    """The arrays on disk with no room for them (a real limit: RLIMIT_FSIZE of 200 kB, so each
+    file of 100,000 nodes is refused by the kernel): one line naming the folder and what to do,
+    exit 2, and the store's folder removed; never a SIGBUS from a mapped page."""
+    import resource
+    import signal
+    import subprocess
+
+    run, _ = job["straggler"]
+    tmp = tmp_path / "t"
+    tmp.mkdir()
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of the signal
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+
+    env = {**os.environ, "TRACEKIT_WHATIF_DISK_NODES": "0", "TMPDIR": str(tmp)}
+    p = subprocess.run([sys.executable, "-m", "tracekit", "whatif", str(run), "-s", "baseline"],
+                       capture_output=True, text=True, env=env, preexec_fn=limit, timeout=300)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1, p.stderr
+    assert lines[0].startswith(f"tracekit: error: cannot hold the replay's arrays in {tmp}/tracekit-whatif-")
+    assert "File too large (set TMPDIR to a folder on a disk with room" in lines[0]
+    assert list(tmp.iterdir()) == []
 
 
 @pytest.mark.slow

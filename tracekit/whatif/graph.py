@@ -17,8 +17,9 @@ into arrays and derives, for every node, the measured lags the replay keeps (doc
 
 Every collective instance adds one *transfer* node (category 'transfer'): it starts when the last
 rank has arrived (the latest start of its kernels) and lasts the last rank's kernel duration; each
-rank's kernel ends when it ends. Cost and memory grow with the events (docs/performance.md:
-the SQL's sorts over the whole job make the build superlinear in memory past ~1 M nodes).
+rank's kernel ends when it ends. Cost grows with the events; a large graph's arrays are files
+mapped into memory (:mod:`tracekit.whatif.store`), derived a chunk of nodes at a time, so the
+process's own memory does not grow with them (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -218,6 +219,7 @@ def join(parts, store: Store | None = None) -> Graph:
         chains += int(p.chain.max()) + 1
         n += p.n
         p.start_abs = p.end_abs = p.chain = p.cat = p.name_idx = p.run = p.rank = np.empty(0, np.int64)
+        pa.default_memory_pool().release_unused()  # the part's Arrow tables, freed, not kept
     if not n:
         raise ValueError("no events to replay (no CUDA API calls, GPU activities or step ranges)")
     c_node, c_inst, c_last = (np.concatenate([c[j] for c in coll]) for j in range(3))

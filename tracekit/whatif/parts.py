@@ -9,7 +9,9 @@ tracekit's ranges, ProfilerStep, a pattern, or detection -- is chosen per run), 
 calls matched across ranks (``tk_comm_arrivals()``: NCCL kernels only), and whether every process
 has a rank. The parts are joined by :func:`tracekit.whatif.graph.join`: the same arrays, node
 for node, as the graph built over the whole job at once, with DuckDB's memory bounded by one
-part instead of growing with the job (a 256-rank job's build: 55 s and 4.3 GB at once).
+part instead of growing with the job (a 256-rank job's build: 55 s and 4.3 GB at once). The
+parts are built a batch at a time and copied into the graph's arrays as they come (in files
+mapped into memory past :data:`tracekit.whatif.store.DEFAULT_DISK_NODES` event rows).
 
 Parts run in this process one after the other (``jobs`` 1), on local worker processes, or on
 the workers of a Dask scheduler (``scheduler``, as convert and query do;
@@ -154,11 +156,13 @@ def load_in_parts(engine, *, part_rows: int = PART_ROWS, jobs: int | None = 1,
     limit = con.sql("SELECT current_setting('memory_limit')").fetchall()[0][0]
     tasks = []
     for r in runs:
+        # one table per run, shared by its parts (not a copy per part: a 2,048-rank job has 56
+        # parts); the arrivals of every run, as the whole build numbers the collective instances
+        # over all runs (per run, two jobs' instances 0, 1, ... shared transfer nodes)
+        run_steps = steps.filter(pc.equal(steps.column("run_id"), r.run_id))
         for ranks in groups[r.run_id] or [None]:
             man = r.manifest if ranks is None else part_manifest(r.manifest, ranks)
-            tasks.append((str(r.path), man, steps.filter(pc.equal(steps.column("run_id"), r.run_id)),
-                          arrivals.filter(pc.equal(arrivals.column("run_id"), r.run_id)),
-                          limit, engine.step_pattern))
+            tasks.append((str(r.path), man, run_steps, arrivals, limit, engine.step_pattern))
     store = Store(disk=sum(rows for _, rows in sized.values()) >= disk_nodes())
     try:
         return _graph.join(_parts(tasks, jobs, scheduler), store)

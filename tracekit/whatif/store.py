@@ -22,6 +22,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from tracekit.errors import InputError
+
 CHUNK = 1 << 20
 """Nodes (or edges) per step of the chunked loops over a graph's arrays."""
 
@@ -69,7 +71,9 @@ class Store:
             return np.empty(n, dtype=dtype)
         self._count += 1
         name = os.path.join(self.path, f"{self._count:05d}.bin")
-        return _unlinked(np.memmap(name, dtype=dtype, mode="w+", shape=(n,)), name)
+        with open(name, "wb") as f:
+            _reserve(f, n * np.dtype(dtype).itemsize)
+        return _unlinked(np.memmap(name, dtype=dtype, mode="r+", shape=(n,)), name)
 
     def full(self, n: int, value, dtype) -> np.ndarray:
         """An array of ``n`` entries, each ``value``."""
@@ -119,7 +123,10 @@ class Appender:
     def add(self, x: np.ndarray) -> None:
         x = np.ascontiguousarray(x, dtype=self.dtype)
         if self._file is not None:
-            self._file.write(memoryview(x).cast("B"))
+            try:
+                self._file.write(memoryview(x).cast("B"))
+            except OSError as exc:
+                raise _full(exc, self.store.path) from None
         else:
             self.pieces.append(x)
         self.n += len(x)
@@ -134,10 +141,28 @@ class Appender:
                 np.concatenate(self.pieces, out=out[: self.n])
             self.pieces = []
             return out
-        self._file.truncate(total * self.dtype.itemsize)  # the extra entries: zeros
+        self._file.flush()
+        _reserve(self._file, total * self.dtype.itemsize)  # the extra entries: zeros
         self._file.close()
         return _unlinked(np.memmap(self._name, dtype=self.dtype, mode="r+", shape=(total,)),
                          self._name)
+
+
+def _reserve(f, size: int) -> None:
+    """Make the open file ``f`` ``size`` bytes long with its disk blocks allocated now: a full
+    disk is then this one-line error, not a SIGBUS when a mapped page is first written."""
+    try:
+        f.truncate(size)
+        if hasattr(os, "posix_fallocate") and size:
+            os.posix_fallocate(f.fileno(), 0, size)
+    except OSError as exc:
+        raise _full(exc, os.path.dirname(f.name)) from None
+
+
+def _full(exc: OSError, folder: str | None) -> InputError:
+    return InputError(f"cannot hold the replay's arrays in {folder}: {exc.strerror or exc} (set "
+                      "TMPDIR to a folder on a disk with room: about 150 bytes per event, or "
+                      f"${DISK_NODES_ENV} to a larger number to keep them in memory)")
 
 
 def _unlinked(x: np.memmap, name: str) -> np.memmap:
