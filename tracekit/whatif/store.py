@@ -8,8 +8,7 @@ A :class:`Store` on disk writes into a private folder it makes under the system'
 folder (``$TMPDIR``, ``tracekit-whatif-*``); each file's name is removed as soon as it is
 mapped (the data lives while an array uses it, and its disk space is freed with the last one,
 even when the process is killed), and the folder is removed when the store is closed, freed, or
-at exit. :data:`DISK_NODES_ENV` chooses the size from which a graph goes
-to disk.
+at exit. :data:`DISK_NODES_ENV` chooses the size from which a graph goes to disk.
 """
 
 from __future__ import annotations
@@ -29,7 +28,8 @@ CHUNK = 1 << 20
 
 DISK_NODES_ENV = "TRACEKIT_WHATIF_DISK_NODES"
 DEFAULT_DISK_NODES = 2_000_000
-"""Event nodes from which a graph's arrays go to disk (about 150 MB of arrays in memory)."""
+"""Event nodes from which a graph's arrays go to disk (below it, a replay's arrays take at most
+about 400 MB of memory: some 200 bytes per node)."""
 
 
 def disk_nodes() -> int:
@@ -62,7 +62,10 @@ class Store:
         self._count = 0
         self._finalizer = None
         if disk:
-            self.path = tempfile.mkdtemp(prefix="tracekit-whatif-")
+            try:
+                self.path = tempfile.mkdtemp(prefix="tracekit-whatif-")
+            except OSError as exc:
+                raise _full(exc, tempfile.gettempdir()) from None
             self._finalizer = weakref.finalize(self, shutil.rmtree, self.path, True)
 
     def empty(self, n: int, dtype) -> np.ndarray:
@@ -121,6 +124,8 @@ class Appender:
             self._file = open(self._name, "wb")  # noqa: SIM115 - closed by finish()
 
     def add(self, x: np.ndarray) -> None:
+        """Append the entries of ``x`` (converted to the array's dtype). :class:`InputError`
+        when the disk refuses them."""
         x = np.ascontiguousarray(x, dtype=self.dtype)
         if self._file is not None:
             try:
@@ -132,6 +137,8 @@ class Appender:
         self.n += len(x)
 
     def finish(self, extra: int = 0) -> np.ndarray:
+        """The whole array: every entry added, then ``extra`` more (uninitialized in memory,
+        zeros on disk). The appender is done after this."""
         total = self.n + extra
         if self._file is None or total == 0:
             if self._file is not None:
