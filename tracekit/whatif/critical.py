@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from tracekit.whatif.graph import CAT, NEG, Graph
+from tracekit.whatif.graph import CAT, NEG, Graph, rank_key
 from tracekit.whatif.replay import Schedule
-from tracekit.whatif.store import chunks
+from tracekit.whatif.store import chunks, nonzero
 
 SCHEMA = pa.schema([
     ("run_id", pa.string()), ("step", pa.int64()), ("rank", pa.int32()), ("category", pa.string()),
@@ -65,14 +65,12 @@ def _best_sources(g: Graph, s: Schedule):
 def _waits(g: Graph, s: Schedule) -> dict:
     """Per (run, rank): the ends of the collective transfers its kernels waited for (the rank
     arrived before the last one), sorted, with the transfer nodes' ids."""
-    part = np.concatenate([a + np.flatnonzero((np.asarray(g.cat[a:b]) == CAT["collective"])
-                                              & (np.asarray(g.instance[a:b]) >= 0))
-                           for a, b in chunks(g.n)] or [np.empty(0, np.int64)])
-    n_inst = max((int(g.instance[a:b].max()) for a, b in chunks(g.n)), default=-1) + 1
-    x = g.n - n_inst + g.instance[part] if len(part) else part
+    part = nonzero(g.n, lambda a, b: (np.asarray(g.cat[a:b]) == CAT["collective"])
+                   & (np.asarray(g.instance[a:b]) >= 0))
+    x = g.n - g.counts["instances"] + g.instance[part] if len(part) else part
     waited = s.start[part] < s.start[x]
     part, x = part[waited], x[waited]
-    key = g.run[part].astype(np.int64) * (1 << 32) + g.rank[part]
+    key = rank_key(g, part)
     out = {}
     for k in np.unique(key):
         sel = key == k
@@ -85,7 +83,7 @@ def _waits(g: Graph, s: Schedule) -> dict:
 def _held_by(waits: dict, g: Graph, i: int, lo: int, hi: int):
     """The transfer node whose end is the latest in (lo, hi] among those node ``i``'s rank
     waited for (None when none): a host gap across it was held back by the wait."""
-    w = waits.get(int(g.run[i]) * (1 << 32) + int(g.rank[i]))
+    w = waits.get(int(rank_key(g, i)))
     if w is None:
         return None
     j = int(np.searchsorted(w[0], hi, side="right")) - 1

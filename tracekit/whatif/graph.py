@@ -87,6 +87,12 @@ class Graph:
         return len(self.start)
 
 
+def rank_key(g: Graph, at) -> np.ndarray:
+    """The (run, rank) of the nodes ``at`` of ``g`` (a slice, node ids or one id) as one int64
+    key each: run index x 2^32 + rank."""
+    return np.asarray(g.run[at]).astype(np.int64) * (1 << 32) + g.rank[at]
+
+
 def _col(t: pa.Table, name: str, dtype=np.int64, fill=0) -> np.ndarray:
     c = t.column(name)
     if c.null_count:

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit.errors import InputError
-from tracekit.whatif.graph import CAT, NEG, Graph
-from tracekit.whatif.store import chunks
+from tracekit.whatif.graph import CAT, NEG, Graph, rank_key
+from tracekit.whatif.store import chunks, nonzero
 
 _FACTOR = re.compile(r"^(comm|host|launch)=(.+)$")
 _KERNELS = re.compile(r"^kernels:(.+)=([^=]+)$")
@@ -119,10 +119,9 @@ def straggler_warp(g: Graph):
     previous collective's end, or its first event, to its arrival at the next one) and every
     collective window (arrival to end) as long as the shortest any rank had for the same
     instances. Returns {key: (x, y)}: the breakpoints of each rank's warp, by
-    :func:`rank_key`."""
-    coll = np.concatenate([a + np.flatnonzero((np.asarray(g.instance[a:b]) >= 0)
-                                              & (np.asarray(g.cat[a:b]) == CAT["collective"]))
-                           for a, b in chunks(g.n)] or [np.empty(0, np.int64)])
+    :func:`tracekit.whatif.graph.rank_key`."""
+    coll = nonzero(g.n, lambda a, b: (np.asarray(g.instance[a:b]) >= 0)
+                   & (np.asarray(g.cat[a:b]) == CAT["collective"]))
     if not len(coll):
         return {}
     ck = rank_key(g, coll)
@@ -157,11 +156,6 @@ def straggler_warp(g: Graph):
         if np.all(np.diff(x) >= 0):
             warps[int(ck[a])] = (x, y)
     return warps
-
-
-def rank_key(g: Graph, at) -> np.ndarray:
-    """The (run, rank) of the nodes ``at`` (a slice or node ids) as one int64 key each."""
-    return np.asarray(g.run[at]).astype(np.int64) * (1 << 32) + g.rank[at]
 
 
 def _first_starts(g: Graph) -> tuple[np.ndarray, np.ndarray]:

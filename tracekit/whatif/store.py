@@ -52,6 +52,13 @@ def chunks(n: int, size: int | None = None) -> Iterator[tuple[int, int]]:
         yield a, min(a + size, n)
 
 
+def nonzero(n: int, mask) -> np.ndarray:
+    """The positions in 0..n-1 where ``mask(a, b)`` (the booleans of positions a..b-1) is true,
+    a chunk at a time: ``np.flatnonzero`` of a mask over a whole graph without holding it."""
+    return np.concatenate([a + np.flatnonzero(mask(a, b)) for a, b in chunks(n)]
+                          or [np.empty(0, np.int64)])
+
+
 class Store:
     """Makes the arrays of one graph: ``np.empty``/``np.full`` in memory, or the same as files
     mapped into memory when ``disk`` (each array its own file in the store's folder)."""
@@ -72,8 +79,7 @@ class Store:
         """An array of ``n`` entries of ``dtype`` (uninitialized in memory, zeros on disk)."""
         if not self.disk or n == 0:
             return np.empty(n, dtype=dtype)
-        self._count += 1
-        name = os.path.join(self.path, f"{self._count:05d}.bin")
+        name = self._new_file()
         with open(name, "wb") as f:
             _reserve(f, n * np.dtype(dtype).itemsize)
         return _unlinked(np.memmap(name, dtype=dtype, mode="r+", shape=(n,)), name)
@@ -92,15 +98,10 @@ class Store:
             out[a:b] = x[a:b]
         return out
 
-    def concat(self, parts: list[np.ndarray], dtype) -> np.ndarray:
-        """The arrays of ``parts`` one after the other."""
-        out = self.empty(sum(len(p) for p in parts), dtype)
-        at = 0
-        for p in parts:
-            for a, b in chunks(len(p)):
-                out[at + a:at + b] = p[a:b]
-            at += len(p)
-        return out
+    def _new_file(self) -> str:
+        """The path of the store's next array file (on disk only)."""
+        self._count += 1
+        return os.path.join(self.path, f"{self._count:05d}.bin")
 
     def close(self) -> None:
         """Remove the store's folder (arrays of it must not be used after)."""
@@ -119,8 +120,7 @@ class Appender:
         self.n = 0
         self._file = None
         if store.disk:
-            store._count += 1
-            self._name = os.path.join(store.path, f"{store._count:05d}.bin")
+            self._name = store._new_file()
             self._file = open(self._name, "wb")  # noqa: SIM115 - closed by finish()
 
     def add(self, x: np.ndarray) -> None:
