@@ -35,8 +35,11 @@ _OWN = {CAT["kernel"]: "kernel", CAT["memcpy"]: "memcpy", CAT["memset"]: "memset
 
 def _best_sources(g: Graph, s: Schedule):
     """Per node: the start dependency (src, point 0 = start, 1 = end) with the latest time and
-    the end dependency with the latest end (-1 where none; of equal times, the last edge), in
-    ``g.store``, a chunk of edges at a time."""
+    the end dependency with the latest end (-1 where none), in ``g.store``, a chunk of edges at
+    a time. Of equal times, an event wait wins over a launch and then the larger source node:
+    the choice does not depend on the order of the edges, which DuckDB does not fix (ranks with
+    equal times, e.g. replicas, would otherwise swap places on the critical path from run to
+    run)."""
     n, st = g.n, g.store
     r_src, r_pt, w_src = st.full(n, -1, np.int64), st.full(n, 0, np.int8), st.full(n, -1, np.int64)
     for src, dst, times, pt in ((g.start_src, g.start_dst, s.start, 0),
@@ -44,21 +47,27 @@ def _best_sources(g: Graph, s: Schedule):
                                 (g.end_src, g.end_dst, s.end, 2)):
         if pt != 1:  # the start dependencies' latest (both kinds), then the end dependencies'
             best = st.full(n, NEG, np.int64)
+        out_src = w_src if pt == 2 else r_src
         for a, b in chunks(len(dst)):
             sc, dc = np.asarray(src[a:b]), np.asarray(dst[a:b])
             val = times[sc]
-            o = np.lexsort((val, dc))
+            o = np.lexsort((sc, val, dc))
             last = np.ones(len(o), dtype=bool)
             last[:-1] = dc[o][1:] != dc[o][:-1]
-            o = o[last]  # each destination's latest edge in the chunk
-            d, v = dc[o], val[o]
-            win = v >= best[d]  # a later chunk wins a tie, as a later edge does
-            d, v, sw = d[win], v[win], sc[o][win]
-            best[d] = v
-            if pt == 2:
-                w_src[d] = sw
+            o = o[last]  # each destination's latest edge in the chunk (then largest source)
+            d, v, sw = dc[o], val[o], sc[o]
+            held = best[d]
+            tie = v == held
+            if pt == 1:  # an event wait wins a tie with a launch
+                tie &= ((r_pt[d] == 1) & (sw > r_src[d])) | (r_pt[d] == 0)
             else:
-                r_src[d], r_pt[d] = sw, pt
+                tie &= sw > out_src[d]
+            win = (v > held) | tie
+            d, v, sw = d[win], v[win], sw[win]
+            best[d] = v
+            out_src[d] = sw
+            if pt != 2:
+                r_pt[d] = pt
     return r_src, r_pt, w_src
 
 
