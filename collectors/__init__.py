@@ -23,7 +23,7 @@ from pathlib import Path
 from tracekit.errors import InputError, UnsupportedFormatError
 
 # package names under tracekit.collectors, in the order sniff() is tried
-REGISTRY = ("nsys", "ncu", "kineto", "memsnapshot")
+REGISTRY = ("nsys", "ncu", "kineto", "memsnapshot", "mllog")
 
 
 def collector_modules():
@@ -60,6 +60,6 @@ def detect(path: str | Path):
                                      "Kineto trace (its start does not decompress to one)", path=p)
     raise UnsupportedFormatError(
         "not a format tracekit reads (nsys .sqlite/.nsys-rep/.qdrep"
-        + ", ncu .csv/.ncu-rep, Kineto .json[.gz], PyTorch memory snapshot .pickle)",
+        + ", ncu .csv/.ncu-rep, Kineto .json[.gz], PyTorch memory snapshot .pickle, MLPerf result log)",
         path=p,
     )

@@ -39,6 +39,7 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
     naming the broken input, unless ``skip_bad_ranks``); nothing is left behind on any error.
     ``clock_model`` and ``merge_unrelated``: see :func:`tracekit.convert.job.convert_job` (a job only).
     """
+    inputs = _expand_folders(inputs)
     if not inputs:
         raise InputError("no input files given")
 
@@ -74,6 +75,18 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
         if extra_manifest:
             writer.manifest.update(extra_manifest)
     return Path(run_dir)
+
+
+def _expand_folders(inputs: Sequence[str | os.PathLike]) -> list:
+    """Each folder given is an MLPerf results tree: its ``result_*.txt`` files (collectors/mllog);
+    a folder without any stays, for :func:`detect` to refuse."""
+    from tracekit.collectors.mllog import expand_inputs
+
+    out: list = []
+    for p in inputs:
+        found = expand_inputs(Path(p)) if os.path.isdir(p) else []
+        out.extend(found or [p])
+    return out
 
 
 def _workload_hosts(extra: dict | None) -> dict[int, str]:

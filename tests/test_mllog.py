@@ -1,0 +1,175 @@
+"""MLPerf training result logs (collectors/mllog, queries/mlperf/): the shared fixtures of
+MLCommons' training_results_v0.6 and v4.0 repositories, checked against the raw lines read
+here with a separate parser, hand arithmetic and mlperf_logging's own result summarizer."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+
+from tracekit.cli import run as cli
+from tracekit.convert import convert
+from tracekit.query import Engine
+
+MLLOG = FIXTURES / "mllog"
+V06 = MLLOG / "training_results_v0.6" / "NVIDIA"
+V40 = MLLOG / "training_results_v4.0" / "NVIDIA"
+RESNET_1 = V06 / "results" / "dgx1_ngc19.05_mxnet" / "resnet"
+RESNET_130 = V06 / "results" / "dgx1_n130_ngc19.05_mxnet" / "resnet"
+GNN_64 = V40 / "results" / "eos_n64_ngc24.04_dgl" / "gnn"
+
+
+@pytest.fixture(scope="module")
+def mlrun(tmp_path_factory) -> Path:
+    """Both rounds' trees, given as one folder: one run folder."""
+    return convert([MLLOG], tmp_path_factory.mktemp("mllog") / "run")
+
+
+def _raw_start_stop_s(path: Path) -> tuple[Decimal, Decimal]:
+    """run_start and run_stop of a result file in seconds, read from the raw text."""
+    text = path.read_text(encoding="latin-1")
+    times = {}
+    for key in ("run_start", "run_stop"):
+        m = re.search(r":::MLL (\d+\.\d+) " + key + r":", text)
+        if m:
+            times[key] = Decimal(m.group(1))
+        else:
+            m = re.search(r':::MLLOG \{[^\n]*"time_ms": (\d+)[^\n]*"key": "' + key + '"', text)
+            times[key] = Decimal(m.group(1)) / 1000
+    return times["run_start"], times["run_stop"]
+
+
+def _olympic(values: list) -> Decimal:
+    kept = sorted(values)[1:-1]
+    return sum(kept) / len(kept)
+
+
+def test_every_log_line_is_an_event_with_its_exact_time(mlrun):
+    for path in (RESNET_130 / "result_0.txt", GNN_64 / "result_3.txt"):
+        raw = [ln for ln in path.read_text(encoding="latin-1").splitlines() if ":::MLL" in ln]
+        with Engine([mlrun]) as eng:
+            got = eng.sql(f"SELECT key, time_ns FROM mlperf_events WHERE file = '{path}' ORDER BY line").to_pylist()
+        assert len(got) == len(raw) > 700
+        start, stop = _raw_start_stop_s(path)
+        assert [r["time_ns"] for r in got if r["key"] == "run_start"] == [int(start * 10**9)]
+        assert [r["time_ns"] for r in got if r["key"] == "run_stop"] == [int(stop * 10**9)]
+
+
+def test_runs_carry_the_submission_and_the_system(mlrun):
+    with Engine([mlrun]) as eng:
+        rows = {(r["system"], r["result_index"]): r for r in eng.sql("SELECT * FROM mlperf_runs").to_pylist()}
+    assert len(rows) == 8 * 5 + 6 * 10
+    r = rows[("dgx1_n130_ngc19.05_mxnet", 0)]
+    start, stop = _raw_start_stop_s(RESNET_130 / "result_0.txt")
+    assert (r["round"], r["submitter"], r["benchmark"], r["division"]) == ("0.6", "NVIDIA", "resnet", "closed")
+    # the 0.6 description: 'num_nodes': '130', 'num_accelerators': '8' in its entry literal
+    assert (r["number_of_nodes"], r["accelerators"], r["accelerator_model"]) == (130, 1040, "Tesla V100-SXM2-16GB")
+    assert r["time_to_train_s"] == float(stop - start) == 101.557
+    assert (r["status"], r["global_batch_size"], r["system_source"]) == ("success", 54080, "systems_file")
+    assert r["eval_accuracy"] >= r["quality_target"] == 0.759
+    g = rows[("eos_n64_ngc24.04_dgl", 3)]
+    assert (g["round"], g["system_name"], g["accelerators"], g["accelerator_model"]) == \
+        ("4.0", "Eos_n64", 512, "NVIDIA H100-SXM5-80GB")
+    assert g["scaling_factor"] is None
+    assert rows[("eos_ngc24.04_dgl", 0)]["scaling_factor"] == 1.003734827264239
+
+
+def test_v06_score_is_the_olympic_mean_of_the_raw_times(mlrun):
+    with Engine([mlrun]) as eng:
+        score = {(r["system"], r["benchmark"]): r for r in eng.query("mlperf_score").to_pylist()}
+    for folder in sorted((V06 / "results").glob("*/*")):
+        times = [(lambda a, b: (b - a) / 60)(*_raw_start_stop_s(p)) for p in folder.glob("result_*.txt")]
+        row = score[(folder.parent.name, folder.name)]
+        assert row["runs"] == 5
+        assert row["score_min"] == pytest.approx(float(_olympic(times)), rel=1e-12)
+    # the published v0.6 result: ResNet-50 on one DGX-1, 115.22 minutes
+    assert round(score[("dgx1_ngc19.05_mxnet", "resnet")]["score_min"], 3) == 115.221
+
+
+def test_scaling_efficiency_of_the_v06_systems(mlrun):
+    with Engine([mlrun]) as eng:
+        rows = {r["system"]: r for r in eng.query("mlperf_scaling").to_pylist()}
+    r = rows["dgx1_n130_ngc19.05_mxnet"]
+    assert r["baseline_system"] == "dgx1_ngc19.05_mxnet"
+    assert round(r["speedup"]) == 68 and round(r["scaling_efficiency"], 2) == 0.52
+    assert r["scaling_efficiency"] == pytest.approx(r["speedup"] / 130, rel=1e-12)
+    ssd = rows["dgx1_n30_ngc19.05_pytorch"]
+    assert (round(ssd["speedup"], 1), round(ssd["scaling_efficiency"], 2)) == (8.4, 0.28)
+    assert rows["dgx1_ngc19.05_mxnet"]["speedup"] == 1.0
+
+
+@pytest.mark.slow
+def test_v40_score_equals_mlperf_logging_result_summarizer(mlrun, tmp_path):
+    pytest.importorskip("mlperf_logging")
+    tree = tmp_path / "training_results_v4.0"
+    shutil.copytree(MLLOG / "training_results_v4.0", tree)  # it writes a summary.json beside
+    out = tmp_path / "summary.csv"
+    proc = subprocess.run([sys.executable, "-m", "mlperf_logging.result_summarizer", str(tree / "NVIDIA"),
+                           "training", "4.0.0", "--quiet", "-csv", str(out)],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    theirs = {}
+    for row in csv.DictReader(out.open()):
+        system = Path(row["details_url"]).stem
+        for bench in ("gnn", "llama2_70b_lora"):
+            if row[bench]:
+                theirs[(system, bench)] = float(row[bench])
+    with Engine([mlrun]) as eng:
+        ours = {(r["system"], r["benchmark"]): r["score_min"]
+                for r in eng.query("mlperf_score").to_pylist() if r["round"] == "4.0"}
+    assert len(theirs) == 6 and ours.keys() == theirs.keys()
+    for key, score in theirs.items():
+        assert ours[key] == pytest.approx(score, rel=1e-9), key
+
+
+def _cut_lines(src: Path, dst: Path, every: int) -> int:
+    """``src`` with every ``every``-th :::MLLOG line cut in the middle of its JSON; returns how many."""
+    out, n, cut = [], 0, 0
+    for ln in src.read_text(encoding="utf-8").splitlines(keepends=True):
+        if ln.startswith(":::MLLOG"):
+            n += 1
+            if n % every == 0:
+                ln, cut = ln[: len(ln) // 2] + "\n", cut + 1
+        out.append(ln)
+    dst.write_text("".join(out), encoding="utf-8")
+    return cut
+
+
+def test_bad_lines_are_counted_and_warned(tmp_path, capsys):
+    src = GNN_64 / "result_0.txt"
+    bad = tmp_path / "result_0.txt"
+    cut = _cut_lines(src, bad, 50)
+    assert cut == 14
+    rc = cli(["convert", str(bad), "-o", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert rc == 0 and f"{cut} MLPerf log line(s) not read: {cut} :::MLLOG bad JSON" in err, err
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["sources"]["mllog"]["skipped"] == {str(bad): {":::MLLOG bad JSON": cut}}
+    total = sum(":::MLLOG" in ln for ln in src.read_text().splitlines())
+    with Engine([tmp_path / "run"]) as eng:
+        assert eng.sql("SELECT count(*) AS n FROM mlperf_events").to_pylist()[0]["n"] == total - cut
+        run = eng.sql("SELECT bad_lines, round, system FROM mlperf_runs").to_pylist()[0]
+    # outside a results tree: no round or folder, the system from the log's own :::SYSJSON line
+    assert run == {"bad_lines": cut, "round": None, "system": "64xNVIDIA DGX H100"}
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("hello\nno log here\n", "not a format tracekit reads"),
+    (":::MLLOG {not json\n:::MLL 12 key no json\n", "not an MLPerf result log: no :::MLLOG or :::MLL line that parses"),
+])
+def test_not_an_mlperf_log_is_refused_in_one_line(tmp_path, capsys, text, needle):
+    p = tmp_path / "result_0.txt"
+    p.write_text(text)
+    rc = cli(["convert", str(p), "-o", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and str(p) in err and len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
