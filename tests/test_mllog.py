@@ -173,3 +173,20 @@ def test_not_an_mlperf_log_is_refused_in_one_line(tmp_path, capsys, text, needle
     err = capsys.readouterr().err
     assert rc == 2 and needle in err and str(p) in err and len(err.strip().splitlines()) == 1, err
     assert "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_study_shows_mlperf_scaling_only_with_result_logs(mlrun, tmp_path):
+    from tracekit.study import build_study
+    from tracekit.study.report import render_html
+
+    study, out = build_study([mlrun], tmp_path / "study")
+    t = study.tables["mlperf_scaling"]
+    row = t[t.system == "dgx1_n130_ngc19.05_mxnet"].iloc[0]
+    assert (row.baseline_system, row.accelerators, row.runs) == ("dgx1_ngc19.05_mxnet", 1040, mlrun.name)
+    assert round(row.scaling_efficiency, 2) == 0.52 and len(t) == 14
+    html = (out / "report.html").read_text()
+    assert "id='mlperf_scaling'" in html and "mlperf_scaling.csv, mlperf_scaling.parquet — 14 row(s)" in html
+    assert (out / "mlperf_scaling.csv").read_text().count("\n") == 15
+    study.tables["mlperf_scaling"] = t.iloc[:0]  # a study of profiles only: no MLPerf section
+    assert "mlperf_scaling" not in render_html(study, {}, "t")
