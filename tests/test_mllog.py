@@ -190,3 +190,59 @@ def test_study_shows_mlperf_scaling_only_with_result_logs(mlrun, tmp_path):
     assert (out / "mlperf_scaling.csv").read_text().count("\n") == 15
     study.tables["mlperf_scaling"] = t.iloc[:0]  # a study of profiles only: no MLPerf section
     assert "mlperf_scaling" not in render_html(study, {}, "t")
+
+
+def test_runner_log_is_mlperf_logging_lines(tmp_path):
+    """The runner's MLLOG (tracekit/workloads/mlperflog.py), written by mlperf_logging.mllog and
+    read back by the collector: keys in MLPerf's order, time to train, status from the losses."""
+    pytest.importorskip("mlperf_logging")
+    from tracekit.collectors.mllog.parse import read_log
+    from tracekit.workloads.mlperflog import open_log, run_tables
+
+    for losses, status in (([2.0, 1.5, 1.0], "success"), ([2.0, float("nan"), 1.0], "aborted")):
+        path = tmp_path / f"{status}.txt"
+        log = open_log(str(path), rank=0)
+        log.begin("resnet50", 2, "cpu")
+        log.run_start(16)
+        log.run_stop([300_000_000, 100_000_000, 100_000_000], 1, 16, losses)
+        cols, bad, _, other = read_log(path)
+        assert not bad and other == 0
+        assert cols["key"] == ["submission_benchmark", "submission_org", "submission_division",
+                               "submission_status", "submission_platform", "init_start",
+                               "global_batch_size", "init_stop", "run_start", "block_start", "epoch_start",
+                               "epoch_stop", "block_stop", "train_samples", "tracked_stats", "run_stop"]
+        assert json.loads(cols["value"][0]) == "resnet" and json.loads(cols["value"][4]) == "2xcpu"
+        stats = json.loads(cols["value"][14])
+        assert stats == {"throughput": 16 * 2 / 0.2, "step_ms": 100.0}
+        manifest = {"collect": {}}
+        runs = run_tables(path, manifest)["mlperf_runs"].to_pylist()[0]
+        assert (runs["file"], runs["status"], runs["train_samples"], runs["global_batch_size"]) == \
+            ("mllog.txt", status, 48, 16)
+        assert runs["time_to_train_s"] == (cols["time_ns"][15] - cols["time_ns"][8]) / 1e9
+        assert manifest["collect"]["mllog"]["files"] == 1
+    assert open_log(str(tmp_path / "rank1.txt"), rank=1).run_start(16) is None
+    assert not (tmp_path / "rank1.txt").exists()
+
+
+@pytest.mark.slow
+def test_collected_run_carries_its_mlperf_log(tmp_path):
+    """tracekit collect: the runner's MLLOG in the run folder (mlperf_runs' time to train covers
+    the runner's own step times), and mlperf_logging's compliance checker refuses only the rules
+    docs/mlperf.md names (no evaluation, page cache not cleared)."""
+    pytest.importorskip("mlperf_logging")
+    pytest.importorskip("torch")
+    out = tmp_path / "r"
+    rc = cli(["collect", "resnet50", "-o", str(out), "--profiler", "torch", "--steps", "1",
+              "--warmup-steps", "1", "--keep-raw"])
+    assert rc == 0
+    result = json.loads((out / "raw" / "result-0.json").read_text())
+    with Engine([out]) as eng:
+        run = eng.sql("SELECT * FROM mlperf_runs").to_pylist()[0]
+    assert (run["benchmark"], run["status"], run["train_samples"]) == ("resnet", "success", 2 * result["batch_size"])
+    assert sum(result["step_wall_ns"]) / 1e9 < run["time_to_train_s"] < 600
+    proc = subprocess.run([sys.executable, "-m", "mlperf_logging.compliance_checker", "--usage", "training",
+                           "--ruleset", "4.0.0", str(out / "raw" / "mllog.txt")],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300, check=False)
+    refused = set(re.findall(r"occurrence of '(\w+)' but found 0", proc.stdout + proc.stderr))
+    assert refused == {"cache_clear", "eval_samples", "eval_accuracy"}, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -29,7 +29,7 @@ from tracekit.progress import NULL_PROGRESS, Progress
 from tracekit.runfolder import RunWriter
 
 NAME = "mllog"
-__all__ = ["NAME", "QUALITY_TARGETS", "collect", "expand_inputs", "sniff"]
+__all__ = ["NAME", "QUALITY_TARGETS", "collect", "expand_inputs", "read_tables", "sniff"]
 
 SNIFF_BYTES = 1 << 20
 RESULT_GLOB = "result_*.txt"
@@ -143,10 +143,11 @@ def run_row(path: Path, cols: dict, sysjson: dict | None, bad_lines: int) -> dic
     }
 
 
-def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROGRESS) -> None:
-    """Read every result file in ``paths`` into ``writer``'s ``mlperf_events`` and
-    ``mlperf_runs`` (one row per file)."""
-    events, runs, skipped, other = [], [], {}, 0
+def read_tables(paths: list[Path]) -> tuple[dict, list[str], dict]:
+    """The result files ``paths`` as {'mlperf_events': [tables], 'mlperf_runs': [table]}, the
+    warnings to record and the manifest's ``sources.mllog`` entry. :class:`InputError` for a file
+    with no MLPerf line that parses."""
+    events, runs, skipped, other, warnings = [], [], {}, 0, []
     for path in paths:
         path = Path(path)
         cols, bad, sysjson, n_other = read_log(path)
@@ -154,23 +155,32 @@ def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROG
             why = f" ({sum(bad.values())} MLPerf line(s) that do not parse: " \
                   + ", ".join(f"{v} {k}" for k, v in sorted(bad.items())) + ")" if bad else ""
             raise InputError(f"not an MLPerf result log: no :::MLLOG or :::MLL line that parses{why}", path=path)
-        writer.manifest["inputs"].append(describe_input(path, "mlperf-log"))
         runs.append(run_row(path, cols, sysjson, sum(bad.values())))
         t = pa.table({c: cols[c] for c in COLUMNS})
         events.append(t.append_column("file", pa.array([str(path)] * t.num_rows, pa.string())))
         if bad:
             skipped[str(path)] = bad
-            writer.warn(f"{path}: {sum(bad.values())} MLPerf log line(s) not read: "
-                        + ", ".join(f"{v} {k}" for k, v in sorted(bad.items())))
+            warnings.append(f"{path}: {sum(bad.values())} MLPerf log line(s) not read: "
+                            + ", ".join(f"{v} {k}" for k, v in sorted(bad.items())))
         other += n_other
-    writer.write_table("mlperf_events", events)
-    writer.write_table("mlperf_runs", [pa.Table.from_pylist(runs)])
     no_stop = [r["file"] for r in runs if r["time_to_train_s"] is None]
     if no_stop:
-        writer.warn(f"{len(no_stop)} result file(s) without run_start and run_stop (no time to train): "
-                    + ", ".join(no_stop[:3]) + (" ..." if len(no_stop) > 3 else ""))
-    writer.manifest["sources"][NAME] = {
-        "format": "mlperf-log",
-        "clock": "time_ns = the log's Unix time (0.5/0.6: seconds, 0.7+: time_ms) in ns",
-        "files": len(runs), "other_lines": other, "skipped": skipped,
-    }
+        warnings.append(f"{len(no_stop)} result file(s) without run_start and run_stop (no time to "
+                        "train): " + ", ".join(no_stop[:3]) + (" ..." if len(no_stop) > 3 else ""))
+    source = {"format": "mlperf-log",
+              "clock": "time_ns = the log's Unix time (0.5/0.6: seconds, 0.7+: time_ms) in ns",
+              "files": len(runs), "other_lines": other, "skipped": skipped}
+    return {"mlperf_events": events, "mlperf_runs": [pa.Table.from_pylist(runs)]}, warnings, source
+
+
+def collect(paths: list[Path], writer: RunWriter, progress: Progress = NULL_PROGRESS) -> None:
+    """Read every result file in ``paths`` into ``writer``'s ``mlperf_events`` and
+    ``mlperf_runs`` (one row per file)."""
+    tables, warnings, source = read_tables(paths)
+    for path in paths:
+        writer.manifest["inputs"].append(describe_input(Path(path), "mlperf-log"))
+    for name, parts in tables.items():
+        writer.write_table(name, parts)
+    for w in warnings:
+        writer.warn(w)
+    writer.manifest["sources"][NAME] = source
