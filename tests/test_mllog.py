@@ -246,3 +246,30 @@ def test_collected_run_carries_its_mlperf_log(tmp_path):
     refused = set(re.findall(r"occurrence of '(\w+)' but found 0", proc.stdout + proc.stderr))
     assert refused == {"cache_clear", "eval_samples", "eval_accuracy"}, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_hostile_lines_are_counted_never_a_traceback(tmp_path, capsys):
+    p = tmp_path / "result_0.txt"
+    p.write_text("\n".join([
+        ":::MLLOG " + "[" * 100_000 + "]" * 100_000,  # nested past Python's recursion limit
+        ':::MLLOG {"time_ms": NaN, "key": "run_start"}',
+        ':::MLLOG {"time_ms": 1e400, "key": "run_start"}',
+        ":::MLL 1.5 run_start: " + "{" * 50_000,
+        ':::MLL 99999999999999999999 run_start: {"value": null}',
+        ':::MLLOG {"time_ms": 1714041354271, "key": "run_start", "value": NaN, "metadata": {"status": [1]}}',
+        ':::MLLOG {"time_ms": 1714041354272.5, "key": "run_stop", "value": 1e308, "metadata": {"status": {"a": 1}}}',
+        '\x00\x1b[31m:::MLLOG {"time_ms": 1714041354273, "key": "\\u001b[31mred", "value": [Infinity]}',
+    ]) + "\n")
+    assert cli(["convert", str(p), "-o", str(tmp_path / "run")]) == 0
+    err = capsys.readouterr().err
+    assert "5 MLPerf log line(s) not read: 1 :::MLL bad JSON, 1 :::MLL time out of range, " \
+           "1 :::MLLOG bad JSON, 2 :::MLLOG no time_ms" in err and "Traceback" not in err
+    with Engine([tmp_path / "run"]) as eng:
+        ev = eng.sql("SELECT key, time_ns, value, value_num, json_valid(value) AS ok FROM mlperf_events "
+                     "ORDER BY line").to_pylist()
+        run = eng.sql("SELECT time_to_train_s, status FROM mlperf_runs").to_pylist()[0]
+    assert [(e["key"], e["time_ns"], e["value_num"], e["ok"]) for e in ev] == [
+        ("run_start", 1714041354271000000, None, True), ("run_stop", 1714041354272500000, 1e308, True),
+        ("\x1b[31mred", 1714041354273000000, None, True)]
+    assert [e["value"] for e in ev] == ['"nan"', "1e+308", '"[inf]"']
+    assert run == {"time_to_train_s": 0.0015, "status": None}  # a status that is no text is none

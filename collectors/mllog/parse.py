@@ -43,12 +43,15 @@ def _ms_to_ns(ms) -> int | None:
     if type(ms) is int:
         return ms * 1_000_000 if abs(ms) < _MAX_S * 1000 else None
     if type(ms) is float and math.isfinite(ms) and abs(ms) < _MAX_S * 1000:
-        return round(ms * 1_000_000)
+        whole = int(ms)  # the whole ms exactly; ms * 1e6 as a double would round past 2**53
+        return whole * 1_000_000 + round((ms - whole) * 1_000_000)
     return None
 
 
 def _number(v):
-    if type(v) in (int, float) and math.isfinite(v) and abs(v) < 2**63:
+    if type(v) is float and math.isfinite(v):
+        return v
+    if type(v) is int and abs(v) < 2**63:
         return float(v)
     return None
 
@@ -74,7 +77,7 @@ def _parse_mll(text: str):
         return "time out of range"
     try:
         obj = json.loads(js)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep
         return "bad JSON"
     if not isinstance(obj, dict):
         return "JSON not an object"
@@ -85,7 +88,7 @@ def _parse_mllog(text: str):
     """A 0.7+ entry (after the token) as (time_ns, key, value, metadata, event_type) or a reason."""
     try:
         obj = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return "bad JSON"
     if not isinstance(obj, dict):
         return "JSON not an object"
@@ -100,7 +103,14 @@ def _parse_mllog(text: str):
 
 
 def _dump(v) -> str | None:
-    return None if v is None else json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+    """``v`` as compact JSON; a NaN or infinity (which Python's parser accepts and JSON has not)
+    anywhere in it makes the whole value its text, as a JSON string."""
+    if v is None:
+        return None
+    try:
+        return json.dumps(v, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        return json.dumps(repr(v), ensure_ascii=False)
 
 
 def read_log(path: Path) -> tuple[dict, dict, dict | None, int]:
@@ -125,7 +135,7 @@ def read_log(path: Path) -> tuple[dict, dict, dict | None, int]:
                     continue
                 try:
                     obj = json.loads(line[at + len(SYSJSON):])
-                except ValueError:
+                except (ValueError, RecursionError):
                     obj = None
                 if isinstance(obj, dict):
                     sysjson = obj

@@ -79,7 +79,7 @@ def read_description(path: Path) -> dict | None:
     try:
         obj = json.loads(text)
         return obj if isinstance(obj, dict) else None
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     fields = {}
     for line in text.splitlines():
@@ -88,7 +88,7 @@ def read_description(path: Path) -> dict | None:
             continue
         try:
             v = json.loads(rest)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(v, dict) and "value" in v:
             fields[key.strip()] = v["value"]
@@ -108,7 +108,7 @@ def read_scaling(path: Path | None) -> float | None:
         return None
     try:
         obj = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     f = obj.get("scaling_factor") if isinstance(obj, dict) else None
     return float(f) if type(f) in (int, float) and f > 0 else None
