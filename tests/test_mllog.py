@@ -238,6 +238,12 @@ def test_collected_run_carries_its_mlperf_log(tmp_path):
     result = json.loads((out / "raw" / "result-0.json").read_text())
     with Engine([out]) as eng:
         run = eng.sql("SELECT * FROM mlperf_runs").to_pylist()[0]
+        budget = eng.query("mlperf_step_budget").to_pylist()
+        measured = [r["wall_ns"] for r in eng.query("step_summary").to_pylist() if not r["warmup"]]
+    # the log's steps (warm-up included) times the profile's mean measured step
+    assert len(budget) == 1 and budget[0]["log_steps"] == result["steps"] + result["warmup_steps"] == 2
+    assert budget[0]["profiled_step_ns"] == pytest.approx(sum(measured) / len(measured), rel=1e-12)
+    assert budget[0]["step_share"] == pytest.approx(2 * budget[0]["profiled_step_ns"] / 1e9 / run["time_to_train_s"])
     assert (run["benchmark"], run["status"], run["train_samples"]) == ("resnet", "success", 2 * result["batch_size"])
     assert sum(result["step_wall_ns"]) / 1e9 < run["time_to_train_s"] < 600
     proc = subprocess.run([sys.executable, "-m", "mlperf_logging.compliance_checker", "--usage", "training",
