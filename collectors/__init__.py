@@ -44,7 +44,8 @@ def detect(path: str | Path):
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", path=p) from None
     if stat.S_ISDIR(st.st_mode):
-        raise InputError("is a directory, not a profiler output file", path=p)
+        raise InputError("is a directory, not a profiler output file (a folder is read only as an "
+                         "MLPerf results tree, and this one holds no result_*.txt)", path=p)
     if not stat.S_ISREG(st.st_mode):  # a FIFO or device would hang the reader or never end
         raise InputError("is not a regular file (a pipe, device or socket); tracekit reads "
                          "profiler output files: save the stream to a file first", path=p)

@@ -279,3 +279,33 @@ def test_hostile_lines_are_counted_never_a_traceback(tmp_path, capsys):
         ("\x1b[31mred", 1714041354273000000, None, True)]
     assert [e["value"] for e in ev] == ['"nan"', "1e+308", '"[inf]"']
     assert run == {"time_to_train_s": 0.0015, "status": None}  # a status that is no text is none
+
+
+def test_a_failed_run_is_one_of_the_dropped_slowest(tmp_path):
+    """MLPerf's rule (mlperf_logging's summarizer): a run that did not converge counts among the
+    dropped slowest; a second one (more than one of ten) leaves no score."""
+    src = V40 / "results" / "eos_ngc24.04_dgl" / "gnn"
+    tree = tmp_path / "training_results_v4.0" / "NVIDIA"
+    folder = tree / "results" / "eos_ngc24.04_dgl" / "gnn"
+    shutil.copytree(src, folder)
+    shutil.copytree(V40 / "systems", tree / "systems")
+    scores = {}
+    for failed in (1, 2):
+        for i in range(failed):
+            p = folder / f"result_{i}.txt"
+            p.write_text(re.sub(r'("key": "run_stop".*"status": )"success"', r'\1"aborted"', p.read_text()))
+        run = convert([tmp_path / "training_results_v4.0"], tmp_path / f"run{failed}")
+        with Engine([run]) as eng:
+            scores[failed] = eng.query("mlperf_score").to_pylist()[0]
+    ok = sorted(float(b - a) / 60 for a, b in (_raw_start_stop_s(folder / f"result_{i}.txt") for i in range(1, 10)))
+    assert scores[1]["runs"] == 10
+    assert scores[1]["score_min"] == pytest.approx(sum(ok[1:]) / 8 * 1.003734827264239, rel=1e-12)
+    assert scores[2]["score_min"] is None
+
+
+def test_a_folder_without_result_files_is_refused(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert cli(["convert", str(tmp_path / "empty"), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "is a directory, not a profiler output file" in err and "holds no result_*.txt" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
