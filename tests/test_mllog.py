@@ -265,6 +265,7 @@ def test_hostile_lines_are_counted_never_a_traceback(tmp_path, capsys):
         ':::MLLOG {"time_ms": 1714041354271, "key": "run_start", "value": NaN, "metadata": {"status": [1]}}',
         ':::MLLOG {"time_ms": 1714041354272.5, "key": "run_stop", "value": 1e308, "metadata": {"status": {"a": 1}}}',
         '\x00\x1b[31m:::MLLOG {"time_ms": 1714041354273, "key": "\\u001b[31mred", "value": [Infinity]}',
+        ':::SYSJSON {"system_name": {"a": 1}, "number_of_nodes": [2], "accelerators_per_node": "8", "division": 5}',
     ]) + "\n")
     assert cli(["convert", str(p), "-o", str(tmp_path / "run")]) == 0
     err = capsys.readouterr().err
@@ -273,12 +274,15 @@ def test_hostile_lines_are_counted_never_a_traceback(tmp_path, capsys):
     with Engine([tmp_path / "run"]) as eng:
         ev = eng.sql("SELECT key, time_ns, value, value_num, json_valid(value) AS ok FROM mlperf_events "
                      "ORDER BY line").to_pylist()
-        run = eng.sql("SELECT time_to_train_s, status FROM mlperf_runs").to_pylist()[0]
+        run = eng.sql("SELECT time_to_train_s, status, system_name, accelerators, division, system_source "
+                      "FROM mlperf_runs").to_pylist()[0]
     assert [(e["key"], e["time_ns"], e["value_num"], e["ok"]) for e in ev] == [
         ("run_start", 1714041354271000000, None, True), ("run_stop", 1714041354272500000, 1e308, True),
         ("\x1b[31mred", 1714041354273000000, None, True)]
     assert [e["value"] for e in ev] == ['"nan"', "1e+308", '"[inf]"']
-    assert run == {"time_to_train_s": 0.0015, "status": None}  # a status that is no text is none
+    # a status or a description field of the wrong type is none
+    assert run == {"time_to_train_s": 0.0015, "status": None, "system_name": None, "accelerators": None,
+                   "division": None, "system_source": "sysjson"}
 
 
 def test_a_failed_run_is_one_of_the_dropped_slowest(tmp_path):

@@ -17,6 +17,7 @@ and the count per reason); a file with none that parse is refused (:class:`Input
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -77,8 +78,6 @@ def _last_before(cols: dict, column: str, stop: int, key: str | None = None):
 
 
 def _text_value(cols: dict, key: str) -> str | None:
-    import json
-
     i = _first(cols, key)
     if i is None or cols["value"][i] is None:
         return None
@@ -100,10 +99,16 @@ def _description(where: dict, sysjson: dict | None, cols: dict) -> tuple[dict, s
     return desc, ("submission_entry" if desc else None)
 
 
+def _str(v) -> str | None:
+    """A description's text field; anything but non-empty text (a number, a list) is none."""
+    return v[:1000] if isinstance(v, str) and v else None
+
+
 def run_row(path: Path, cols: dict, sysjson: dict | None, bad_lines: int) -> dict:
     """The ``mlperf_runs`` row of one result file (its entries in ``cols``)."""
     where = _system.layout(path)
     desc, desc_source = _description(where, sysjson, cols)
+    desc = {k: (v if k in ("number_of_nodes", "accelerators_per_node") else _str(v)) for k, v in desc.items()}
     start = _first(cols, "run_start")
     stop = _first(cols, "run_stop", start or 0)
     end = stop if stop is not None else len(cols["key"]) - 1
@@ -111,8 +116,6 @@ def run_row(path: Path, cols: dict, sysjson: dict | None, bad_lines: int) -> dic
     stop_ns = cols["time_ns"][stop] if stop is not None else None
     status = None
     if stop is not None and cols["metadata"][stop]:
-        import json
-
         status = json.loads(cols["metadata"][stop]).get("status")
     benchmark = where.get("benchmark") or _text_value(cols, "submission_benchmark")
     rnd = where.get("round")
