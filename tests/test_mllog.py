@@ -313,3 +313,19 @@ def test_a_folder_without_result_files_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "is a directory, not a profiler output file" in err and "holds no result_*.txt" in err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_logs_beside_a_jobs_ranks_keep_the_job(tmp_path):
+    """Kineto traces of two ranks and an MLPerf log: the ranks stay one job (one rank each) and
+    the log's tables go in beside them."""
+    from jobgen import make_job
+
+    job = make_job(tmp_path / "job", ranks=2, seed=1)
+    log = tmp_path / "result_0.txt"
+    shutil.copyfile(GNN_64 / "result_0.txt", log)
+    run = convert([*job.paths, log], tmp_path / "run")
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert [r["rank"] for r in manifest["ranks"]] == [0, 1]
+    assert manifest["tables"]["mlperf_runs"]["rows"] == 1 and "mllog" in manifest["sources"]
+    assert str(log) in {i["path"] for i in manifest["inputs"]}

@@ -57,6 +57,13 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
     else:
         mods = [detect(p) for p in inputs]
     formats = [m.NAME for m in mods]
+    # MLPerf result logs beside a job's ranks: the ranks are the job, the logs go in beside them
+    logs = [p for p, f in zip(inputs, formats) if f == "mllog"]
+    if logs and len(logs) < len(inputs) and is_job([f for f in formats if f != "mllog"]):
+        inputs, mods = zip(*[(p, m) for p, m in zip(inputs, mods) if m.NAME != "mllog"])
+        inputs, mods, formats = list(inputs), list(mods), [m.NAME for m in mods]
+    else:
+        logs = []
     # one good rank left beside refused ones is still a job, with the others skipped
     if not is_job(formats if not rejected else formats * 2):
         if rejected:
@@ -68,6 +75,12 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
                     jobs=jobs, scheduler=scheduler, skip_bad_ranks=skip_bad_ranks,
                     rejected=rejected, clock_model=clock_model, merge_unrelated=merge_unrelated,
                     hosts=_workload_hosts(extra_manifest))
+        if logs:
+            from tracekit.collectors import mllog
+
+            writer.manifest.setdefault("inputs", [])
+            writer.manifest.setdefault("sources", {})
+            mllog.collect([Path(p) for p in logs], writer)
         for name, table in (extra_tables or {}).items():
             if name in writer.manifest["tables"]:
                 raise InputError(f"two inputs both provide table {name}")
