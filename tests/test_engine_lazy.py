@@ -59,7 +59,7 @@ def test_every_macro_statement_is_found():
     from tracekit.query.catalog import macro_statements as _macro_statements
     from tracekit.query.named_queries import macro_topics, macros_sql
 
-    assert macro_topics() == ["", "cpu", "memory", "nvtx", "ops", "ranks", "study", "whatif"]  # every _macros.sql but the roofline's
+    assert macro_topics() == ["", "cpu", "memory", "mlperf", "nvtx", "ops", "ranks", "study", "whatif"]  # every _macros.sql but the roofline's
     text = "\n".join(macros_sql(t) for t in macro_topics())
     macros = _macro_statements()
     creates = [ln for ln in text.splitlines() if ln.upper().startswith("CREATE")]

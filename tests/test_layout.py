@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 600
-FORMATS = ("kineto", "memsnapshot", "ncu", "nsys")
+FORMATS = ("kineto", "memsnapshot", "mllog", "ncu", "nsys")
 
 
 def _tracked() -> list[Path]:

@@ -12,6 +12,7 @@ from tracekit.study.tables import Study
 
 TITLES = {
     "scaling": "Throughput and scaling efficiency against world size (ranks)",
+    "mlperf_scaling": "MLPerf time to train against accelerators (result logs)",
     "precision": "Mixed-precision speed-up and tensor-core share of GPU time",
     "cpu": "Host CPU utilization against world size (ranks)",
     "characterization": "Compute rate against memory traffic (characterization)",
@@ -266,6 +267,10 @@ def figures(study: Study) -> dict[str, list[tuple[str, str]]]:
     sl = t.get("scaling_loss")
     out["scaling_loss"] = ([(_png(waterfall_figure(plt, sl)), TITLES["scaling_loss"])]
                            if sl is not None and len(sl) else missing("scaling_loss", "part", "step time"))
+    from tracekit.plots.mlperf import mlperf_figure
+
+    if len(t.get("mlperf_scaling", ())):  # only with MLPerf result logs (tracekit.study.mlperf)
+        out["mlperf_scaling"] = [(_png(mlperf_figure(plt, t["mlperf_scaling"])), TITLES["mlperf_scaling"])]
     return out
 
 

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from tracekit.labels import html_text
 from tracekit.plots.study import TITLES, figures
+from tracekit.study import mlperf as _mlperf
 from tracekit.study.tables import (
     COLUMNS,
     NOT_TENSOR_CORE_NAME_RE,
@@ -133,9 +134,10 @@ def render_html(study: Study, figs: dict[str, list[tuple[str, str]]], title: str
                  "with equal keys with --pool).") + " Keys a manifest lacks are inferred from the "
                  "trace (docs/study.md); <i>unknown</i> is shown as such, never replaced by a "
                  "default.</p>")
-    parts.append("<ul>" + "".join(f"<li><a href='#{n}'>{esc(TITLES[n])}</a></li>" for n in TITLES)
+    shown = [n for n in TITLES if n != "mlperf_scaling" or _mlperf.shown(study)]  # MLPerf: with its logs
+    parts.append("<ul>" + "".join(f"<li><a href='#{n}'>{esc(TITLES[n])}</a></li>" for n in shown)
                  + "</ul>")
-    for name in TITLES:
+    for name in shown:
         parts.append(f"<h2 id='{name}'>{esc(TITLES[name])}</h2>")
         runs = _runs_of(study, name)
         queries = ", ".join(f"{q} ({PARAMS[q]})" if q in PARAMS else q for q in SOURCES[name])
@@ -170,9 +172,9 @@ def _findings_html(study: Study) -> str:
 
 # -- writing ------------------------------------------------------------------------------------
 INT_COLUMNS = {"world_size", "batch_size", "steps", "kernels", "cpus", "threads_per_rank",
-               "peak_allocated_bytes", "peak_reserved_bytes"}
+               "peak_allocated_bytes", "peak_reserved_bytes"} | _mlperf.INT
 TEXT_COLUMNS = {"workload", "suite", "precision", "interconnect", "source", "tensor_core_source", "runs",
-                "device", "run", "baseline_run", "part"}
+                "device", "run", "baseline_run", "part"} | _mlperf.TEXT
 def _arrow(df: pd.DataFrame, name: str) -> pa.Table:
     df = df[COLUMNS[name]]
     fields = []

@@ -35,6 +35,7 @@ import pandas as pd
 from tracekit.query import Engine, run
 from tracekit.query.named_queries import macros_sql
 from tracekit.study import memory as _memory
+from tracekit.study import mlperf as _mlperf
 from tracekit.study import scaling_loss as _loss
 from tracekit.study.runs import RunInfo
 
@@ -71,6 +72,7 @@ SOURCES = {
     "interconnect": ["step_summary", "nccl", "gpu_utilization"],
     "memory": _memory.SOURCES,
     "scaling_loss": _loss.SOURCES,
+    "mlperf_scaling": _mlperf.SOURCES,
 }
 
 COLUMNS = {
@@ -88,6 +90,7 @@ COLUMNS = {
                      "step_ns", "comm_share", "exposed_comm_ns", "runs"],
     "memory": _memory.COLUMNS,
     "scaling_loss": _loss.COLUMNS,
+    "mlperf_scaling": _mlperf.COLUMNS,
 }
 
 
@@ -168,6 +171,9 @@ def build_tables(infos: list[RunInfo], *, pool: bool = False,
         study.tables["memory"], why = _memory.memory_table(eng, keys)
         if why:
             study.reasons["memory"] = why
+        study.tables["mlperf_scaling"], why = _mlperf.mlperf_table(eng)
+        if why:
+            study.reasons["mlperf_scaling"] = why
     study.tables["scaling_loss"], study.findings, why = _loss.scaling_loss(
         study.per_run, {i.run_id: i.path for i in infos}, step_pattern)
     if why:
