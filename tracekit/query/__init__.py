@@ -5,6 +5,8 @@
 - :mod:`tracekit.query.engine`: :class:`Engine`, DuckDB views over run folders (a session that
   runs many queries over the same runs);
 - :mod:`tracekit.query.catalog`: every name a statement may use (tables, views, macros);
+- :mod:`tracekit.query.hooks`: the one extension point, names other packages provide (the
+  roofline tables, the critical path), listed in ``tracekit/extensions.py``;
 - :mod:`tracekit.query.named_queries`: the ``.sql`` files of ``queries/`` and their headers
   (parameters, output columns and units);
 - :mod:`tracekit.query.explain`: warnings and empty-result explanations from the manifests;
