@@ -1,5 +1,5 @@
 """A named query computed in parts: the run folders cut into chunks, each chunk's result computed
-on a worker (local processes or a Dask scheduler's, :mod:`tracekit.convert.cluster`), the parts
+on a worker (local processes or a Dask scheduler's, :mod:`tracekit.workers`), the parts
 concatenated. Called by :func:`tracekit.query.run` with ``jobs`` > 1 or a ``scheduler``.
 """
 
@@ -11,9 +11,9 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from tracekit.convert.cluster import connect, default_jobs, run_parts
 from tracekit.query.named_queries import NamedQuery
 from tracekit.runfolder import Run
+from tracekit.workers import connect, default_jobs, run_parts
 
 
 def query_chunk(run_dirs: list[str], name: str, params: dict, memory_limit: str | None,
