@@ -372,7 +372,7 @@ def _write(eng, f, names: dict, origin: int, params: dict, critical: bool = Fals
             first = False
     if counters:
         by_cat["gpu_metrics"] = counters
-    from tracekit.timeline_memory import write_memory_counters
+    from tracekit.timeline.memory import write_memory_counters
 
     mem, first, mem_meta = write_memory_counters(eng, f, tracks, params, us, origin, first)
     if mem:
