@@ -91,7 +91,7 @@ def _run(eng: Engine, q: NamedQuery | None, text, params: dict, memory_limit, st
     if scheduler or (jobs or 1) > 1:  # in parts on workers (docs/multirank.md)
         from tracekit.query.parts import compute_in_parts
 
-        if eng.filters is not None:  # the workers' engines would not see them (tracekit.filters)
+        if eng.filters is not None:  # the workers' engines would not see them (tracekit.query.filters)
             raise QueryError("--step/--window/--rank/--device/--nvtx are not supported with "
                              "--jobs or --scheduler yet; run the filtered query in this process")
         eng.set_params(q, params)  # bad parameters fail here, before any worker starts

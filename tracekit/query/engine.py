@@ -75,9 +75,9 @@ class Engine:
     first source a run has: tracekit's ``step N`` ranges, PyTorch's ``ProfilerStep#N``, this
     pattern, else iterations detected in the kernel sequence (``tk_steps()``, docs/metrics.md).
 
-    ``filters``: a :class:`tracekit.filters.Filters` (``--step``, ``--window``, ``--rank``,
+    ``filters``: a :class:`tracekit.query.filters.Filters` (``--step``, ``--window``, ``--rank``,
     ``--device``, ``--nvtx``) narrowing every table's view; None: those of the caller's context
-    (:func:`tracekit.filters.use`, none by default).
+    (:func:`tracekit.query.filters.use`, none by default).
     """
 
     def __init__(self, run_dirs: Sequence[str | os.PathLike], *, threads: int | None = None,
@@ -128,14 +128,14 @@ class Engine:
                 self.close()
                 raise
         self.notices: list[str] = []  # lines of the last named query's @notice statements
-        if filters is None:  # the filters of the caller's context (tracekit.filters.use)
-            from tracekit.filters import current
+        if filters is None:  # the filters of the caller's context (tracekit.query.filters.use)
+            from tracekit.query.filters import current
 
             filters = current()
-        self.filters = None  # tracekit.filters.Filters: narrowed views
+        self.filters = None  # tracekit.query.filters.Filters: narrowed views
         self._steps_pending = False  # filtered, and tk_filter_steps not made yet
         if filters:
-            from tracekit.filters import prepare
+            from tracekit.query.filters import prepare
 
             try:  # what the filter needs, from this connection's views while still unfiltered
                 prepare(self._con, filters, self._prepare)
@@ -188,10 +188,10 @@ class Engine:
                 raise
 
     def _filter_steps(self) -> None:
-        """The kept steps of a filtered engine (:func:`tracekit.filters.prepare_steps`), from the
+        """The kept steps of a filtered engine (:func:`tracekit.query.filters.prepare_steps`), from the
         unfiltered views, made when a statement first calls tk_steps(): the views created so far
         are dropped, created unfiltered for the steps, and dropped again."""
-        from tracekit.filters import prepare_steps
+        from tracekit.query.filters import prepare_steps
 
         filters, self.filters, self._steps_pending = self.filters, None, False
         try:
@@ -203,7 +203,7 @@ class Engine:
 
     def _drop_views(self) -> None:
         """Forget the table views, the macros and the tk_steps() cache created so far (the
-        unfiltered ones :func:`tracekit.filters.prepare` read): the next statement creates them
+        unfiltered ones :func:`tracekit.query.filters.prepare` read): the next statement creates them
         anew, narrowed by ``self.filters``. The runs and run_tables tables stay."""
         for name in self._created & set(schema.TABLES):
             self._con.execute(f"DROP VIEW {name}")
@@ -239,8 +239,8 @@ class Engine:
             self._con.execute(f"CREATE VIEW {name} AS SELECT {cols} WHERE false")
             return
         select = _files_select(name, files, tdef)
-        if self.filters is not None:  # tracekit.filters: rows outside the filter are not there
-            from tracekit.filters import narrowed
+        if self.filters is not None:  # tracekit.query.filters: rows outside the filter are not there
+            from tracekit.query.filters import narrowed
 
             select = narrowed(select, name, self.filters, {"run_id", *tdef.column_names})
         self._con.execute(f"CREATE VIEW {name} AS " + select)

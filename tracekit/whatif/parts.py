@@ -106,8 +106,8 @@ def build_part(path: str, manifest: dict, steps: pa.Table, arrivals: pa.Table,
     """The graph part of the run folder ``path`` whose tables are those of ``manifest`` (a
     :func:`part_manifest`), with the job's ``steps`` and matched collective ``arrivals``
     (run on a worker)."""
-    from tracekit.filters import NO_FILTER
     from tracekit.query.engine import Engine
+    from tracekit.query.filters import NO_FILTER
 
     with Engine([path], memory_limit=memory_limit, step_pattern=step_pattern,
                 filters=NO_FILTER) as e:
