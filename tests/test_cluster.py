@@ -13,7 +13,9 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_job import BASE, _kineto, _rank_export
+from helpers.jobs import BASE
+from helpers.jobs import kineto_copy as _kineto
+from helpers.jobs import rank_export as _rank_export
 
 from tracekit.convert import convert
 from tracekit.query import run
