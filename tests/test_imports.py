@@ -207,3 +207,26 @@ def test_no_package_imports_back_into_one_that_imports_it():
             if _package(t) != _package(m):
                 packages.setdefault(_package(m), {}).setdefault(_package(t), [])
     assert [c for c in _cycles(packages) if c not in KNOWN_PACKAGE_CYCLES] == []
+
+
+def test_benchmarks_keep_the_rules():
+    """benchmarks/ too (issue 38): no function over 100 lines, no cycle between its scripts
+    (run.py and multi.py share benchmarks/common.py, neither imports the other)."""
+    bench = ROOT / "benchmarks"
+    scripts = {p.stem: p for p in bench.glob("*.py")}
+    graph: dict[str, dict[str, list[str]]] = {}
+    long = []
+    for name, p in scripts.items():
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        edges = graph.setdefault(name, {})
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module in scripts and node.module != name:
+                edges.setdefault(node.module, [])
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name in scripts and a.name != name:
+                        edges.setdefault(a.name, [])
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
+                    long.append(f"benchmarks/{p.name}: {node.name}")
+    assert long == [] and _cycles(graph) == []
