@@ -95,11 +95,9 @@ def mount(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _data_dirs() -> list[str]:
-    try:
-        from tracekit.roofline import peaks_path
-    except ImportError:  # pragma: no cover - moved by a layout change
-        return []
-    return [url(os.path.dirname(peaks_path())) + os.sep]
+    from tracekit.query.named_queries import data_file
+
+    return [url(os.path.dirname(data_file("gpu_peaks.csv"))) + os.sep]
 
 
 def lock(con: duckdb.DuckDBPyConnection, runs: Iterable, spill: str) -> None:

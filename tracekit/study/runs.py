@@ -220,9 +220,9 @@ def run_info(run: Run, override: dict, inv: dict | None = None) -> RunInfo:
 
 def _inventory(runs: list[Run], step_pattern: str | None) -> dict[str, dict]:
     """``run_inventory`` rows by run_id (one engine over every run)."""
-    from tracekit.query import Engine
+    from tracekit.query import Session
 
-    with Engine([r.path for r in runs], step_pattern=step_pattern) as eng:
+    with Session([r.path for r in runs], step_pattern=step_pattern) as eng:
         return {row["run_id"]: row for row in eng.query("run_inventory").to_pylist()}
 
 

@@ -27,8 +27,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import tracekit
-from tracekit import checksums, schema
+from tracekit import schema
 from tracekit.errors import InputError, RunFolderError, one_line
+from tracekit.runfolder import checksums
 
 MANIFEST = "manifest.json"
 PARQUET_COMPRESSION = "zstd"
