@@ -90,3 +90,26 @@ def test_nvtx_pattern_re2_refuses_is_one_line_exit_2(plus_run, capsys):
     """Item 8: Python's re accepted (?=a), RE2 refused it later: exit 1 InvalidInputException."""
     assert cli(["query", "kernel_summary", str(plus_run), "--nvtx", "(?=a)"]) == 2
     one_error_line(capsys, "--nvtx '(?=a)'", "RE2 syntax", "invalid perl operator")
+
+
+@pytest.mark.parametrize("at", [1, 3])
+def test_store_folder_removed_mid_run_is_one_line_exit_2(plus_run, capsys, monkeypatch, at):
+    """Item 7: the graph's arrays on disk, their folder removed before the store's first (or
+    third) file: was exit 1 `OSError: [Errno 2] ... 00001.bin`."""
+    import shutil
+
+    from tracekit.whatif import store
+
+    monkeypatch.setenv(store.DISK_NODES_ENV, "0")
+    real = store.Store._new_file
+    removed = []
+
+    def new_file(self):
+        if self._count + 1 == at:
+            shutil.rmtree(self.path)
+            removed.append(self.path)
+        return real(self)
+
+    monkeypatch.setattr(store.Store, "_new_file", new_file)
+    assert cli(["whatif", str(plus_run), "-s", "baseline"]) == 2
+    one_error_line(capsys, removed[0], "was removed while tracekit ran", "run again")
