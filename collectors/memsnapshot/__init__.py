@@ -11,8 +11,11 @@ A snapshot is a pickle of plain Python data (dicts, lists, strings, numbers, tup
 entries: the oldest ones may be gone). It is read with :func:`load_snapshot`, an unpickler that
 refuses every global (class, function) the file names: a pickle needs one to run code (its
 ``__reduce__`` names a callable), and a snapshot needs none; it runs in a child process with a
-memory limit (:mod:`~tracekit.collectors.memsnapshot.safe_pickle`). A file that names a global,
-is cut short, needs too much memory or is not a snapshot is an
+memory and a CPU-time limit, killed with this process
+(:mod:`~tracekit.collectors.memsnapshot.safe_pickle`), which also reads the entries (checking
+each value's type before it hashes or prints it) and hands back flat columns. A file that names
+a global, is cut short, needs too much memory or time, holds a value of another type where an
+entry's action or a frame's line or name is read, or is not a snapshot is an
 :class:`~tracekit.errors.InputError` (one line, exit 2).
 
 Actions (the entry's ``action`` -> ``allocator_events.action``): ``alloc`` -> 'alloc';

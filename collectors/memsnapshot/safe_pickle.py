@@ -190,6 +190,9 @@ def main(argv: list[str]) -> int:
 
     _die_with_parent(parent)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+    if hard != resource.RLIM_INFINITY:
+        cpu_s = min(cpu_s, max(hard - 5, 1))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 5))
     try:
         with open(src, "rb") as f:
