@@ -96,6 +96,17 @@ def test_unhashable_huge_int_and_bytearray_values(tmp_path, capsys):
     assert rows[0] == rows[1] and len(rows[0]) == 7
 
 
+def test_sizes_adding_up_past_int64_are_refused(tmp_path, capsys):
+    """Each size is an int64, their sum on a device need not be: the totals would wrap."""
+    doc = snapshot()
+    for e in doc["device_traces"][0][1:3]:
+        e["size"] = 2**62
+    _exit_2(_write(tmp_path, doc), tmp_path, capsys, "device_traces[0]: the sizes of its entries add up to 2^63")
+    doc = snapshot()
+    doc["segments"][0]["total_size"] = doc["segments"][1]["total_size"] = 2**62
+    _exit_2(_write(tmp_path, doc), tmp_path, capsys, "the segments' sizes on one device add up to 2^63")
+
+
 def test_dag_hashed_by_the_unpickler_stops_at_the_cpu_limit(tmp_path, capsys, monkeypatch):
     """As a dict key the DAG is hashed while unpickling: the child's CPU limit stops it."""
     import tracekit.collectors.memsnapshot as ms
