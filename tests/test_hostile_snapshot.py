@@ -184,6 +184,7 @@ def test_no_snapshot_child_outlives_a_killed_parent(tmp_path):
     assert not alive
 
 
+@pytest.mark.slow
 def test_200000_tiny_device_traces_convert_in_linear_time(tmp_path):
     """Item 4: 200,000 devices with one entry each (400 KB) took more than 100 s (an Arrow table
     per device); now one table. Every device's totals are its own."""
