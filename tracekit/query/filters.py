@@ -35,6 +35,7 @@ import contextvars
 import re
 from dataclasses import dataclass
 
+from tracekit.duck import re2_error
 from tracekit.errors import InputError
 
 _UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -106,11 +107,9 @@ class Filters:
             if lo is not None and hi is not None and hi <= lo:
                 raise InputError(f"--window {window}: the end is not after the start")
             win = (lo, hi)
-        if nvtx is not None:
-            try:
-                re.compile(nvtx)
-            except re.error as exc:
-                raise InputError(f"--nvtx: {nvtx!r} is not a regular expression: {exc}") from None
+        if nvtx is not None and (why := re2_error(nvtx)) is not None:
+            raise InputError(f"--nvtx {nvtx!r} is not a valid regular expression (RE2 syntax, which "
+                             f"runs in linear time: no backreferences or lookaround): {why}")
         return cls(steps, win, _ints(rank, "--rank"), _ints(device, "--device"), nvtx)
 
     def __bool__(self) -> bool:
