@@ -16,6 +16,7 @@ import struct
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -292,10 +293,17 @@ _IMG = re.compile(r"<img\b[^>]*\bsrc='data:image/png;base64,([A-Za-z0-9+/=]+)'")
 
 
 def check_html(path: Path, expect_figures: int) -> list[bytes]:
-    """Every figure is a valid embedded PNG, nothing is fetched from elsewhere."""
+    """Every figure is a valid embedded PNG, nothing is fetched from elsewhere; each of the
+    ``expect_figures`` table sections has a figure or says what would fill it (issue 36 item 7:
+    no empty frames)."""
     text = path.read_text(encoding="utf-8")
     pngs = [base64.b64decode(m, validate=True) for m in _IMG.findall(text)]
-    assert len(pngs) == text.count("<img") >= expect_figures
+    assert len(pngs) == text.count("<img") >= 1
+    sections = text.split("<h2 id='")[2:]  # after Runs
+    assert len(sections) >= expect_figures
+    for sec in sections:
+        assert "<img" in sec or "Not drawn: " in sec, sec[:80]
+        assert "<img" in sec or "no figure" not in sec
     for png in pngs:
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
         w, h = struct.unpack(">II", png[16:24])
@@ -527,3 +535,16 @@ def test_run_inventory_on_fixtures(nsys_run, kineto_run):
     assert (n["ranks"], n["steps"], n["step_source"]) == (1, 3, "profiler")
     c = rows["kineto_cpu_only_rank"]
     assert (c["gpus"], c["kernels"], c["steps"], c["step_source"]) == (0, 0, 1, "profiler")
+
+
+def test_runs_table_names_the_profiler_of_converted_runs(kineto_run, nsys_run):
+    """Issue 36 item 7: the Runs table's profiler column comes from each manifest, also for
+    converted traces (no `collect` block): their `sources`."""
+    from tracekit.study.report import runs_table
+    from tracekit.study.runs import profiler_of
+
+    runs = load_runs([kineto_run("kineto_a100_alexnet"), nsys_run("nsys2023.1_rtx3090_conv_fp16")])
+    t = runs_table(SimpleNamespace(runs=runs)).set_index("run_id")
+    assert t.loc["kineto_a100_alexnet", "profiler"] == "torch"
+    assert t.loc["nsys2023.1_rtx3090_conv_fp16", "profiler"] == "nsys"
+    assert profiler_of({"sources": {"nsys": {}, "ncu": {}}}) == "nsys+ncu" and profiler_of({}) is None
