@@ -15,8 +15,11 @@ writes, with the ``tracekit`` command line (run from OUTDIR, so paths in outputs
 - ``plot/*.png``: every ``tracekit plot`` kind on a run that has its data;
 - ``convert/*.err``: what each conversion printed.
 
-Compare two output folders with ``diff -r A B`` (``--exclude runs``: run folders hold their
-conversion time). ``--quick`` converts a few fixtures only. Nothing here is a test: outputs change
+Compare two output folders with ``python benchmarks/identity.py --compare A B``: every file but
+the run folders (which hold their conversion time) byte for byte, and a CSV that differs only in
+floating-point values within 1e-12 relative named as such (DuckDB's parallel aggregation sums in
+no fixed order: the old code's own stddev_ns differs in its last digits from run to run).
+``--quick`` converts a few fixtures only. Nothing here is a test: outputs change
 on purpose between rounds; the script says whether a change that should not change them did.
 """
 
@@ -105,7 +108,49 @@ def others(out: Path, runs: list[str]) -> None:
             _tracekit(["plot", kind, run, "-o", f"plot/{kind}.png"], out, out / "plot" / f"{kind}.err")
 
 
+def _close(a: str, b: str) -> bool:
+    try:
+        x, y = float(a), float(b)
+    except ValueError:
+        return False
+    return abs(x - y) <= 1e-12 * max(abs(x), abs(y))
+
+
+def compare(a: Path, b: Path) -> int:
+    """Print how two output folders differ; 0 when every file is equal or float-close."""
+    import csv
+
+    skip = ("runs", "job_src")
+    files = {p.relative_to(a) for p in a.rglob("*") if p.is_file() and p.relative_to(a).parts[0] not in skip}
+    files |= {p.relative_to(b) for p in b.rglob("*") if p.is_file() and p.relative_to(b).parts[0] not in skip}
+    same = close = 0
+    bad = []
+    for rel in sorted(files):
+        pa, pb = a / rel, b / rel
+        if not (pa.is_file() and pb.is_file()):
+            bad.append(f"only in {'A' if pa.is_file() else 'B'}: {rel}")
+        elif pa.read_bytes() == pb.read_bytes():
+            same += 1
+        elif rel.suffix == ".csv":
+            ra = list(csv.reader(pa.open(encoding="utf-8")))
+            rb = list(csv.reader(pb.open(encoding="utf-8")))
+            if len(ra) == len(rb) and all(len(x) == len(y) and all(u == v or _close(u, v) for u, v in zip(x, y))
+                                          for x, y in zip(ra, rb)):
+                close += 1
+                print(f"float-close (<= 1e-12 relative): {rel}")
+            else:
+                bad.append(f"differs: {rel}")
+        else:
+            bad.append(f"differs: {rel}")
+    print("\n".join(bad))
+    print(f"{same} files identical, {close} float-close, {len(bad)} different")
+    return 1 if bad else 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--compare"] and len(argv) == 3:
+        return compare(Path(argv[1]), Path(argv[2]))
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("--fixtures", type=Path, default=DEFAULT_FIXTURES)
