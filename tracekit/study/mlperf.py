@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tracekit.query import Engine, run
+from tracekit.query import Session
 
 SOURCES = ["mlperf_scaling", "mlperf_runs"]
 COLUMNS = ["round", "submitter", "benchmark", "accelerator_model", "system", "accelerators",
@@ -21,10 +21,10 @@ TEXT = {"round", "submitter", "benchmark", "accelerator_model", "system", "basel
 _KEYS = ["round", "submitter", "system", "benchmark"]
 
 
-def mlperf_table(eng: Engine) -> tuple[pd.DataFrame, str | None]:
-    """The ``mlperf_scaling`` rows over the engine's runs, each with ``runs``: the run folders
+def mlperf_table(eng: Session) -> tuple[pd.DataFrame, str | None]:
+    """The ``mlperf_scaling`` rows over the session's runs, each with ``runs``: the run folders
     holding that system's result files; (table, why it is empty or None)."""
-    df = run("mlperf_scaling", engine=eng, explain=False).table.to_pandas()
+    df = eng.query("mlperf_scaling").to_pandas()
     if df.empty:
         n = eng.sql("SELECT count(*) AS n FROM mlperf_runs").to_pylist()[0]["n"]
         why = ("no MLPerf result logs among the runs (tracekit convert RESULTS_DIR; docs/mlperf.md)"
