@@ -147,24 +147,44 @@ def _spread(values: list[float]) -> tuple[float, float, float]:
 
 
 def sweep(args) -> dict:
+    """Run (unless ``--analyze-only``: the folders of an earlier sweep) and analyze every job:
+    per rank count and repeat, the clean twin first, then each X."""
     work = args.work
     res = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
            "load": os.getloadavg(), "cpus": os.cpu_count(), "cases": []}
+    folders = {}
+    for i in range(args.repeats):
+        for n in args.ranks:
+            for x in [0.0, *args.extra_ms]:
+                d = work / f"n{n}_x{x:g}_r{i}"
+                folders[(n, x, i)] = d / "run" if args.analyze_only else \
+                    run_job(d, n, x, steps=args.steps)
+                print(f"ran {d.name}", flush=True)
+    res["load_after_runs"] = os.getloadavg()
     for n in args.ranks:
         for x in args.extra_ms:
             reps = []
             for i in range(args.repeats):
-                clean = analyze(run_job(work / f"n{n}_x0_r{i}", n, 0.0, steps=args.steps), n - 1)
-                late = analyze(run_job(work / f"n{n}_x{x:g}_r{i}", n, x, steps=args.steps), n - 1)
+                clean, late = analyze(folders[(n, 0.0, i)], n - 1), analyze(folders[(n, x, i)], n - 1)
+                late["extra_work_ns"] = extra_work_ns(folders[(n, x, i)])
                 reps.append({"clean": clean, "late": late,
                              "measured_effect_ns": late["measured_step_ns"] - clean["measured_step_ns"]})
                 print(f"ranks {n} X {x:g} ms #{i}: effect {reps[-1]['measured_effect_ns'] / 1e6:.1f} ms, "
                       f"no-straggler {late['no_straggler_saving_ns'] / 1e6:.1f} ms, "
-                      f"delay/step {late['delay_caused_per_step_ns'] / 1e6:.1f} ms, "
+                      f"delay/step {late['delay_caused_per_step_ns'] / 1e6:.1f} ms "
+                      f"(extra_work {late['extra_work_ns'] / 1e6:.1f} ms), "
                       f"straggler {late['straggler']} (twin: {clean['any_straggler']})", flush=True)
             res["cases"].append({"ranks": n, "extra_ms": x, "repeats": reps})
-    res["load_after"] = os.getloadavg()
     return res
+
+
+def extra_work_ns(run: Path) -> float:
+    """Mean duration of the run's `extra_work` ranges (the real extra work per step), read from
+    the Parquet run folder."""
+    import duckdb
+
+    q = f"SELECT avg(end_ns - start_ns) FROM read_parquet('{run}/nvtx_ranges/*.parquet') WHERE name = 'extra_work'"
+    return float(duckdb.sql(q).fetchall()[0][0] or 0.0)
 
 
 def table(res: dict) -> str:
@@ -173,9 +193,9 @@ def table(res: dict) -> str:
         m, lo, hi = _spread([v / 1e6 for v in vals])
         return f"{m:.1f} [{lo:.1f}-{hi:.1f}]"
 
-    lines = ["| ranks | extra ms | measured effect ms | no-straggler ms | error % | delay_caused/step ms "
-             "| straggler (late / twins) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| ranks | extra ms | extra_work ms | measured effect ms | no-straggler ms | error % "
+             "| delay_caused/step ms | straggler (late / twins) |",
+             "|---|---|---|---|---|---|---|---|"]
     for c in res["cases"]:
         reps = c["repeats"]
         eff = [r["measured_effect_ns"] for r in reps]
@@ -183,7 +203,8 @@ def table(res: dict) -> str:
         err = 100 * (statistics.median(pred) - statistics.median(eff)) / statistics.median(eff)
         verdict = (f"{sum(r['late']['straggler'] for r in reps)}/{len(reps)} true / "
                    f"{sum(not r['clean']['any_straggler'] for r in reps)}/{len(reps)} false")
-        lines.append(f"| {c['ranks']} | {c['extra_ms']:g} | {ms(eff)} | {ms(pred)} | {err:+.1f} | "
+        lines.append(f"| {c['ranks']} | {c['extra_ms']:g} | {ms([r['late']['extra_work_ns'] for r in reps])} | "
+                     f"{ms(eff)} | {ms(pred)} | {err:+.1f} | "
                      f"{ms([r['late']['delay_caused_per_step_ns'] for r in reps])} | {verdict} |")
     return "\n".join(lines)
 
@@ -209,11 +230,12 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--work", type=Path, default=ROOT / "benchmarks" / "work" / "gloo_ddp")
+    p.add_argument("--analyze-only", action="store_true", help="Analyze the jobs of an earlier sweep in WORK.")
     a = p.parse_args(argv)
     res = sweep(a)
     a.work.mkdir(parents=True, exist_ok=True)
     (a.work / "results_gloo_ddp.json").write_text(json.dumps(res, indent=1))
-    print(f"load {res['load'][0]:.1f} -> {res['load_after'][0]:.1f} on {res['cpus']} CPUs")
+    print(f"load average {res['load'][0]:.1f} -> {res['load_after_runs'][0]:.1f} on {res['cpus']} CPUs")
     print(table(res))
     return 0
 
