@@ -32,9 +32,13 @@
 --                       rank's clock bound + the largest clock bound of the run (clock_offsets);
 --                       null when a clock was not estimated;
 --   straggler         = true when the rank arrived last at half or more of its collectives AND
---                       its lateness exceeds 3 x jitter_ns + bound_ns: late beyond what the
---                       clock uncertainty and ordinary jitter explain. Otherwise a notice says
---                       "no straggler beyond the clock uncertainty".
+--                       its lateness exceeds 3 x jitter_ns / sqrt(collectives) + bound_ns: late
+--                       beyond what the clock uncertainty explains and by more than ordinary
+--                       jitter would move a median over that many arrivals (jitter_ns / sqrt(n)
+--                       is about 1.3 standard errors of it: a real straggler on a loaded host,
+--                       whose single arrivals vary by as much as its lateness, is still named
+--                       once it is late consistently). Otherwise a notice says "no straggler
+--                       beyond the clock uncertainty".
 -- Arrivals are tk_comm_arrivals' (an NCCL kernel's start; for a Gloo range, the rank's
 -- c10d::<op>_ call that issued it).
 -- All times are on rank 0's clock (the run's clock model, see collective_skew).
@@ -42,7 +46,7 @@
 --
 -- @column run_id            id     Run folder the row comes from.
 -- @column rank              id     Distributed rank (processes.rank / manifest; else the participant ordinal, see collective_skew).
--- @column straggler         enum   true when last at >= half its collectives and lateness_ns > 3 x jitter_ns + bound_ns; else false.
+-- @column straggler         enum   true when last at >= half its collectives and lateness_ns > 3 x jitter_ns / sqrt(collectives) + bound_ns; else false.
 -- @column collectives       count  Collective instances with two or more participants that the rank took part in.
 -- @column last_arrivals     count  Of which it arrived last.
 -- @column delay_caused_ns   ns     Sum over its last arrivals of its arrival - the next-latest arrival, overlapping holds counted once (the longest).
@@ -120,8 +124,8 @@ v AS (
     LEFT JOIN delay d ON d.run_id = p.run_id AND d.rank IS NOT DISTINCT FROM p.rank
 )
 SELECT p.run_id, p.rank,
-       coalesce(2 * p.last_arrivals >= p.collectives AND p.lateness_ns > 3 * p.jitter_ns + p.bound_ns, false)
-           AS straggler,
+       coalesce(2 * p.last_arrivals >= p.collectives
+                AND p.lateness_ns > 3 * p.jitter_ns / sqrt(p.collectives) + p.bound_ns, false) AS straggler,
        p.collectives, p.last_arrivals, p.delay_caused_ns,
        CAST(round(p.delay_caused_ns / nullif(rs.steps, 0)) AS BIGINT) AS delay_caused_per_step_ns,
        p.mean_wait_ns,
