@@ -191,7 +191,7 @@ def table(res: dict) -> str:
     """The Markdown table of a sweep: per (ranks, X), median [min-max] over the repeats."""
     def ms(vals):
         m, lo, hi = _spread([v / 1e6 for v in vals])
-        return f"{m:.1f} [{lo:.1f}-{hi:.1f}]"
+        return f"{m:.1f} [{lo:.1f}, {hi:.1f}]"
 
     lines = ["| ranks | extra ms | extra_work ms | measured effect ms | no-straggler ms | error % "
              "| delay_caused/step ms | straggler (late / twins) |",
