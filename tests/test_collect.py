@@ -521,9 +521,17 @@ def _check_cpu_collectives(run: Path) -> None:
                          for f in files).to_pylist()
     ranks = {r["pid"]: r["rank"] for r in json.loads((run / "manifest.json").read_text())["workload"]["ranks"]}
     calls: dict = {}
+    issued: dict = {}  # the rank's c10d::<op>_ calls: the k-th issued its k-th gloo:<op> range
     for r in sorted(t, key=lambda r: (r["start_ns"], r["end_ns"])):
         if r["name"].startswith("gloo:"):
             calls.setdefault((r["name"], ranks[r["pid"]]), []).append(r)
+        elif r["name"] in ("c10d::allreduce_", "c10d::broadcast_"):
+            op = {"c10d::allreduce_": "gloo:all_reduce", "c10d::broadcast_": "gloo:broadcast"}[r["name"]]
+            issued.setdefault((op, ranks[r["pid"]]), []).append(r["start_ns"])
+    for key, rs in calls.items():  # arrival: the call, when every range has one at or before it
+        c = issued.get(key, [])
+        for k, r in enumerate(rs):
+            r["arrival"] = c[k] if len(c) == len(rs) and c[k] <= r["start_ns"] else r["start_ns"]
     ops = {name for name, _ in calls}
     assert ops and ops <= {"gloo:broadcast", "gloo:all_reduce"}, ops
     with Engine([run]) as eng:
@@ -535,8 +543,8 @@ def _check_cpu_collectives(run: Path) -> None:
         word = {"gloo:broadcast": "Broadcast", "gloo:all_reduce": "AllReduce"}[op]
         assert len(calls[(op, 0)]) == len(calls[(op, 1)])
         for i, (a, b) in enumerate(zip(calls[(op, 0)], calls[(op, 1)])):
-            last, lr = (b, 1) if b["start_ns"] > a["start_ns"] else (a, 0)
-            want.append((a["start_ns"] if lr else b["start_ns"], word, i + 1, 2, abs(a["start_ns"] - b["start_ns"]),
+            last, lr = (b, 1) if b["arrival"] > a["arrival"] else (a, 0)
+            want.append((a["arrival"] if lr else b["arrival"], word, i + 1, 2, abs(a["arrival"] - b["arrival"]),
                          lr, last["end_ns"] - last["start_ns"]))
     got = [(r["first_start_ns"], r["collective"], r["seq"], r["ranks"], r["skew_ns"], r["last_rank"],
             r["transfer_ns"]) for r in skew]

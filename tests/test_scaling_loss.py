@@ -159,6 +159,30 @@ def test_step_phases_by_hand(run_factory):
         (1000, 100, 300, 500, 100)
 
 
+def test_step_phases_gloo_by_hand(run_factory):
+    """A Gloo rank (PyTorch profiler, no `comm` ranges): step [0, 1000), backward [100, 800) on
+    thread 1 with operators aten::mm [100, 300) and aten::add [600, 650), and the call
+    c10d::allreduce_ [320, 400) (it only hands the bucket to Gloo: not compute); gloo:all_reduce
+    [300, 700) on Gloo's thread 2, with an aten::sum [400, 500) inside it there (Gloo's own work,
+    not the rank's compute). Comm = the gloo range outside the rank's operators: [300, 600) and
+    [650, 700) = 350; compute = the rest of backward, 350; other 300."""
+    i64 = pa.int64()
+    rows = [("step 0", "tracekit", 1, 0, 1000), ("backward", "tracekit", 1, 100, 800),
+            ("aten::mm", "pytorch.cpu_op", 1, 100, 300), ("c10d::allreduce_", "pytorch.cpu_op", 1, 320, 400),
+            ("aten::add", "pytorch.cpu_op", 1, 600, 650),
+            ("gloo:all_reduce", "pytorch.user_annotation", 2, 300, 700),
+            ("aten::sum", "pytorch.cpu_op", 2, 400, 500)]
+    nv = {"range_id": pa.array(range(1, len(rows) + 1), i64), "pid": pa.array([1] * len(rows), i64),
+          "tid": pa.array([r[2] for r in rows], i64), "domain": [r[1] for r in rows],
+          "name": [r[0] for r in rows], "start_ns": pa.array([r[3] for r in rows], i64),
+          "end_ns": pa.array([r[4] for r in rows], i64),
+          "duration_ns": pa.array([r[4] - r[3] for r in rows], i64)}
+    with Engine([run_factory({"nvtx_ranges": nv})]) as e:
+        [r] = e.query("study_step_phases").to_pylist()
+    assert (r["wall_ns"], r["data_ns"], r["comm_ns"], r["compute_ns"], r["other_ns"]) == \
+        (1000, 0, 350, 350, 300)
+
+
 def test_data_part_by_hand(run_factory):
     """test_whatif's tiny run (launch K1 at 100, K2 at 120, sync [200, 900], K1 [115, 515], K2
     [520, 870], step [0, 1000]) with a data range [50, 150): the host time before the two

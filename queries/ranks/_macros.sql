@@ -31,6 +31,14 @@ CREATE OR REPLACE TEMP MACRO tk_collective_type(raw) AS
 --     of a collective; PyTorch >= 2.1), and, for a process with neither NCCL kernels nor gloo
 --     ranges, each `c10d::<op>_` operator range (the call into the process group, e.g.
 --     c10d::allreduce_); participant = the process (device_id null); no process group or size.
+-- arrival_ns: when the participant arrived at the call (tk_comm_arrivals orders arrivals by it):
+--   an NCCL kernel's start (it waits inside for its peers); for a Gloo range, the start of the
+--   rank's call into the process group that issued it, the k-th `c10d::<op>_` operator of the
+--   process and collective type for its k-th range (both in start order, when the process has as
+--   many of each and the call started no later than the range), else the range's start. Gloo runs
+--   a rank's collectives on a pool of worker threads: a range can start well after the rank
+--   called it, queued behind the rank's earlier collectives (DDP's gradient buckets), which are
+--   themselves waiting for a late peer; the call is the rank's own arrival.
 -- rank: tk_ranks(); in a run where no participant has a known rank, the participant's ordinal
 -- (0-based) by (pid, device_id) instead, so a multi-process nsys export without rank
 -- information still pairs its processes.
@@ -87,12 +95,30 @@ cpu AS (
     SELECT r.run_id, r.pid, CAST(NULL AS INTEGER) AS device_id, 'gloo' AS backend,
            CAST(NULL AS VARCHAR) AS process_group, tk_collective_type(r.op) AS collective,
            r.start_ns, r.end_ns, CAST(NULL AS BIGINT) AS bytes, CAST(NULL AS INTEGER) AS group_size,
-           CAST(NULL AS BIGINT) AS pg_seq, CAST(NULL AS INTEGER) AS peer_rank
+           CAST(NULL AS BIGINT) AS pg_seq, CAST(NULL AS INTEGER) AS peer_rank, r.kind AS range_kind
     FROM cpu_ranges r JOIN has_any h ON h.run_id = r.run_id AND h.pid IS NOT DISTINCT FROM r.pid
     WHERE NOT h.nccl AND (r.kind = 'gloo' OR NOT h.gloo) AND r.op <> ''
 ),
+cpu_k AS (
+    SELECT *, row_number() OVER w AS k, count(*) OVER w AS n
+    FROM cpu WINDOW w AS (PARTITION BY run_id, pid, collective ORDER BY start_ns, end_ns)
+),
+c10d_calls AS (
+    SELECT run_id, pid, tk_collective_type(op) AS collective, start_ns AS call_ns,
+           row_number() OVER w AS k, count(*) OVER w AS n
+    FROM cpu_ranges WHERE kind = 'c10d' AND op <> ''
+    WINDOW w AS (PARTITION BY run_id, pid, tk_collective_type(op) ORDER BY start_ns, end_ns)
+),
+cpu_arr AS (
+    SELECT c.* EXCLUDE (range_kind, k, n),
+           CASE WHEN c.range_kind = 'gloo' AND d.call_ns <= c.start_ns THEN d.call_ns ELSE c.start_ns END
+               AS arrival_ns
+    FROM cpu_k c LEFT JOIN c10d_calls d
+      ON d.run_id = c.run_id AND d.pid IS NOT DISTINCT FROM c.pid AND d.collective = c.collective
+     AND d.k = c.k AND d.n = c.n
+),
 calls AS (
-    SELECT * FROM gpu UNION ALL SELECT * FROM cpu
+    SELECT *, start_ns AS arrival_ns FROM gpu UNION ALL SELECT * FROM cpu_arr
 ),
 parts AS (
     SELECT p.run_id, p.pid, p.device_id, r.rank AS known_rank,
@@ -134,7 +160,8 @@ FROM tk_ranks() r JOIN clock_model m ON m.run_id = r.run_id AND m.rank = r.rank;
 -- unestimated clock).
 CREATE OR REPLACE TEMP MACRO tk_comm_calls() AS TABLE
 SELECT c.* REPLACE (tk_clock_true(c.start_ns, m.offset_ns, m.drift_ppm, m.t0_ns) AS start_ns,
-                    tk_clock_true(c.end_ns, m.offset_ns, m.drift_ppm, m.t0_ns) AS end_ns),
+                    tk_clock_true(c.end_ns, m.offset_ns, m.drift_ppm, m.t0_ns) AS end_ns,
+                    tk_clock_true(c.arrival_ns, m.offset_ns, m.drift_ppm, m.t0_ns) AS arrival_ns),
        m.clock_id, CASE WHEN m.rank IS NULL THEN 0 ELSE m.bound_ns END AS clock_bound_ns
 FROM tk_comm_calls_raw() c
 LEFT JOIN clock_model m ON m.run_id = c.run_id AND m.rank = c.rank;
@@ -142,7 +169,7 @@ LEFT JOIN clock_model m ON m.run_id = c.run_id AND m.rank = c.rank;
 -- tk_comm_arrivals(): tk_comm_calls() with what its collective instance says about it. An instance
 -- is (run_id, process_group, collective, seq): the seq-th call of that group and type on every
 -- participant. ranks = participants in the instance; first/last_start_ns = earliest and latest
--- start (arrival) over them; arrival_from_last = 1 for the participant that arrived last (ties:
+-- arrival (arrival_ns: an NCCL kernel's start, a Gloo range's c10d call) over them; arrival_from_last = 1 for the participant that arrived last (ties:
 -- the lowest rank, then pid, device), 2 for the next-latest, ...; next_latest_start_ns = the start of
 -- the participant with arrival_from_last = 2 (null when the instance has one participant);
 -- arrival_from_first = 1 for the earliest (ties: the lowest rank). Point-to-point calls (kind
@@ -153,12 +180,12 @@ LEFT JOIN clock_model m ON m.run_id = c.run_id AND m.rank = c.rank;
 -- receiver are null.
 CREATE OR REPLACE TEMP MACRO tk_comm_arrivals() AS TABLE
 SELECT *,
-       row_number() OVER (inst ORDER BY start_ns, rank, pid, device_id) AS arrival_from_first,
+       row_number() OVER (inst ORDER BY arrival_ns, rank, pid, device_id) AS arrival_from_first,
        count(*) OVER inst AS ranks,
-       min(start_ns) OVER inst AS first_start_ns,
-       max(start_ns) OVER inst AS last_start_ns,
-       row_number() OVER (inst ORDER BY start_ns DESC, rank, pid, device_id) AS arrival_from_last,
-       nth_value(start_ns, 2) OVER (inst ORDER BY start_ns DESC, rank, pid, device_id
+       min(arrival_ns) OVER inst AS first_start_ns,
+       max(arrival_ns) OVER inst AS last_start_ns,
+       row_number() OVER (inst ORDER BY arrival_ns DESC, rank, pid, device_id) AS arrival_from_last,
+       nth_value(arrival_ns, 2) OVER (inst ORDER BY arrival_ns DESC, rank, pid, device_id
                                     ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS next_latest_start_ns
 FROM (SELECT * REPLACE (CASE WHEN kind = 'p2p' THEN 'Send/Recv' ELSE collective END AS collective)
       FROM tk_comm_calls() WHERE kind = 'collective' OR (sender IS NOT NULL AND receiver IS NOT NULL))

@@ -40,13 +40,14 @@ def kineto_file(manifest: dict) -> dict:
 
 def trace_host(manifest: dict) -> str | None:
     """The host an input records: nsys TARGET_INFO_SYSTEM_ENV Hostname, or a Kineto trace's
-    top-level ``hostname`` (``prof.add_metadata_json('hostname', ...)``, tracekit collect)."""
+    top-level ``hostname`` (``prof.add_metadata_json('hostname', ...)``, tracekit collect) or
+    ``host_name`` (written by PyTorch's profiler itself since 2.x)."""
     src = manifest.get("sources") or {}
     h = (src.get("nsys") or {}).get("hostname")
     if not h:
         f = kineto_file(manifest)
         meta = f.get("trace_metadata") or {}
-        h = f.get("hostname") or meta.get("hostname") or meta.get("hostName")
+        h = f.get("hostname") or meta.get("hostname") or meta.get("hostName") or meta.get("host_name")
     return h if isinstance(h, str) and h else None
 
 

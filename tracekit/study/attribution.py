@@ -18,8 +18,9 @@ these = R's replay error minus B's. The parts add up to the measured difference 
 
 Runs without GPU work (no kernels in the graph: CPU runs) are decomposed by their phase ranges
 instead (the ``study_step_phases`` query: data, comm, compute and other time per step, exclusive,
-adding up to the step): exposed_comm, data, compute_inflation and idle are R's minus B's; skew
-and host_launch are 0 (no arrivals or launches are recorded); the residual is 0.
+adding up to the step; comm includes the Gloo collective time no operator of the rank covers):
+exposed_comm, data, compute_inflation and idle are R's minus B's; skew and host_launch are 0
+(a rank's wait for a late peer is inside its Gloo wait, exposed_comm); the residual is 0.
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ WORDS = {
     "idle": "other idle time on the critical path",
     "residual": "the replay's own error (what the attribution does not explain)",
 }
-PHASE_WORDS = {"exposed_comm": "time in `comm` ranges (Gloo/CPU collectives, waits included)",
+PHASE_WORDS = {"exposed_comm": "time in `comm` ranges or in Gloo collectives while the rank ran no operator "
+                               "(waits included)",
                "compute_inflation": "forward, backward and optimizer taking longer than in {base}",
                "idle": "step time in no phase range"}
 
