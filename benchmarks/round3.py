@@ -3,12 +3,14 @@
 critical path of the same export against its conversion.
 
     python benchmarks/round3.py [--export benchmarks/data/h100x300.sqlite] [--repeat 2]
+    python benchmarks/round3.py --render-only [--startup FILE.json] [--out docs/performance.md]
 
 Each command is its own process (time: wall clock; CPU: user + system of it and its threads;
 peak RSS: ``os.wait4``). A command and its baseline alternate (A B A B ...) so that the load of a
 shared machine falls on both alike; the medians and their ratios are printed and written to
 ``--json`` (default: WORK/results_round3.json). The export is built by make_big_export.py when
-missing; the run folder is converted here.
+missing; the run folder is converted here. ``--render-only`` writes the section between the
+``round3`` markers of docs/performance.md from that file (and benchmarks/startup.py's ``--json``).
 """
 
 from __future__ import annotations
@@ -48,7 +50,18 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--skip", default="", help="comma-separated parts to skip: convert,queries,whatif")
+    ap.add_argument("--render-only", action="store_true")
+    ap.add_argument("--startup", type=Path, help="benchmarks/startup.py --json output to include")
+    ap.add_argument("--out", type=Path, default=HERE.parent / "docs" / "performance.md")
     args = ap.parse_args(argv)
+    if args.render_only:
+        from round3_render import write_section
+
+        res = json.loads((args.json or args.work / "results_round3.json").read_text())
+        startup = json.loads(args.startup.read_text()) if args.startup else None
+        write_section(args.out, res, startup)
+        print(f"wrote {args.out}")
+        return 0
     skip = set(args.skip.split(","))
     args.work.mkdir(parents=True, exist_ok=True)
     export = args.export or args.work / "h100x300.sqlite"
