@@ -21,7 +21,8 @@ from tracekit.errors import InputError
 @app.command()
 def convert(
     inputs: list[Path] = typer.Argument(..., help="Profiler outputs: nsys .sqlite/.nsys-rep/.qdrep, "
-                                        "ncu .csv/.ncu-rep, Kineto .json[.gz]. Several nsys exports "
+                                        "ncu .csv/.ncu-rep, Kineto .json[.gz], MLPerf result logs "
+                                        "(a folder: its result_*.txt). Several nsys exports "
                                         "or Kineto traces are one job: one rank each."),
     output: Path = typer.Option(..., "-o", "--output", help="Run folder to create."),
     force: bool = typer.Option(False, "--force", help="Replace an existing run folder."),

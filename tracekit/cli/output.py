@@ -22,14 +22,6 @@ class Format(str, Enum):
     parquet = "parquet"
 
 
-def format_cell(v) -> str:
-    """Text of one value in the terminal table without a display unit (see
-    :func:`tracekit.cli.display.format_plain`)."""
-    from tracekit.cli.display import format_plain
-
-    return format_plain(v)
-
-
 def _check_parquet_types(result: pa.Table) -> None:
     """:class:`InputError` naming the first column Parquet cannot hold (an INTERVAL), before
     any file is opened."""
