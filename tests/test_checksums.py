@@ -91,7 +91,10 @@ def test_every_bit_flip_is_an_error_never_other_numbers(small_run_copy, capsys):
     ("no-files", "table kernels has 0 rows in its files, the manifest records 3"),
     ("rows", "table kernels has 3 rows in its files, the manifest records 4"),
 ])
-def test_damaged_folder_is_one_line_exit_2(small_run_copy, capsys, how, needle):
+@pytest.mark.parametrize("read_whole", [True, False])  # a file read once (<= 8 MiB), or twice
+def test_damaged_folder_is_one_line_exit_2(small_run_copy, capsys, monkeypatch, how, needle, read_whole):
+    if not read_whole:
+        monkeypatch.setattr("tracekit.runfolder._SMALL_FILE", 0)
     k = small_run_copy / "kernels.parquet"
     if how == "swap":
         shutil.copyfile(small_run_copy / "cuda_api.parquet", k)

@@ -48,10 +48,11 @@ def test_help_paragraphs_end_in_full_sentences(command, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     assert cli([command, "--help"]) == 0
     out = capsys.readouterr().out
-    desc = out.split("╭")[0]  # the description above the option boxes
-    lines = [x.strip() for x in desc.splitlines() if x.strip() and not x.strip().startswith("Usage:")]
+    desc = re.split(r"^(?:Arguments|Options):$", out, flags=re.M)[0]  # above the option lists
+    desc = desc.split("\n\n", 1)[1]  # the usage line(s) aside
+    lines = [x.strip() for x in desc.splitlines() if x.strip()]
     paras, cur = [], []
-    for raw in desc.splitlines()[3:]:
+    for raw in desc.splitlines() + [""]:
         if raw.strip():
             cur.append(raw.strip())
         elif cur:

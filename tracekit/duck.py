@@ -15,8 +15,10 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
+if TYPE_CHECKING:  # imported by fetch_arrow: the CLI's --help must not pay for pyarrow (issue 39)
+    import pyarrow as pa
 
 
 def lit(text: object) -> str:
@@ -76,6 +78,8 @@ def fetch_arrow(result) -> pa.Table:
     """Arrow table of a DuckDB relation (``to_arrow_table`` in DuckDB >= 1.4, else ``arrow``)."""
     fn = getattr(result, "to_arrow_table", None) or result.arrow
     out = fn()
+    import pyarrow as pa
+
     return out if isinstance(out, pa.Table) else out.read_all()
 
 

@@ -31,12 +31,25 @@ def paragraphs(text: str) -> str:
     return "\n\n".join(p for p in out if p)
 
 
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text``, whole: the command list of ``tracekit --help`` (click's plain
+    help cuts it at the terminal width with "..." unless it is the command's short help)."""
+    from click.utils import make_default_short_help
+
+    return make_default_short_help(text, max_length=10_000)
+
+
 def reflow(app) -> None:
-    """Set the help of every command of ``app`` and its sub-apps from its reflowed docstring."""
+    """Set the help of every command of ``app`` and its sub-apps from its reflowed docstring, and
+    its short help (the command list) from that help's first sentence."""
     for cmd in app.registered_commands:
         text = cmd.help or (cmd.callback.__doc__ if cmd.callback else None)
         if text:
             cmd.help = paragraphs(text)
+            cmd.short_help = cmd.short_help or first_sentence(cmd.help)
     for group in app.registered_groups:
         if group.typer_instance is not None:
+            info = group.typer_instance.info
+            if info.help and not group.short_help:
+                group.short_help = first_sentence(paragraphs(info.help))
             reflow(group.typer_instance)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from tracekit.cli.app import STATE
-from tracekit.cli.termtable import visible
+from tracekit.labels import visible
 
 
 def _line(text: str) -> str:

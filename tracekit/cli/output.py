@@ -5,14 +5,14 @@ from __future__ import annotations
 import sys
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from tracekit.cli.serialize import csv_bytes, json_text
 from tracekit.errors import InputError
 from tracekit.outfile import write_output
 from tracekit.suggest import did_you_mean
+
+if TYPE_CHECKING:  # pyarrow (0.25 s with numpy) is imported by the functions that use it
+    import pyarrow as pa
 
 
 class Format(str, Enum):
@@ -26,6 +26,9 @@ def _check_parquet_types(result: pa.Table) -> None:
     """:class:`InputError` naming the first column Parquet cannot hold (an INTERVAL), before
     any file is opened."""
     import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     for field in result.schema:
         try:
@@ -109,9 +112,13 @@ def render(result: pa.Table, fmt: Format, output: Path | None, title: str | None
                          "apart in the SQL (SELECT 1 AS a, 2 AS b) to write it as "
                          f"{fmt.value}")
     if fmt == Format.parquet:
+        import pyarrow.parquet as pq
+
         _check_parquet_types(result)
         write_output(output, lambda f: pq.write_table(result, f), protect)
         return
+    from tracekit.cli.serialize import csv_bytes, json_text
+
     data = csv_bytes(result) if fmt in (Format.csv, Format.table) else json_text(result).encode()
     if output is None:
         sys.stdout.write(data.decode())

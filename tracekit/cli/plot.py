@@ -11,7 +11,7 @@ from tracekit.cli.app import app
 from tracekit.cli.query import parse_params
 
 plot_app = typer.Typer(help="Draw figures from run folders (PNG, SVG or PDF by the file's suffix).",
-                       no_args_is_help=True)
+                       no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(plot_app, name="plot")
 
 _RUNS = typer.Argument(..., help="Run folders.")

@@ -105,6 +105,10 @@ class Engine:
         self._con.execute("SET asof_loop_join_threshold = 0")
         self._con.execute("SET merge_join_threshold = 0")
         self._con.execute("SET nested_loop_join_threshold = 0")
+        # every scan of a view opens each of its files and reads its footer again; a step-based
+        # query scans kernels and nvtx_ranges several times, 300 run folders' files each time.
+        # The footers are kept (DuckDB checks each file's modification time before reusing one).
+        self._con.execute("SET parquet_metadata_cache = true")
         if threads:
             self._con.execute(f"SET threads = {int(threads)}")
         if memory_limit:

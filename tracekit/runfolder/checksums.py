@@ -65,16 +65,19 @@ def expected(info: dict, index: int) -> tuple[int | None, str | None]:
     return size, sha if isinstance(sha, str) else None
 
 
-def check_file(run_path: Path, name: str, path: Path, info: dict, index: int) -> None:
+def check_file(run_path: Path, name: str, path: Path, info: dict, index: int,
+               data: bytes | None = None) -> None:
     """Raise :class:`RunFolderError` when ``path`` (table ``name``'s ``index``-th file) differs
-    from the size and digest the manifest records."""
+    from the size and digest the manifest records; ``data``: the file's bytes, already read."""
     size, sha = expected(info, index)
     rel = path.relative_to(run_path) if path.is_relative_to(run_path) else path.name
-    if size is not None and path.stat().st_size != size:
-        raise RunFolderError(f"{rel} (table {name}) has {path.stat().st_size} bytes, the manifest "
+    actual = len(data) if data is not None else path.stat().st_size
+    if size is not None and actual != size:
+        raise RunFolderError(f"{rel} (table {name}) has {actual} bytes, the manifest "
                              f"records {size}: the file was cut, replaced or damaged; convert the "
                              "input again", path=run_path)
-    if sha is not None and digest(path)[1] != sha:
+    if sha is not None and (hashlib.sha256(data).hexdigest() if data is not None
+                            else digest(path)[1]) != sha:
         raise RunFolderError(f"{rel} (table {name}) does not match its checksum in the manifest "
                              "(a changed byte or another file): the run folder is damaged; "
                              "convert the input again", path=run_path)

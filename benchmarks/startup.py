@@ -1,0 +1,98 @@
+"""Start-up of the CLI against importing what it must, interleaved in one run (issue 39).
+
+    python benchmarks/startup.py [--repeat 15] [--run RUN_FOLDER]
+
+Pairs, each measured A B A B ... in the same loop so that the load of a shared machine falls on
+both alike; medians and the ratio of the medians are printed (and with ``--json``, written):
+
+- ``tracekit --help`` against ``python -c 'import typer'``;
+- ``tracekit query kernel_summary RUN -f csv`` on a small run folder (the 3-kernel fixture
+  export, converted here unless ``--run`` names one) against ``python -c 'import typer, duckdb'``
+  (the issue's baseline) and against also importing the pyarrow modules the query reads the run
+  folder's Parquet footers and writes its result with (``pyarrow.parquet``, ``pyarrow.csv``).
+
+Every command is a fresh process of this Python (``-m tracekit``), stdout to /dev/null.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SMALL = ROOT.parent / "shared" / "fixtures" / "nsys" / "nsys2025.5_cuda_graph.sqlite"
+PY = [sys.executable]
+
+
+def wall(cmd: list[str]) -> tuple[float, float]:
+    """(wall-clock seconds, CPU seconds: user + system) of one run of ``cmd``."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}")
+    return time.perf_counter() - t0, usage.ru_utime + usage.ru_stime
+
+
+def pairs(run: Path) -> list[tuple[str, list[str], str, list[str]]]:
+    tk = PY + ["-m", "tracekit"]
+    return [
+        ("tracekit --help", tk + ["--help"], "python -c 'import typer'", PY + ["-c", "import typer"]),
+        ("tracekit query kernel_summary (3 kernels)",
+         tk + ["query", "kernel_summary", str(run), "-f", "csv"],
+         "python -c 'import typer, duckdb'", PY + ["-c", "import typer, duckdb"]),
+        ("tracekit query kernel_summary (3 kernels)",
+         tk + ["query", "kernel_summary", str(run), "-f", "csv"],
+         "python -c 'import typer, duckdb, pyarrow.parquet, pyarrow.csv'",
+         PY + ["-c", "import typer, duckdb, pyarrow.parquet, pyarrow.csv"]),
+    ]
+
+
+def measure(run: Path, repeat: int) -> dict:
+    out = {"load_start": os.getloadavg(), "pairs": []}
+    for name, cmd, base_name, base in pairs(run):
+        wall(cmd), wall(base)  # warm the file cache
+        a, b = [], []
+        for _ in range(repeat):
+            a.append(wall(cmd))
+            b.append(wall(base))
+        ma, mb = (statistics.median(x[0] for x in a), statistics.median(x[0] for x in b))
+        ca, cb = (statistics.median(x[1] for x in a), statistics.median(x[1] for x in b))
+        out["pairs"].append({"command": name, "baseline": base_name, "median_s": ma,
+                             "baseline_median_s": mb, "ratio": ma / mb, "median_cpu_s": ca,
+                             "baseline_median_cpu_s": cb, "cpu_ratio": ca / cb,
+                             "runs": a, "baseline_runs": b})
+        print(f"{name}: {ma:.3f} s ({ca:.3f} s CPU); {base_name}: {mb:.3f} s ({cb:.3f} s CPU); "
+              f"ratio {ma / mb:.2f} ({ca / cb:.2f} in CPU time)", flush=True)
+    out["load_end"] = os.getloadavg()
+    print(f"load average {out['load_start'][0]:.1f} at the start, {out['load_end'][0]:.1f} at the end")
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--run", type=Path, help="a small run folder (default: the 3-kernel fixture, converted)")
+    ap.add_argument("--json", type=Path, help="write the measurements here")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        run = args.run
+        if run is None:
+            run = Path(tmp) / "small"
+            subprocess.run(PY + ["-m", "tracekit", "convert", str(SMALL), "-o", str(run), "-q"],
+                           check=True, stdout=subprocess.DEVNULL)
+        res = measure(run, args.repeat)
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
