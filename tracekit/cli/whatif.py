@@ -10,10 +10,9 @@ from tracekit.cli.app import QUIET, app, jobs_option, scheduler_option, schedule
 from tracekit.cli.options import COLUMNS, FORMAT, MEMORY_LIMIT, OUTPUT, ROWS, STEP_PATTERN
 from tracekit.cli.output import Format, render, select_columns
 from tracekit.outfile import check_output
+from tracekit.whatif.scenarios import help_text, parse_all
 
-_SCENARIO_HELP = ("Scenario (repeatable; combine with +): baseline, no-straggler, comm=F "
-                  "(collective transfers x F), launch=0 (no launch overhead), kernels:REGEX=F "
-                  "(matching kernels x F), host=F (host time between calls x F). docs/whatif.md.")
+_SCENARIO_HELP = help_text()  # from the scenario registry (tracekit.whatif.scenarios.SCENARIOS)
 
 
 _RUN_DIRS = typer.Argument(..., help="Run folder (one rank or a job), or several.", show_default=False)
@@ -47,15 +46,13 @@ def whatif(
     from tracekit.query import Engine
     from tracekit.whatif import UNITS
     from tracekit.whatif import whatif as run_whatif
-    from tracekit.whatif.scenarios import parse
 
     set_quiet(quiet)
-    for spec in scenario:
-        parse(spec)  # an unknown scenario fails before any run folder is read
+    parsed = parse_all(scenario)  # once: an unknown scenario fails before any run folder is read
     if output is not None and str(output) != "-":
         check_output(output, protect=run_dirs)
     with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as eng:
-        result = run_whatif(eng, scenario, jobs=jobs or 1, scheduler=scheduler_address(scheduler))
+        result = run_whatif(eng, parsed, jobs=jobs or 1, scheduler=scheduler_address(scheduler))
     from tracekit.cli.messages import note, warn
     from tracekit.whatif import by_step, notes
 

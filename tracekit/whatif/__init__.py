@@ -77,10 +77,11 @@ def step_times(g: _graph.Graph, s: _replay.Schedule) -> np.ndarray:
 
 def whatif(engine, scenarios: list[str], include_warmup: bool = True, *, jobs: int | None = 1,
            scheduler: str | None = None) -> pa.Table:
-    """Replay every run of ``engine`` under each scenario text; see :data:`RESULT_SCHEMA`. The
-    graph's per-rank parts are built as :func:`load_graph` says (``jobs``, ``scheduler``).
+    """Replay every run of ``engine`` under each scenario (a text, or one parsed by
+    :func:`tracekit.whatif.scenarios.parse_all`); see :data:`RESULT_SCHEMA`. The graph's
+    per-rank parts are built as :func:`load_graph` says (``jobs``, ``scheduler``).
     :class:`InputError` for an unknown scenario or a run without steps."""
-    parsed = [(spec, _scenarios.parse(spec)) for spec in scenarios]
+    parsed = [(p.spec, p.changes) for p in _scenarios.parse_all(scenarios)]
     g = load_graph(engine, jobs=jobs, scheduler=scheduler)
     if g.steps.num_rows == 0:
         raise InputError(f"{', '.join(str(r.path) for r in engine.runs)}: no steps to replay "
