@@ -40,8 +40,9 @@ def whatif(
     changes, and print per scenario, step and rank: measured_ns, the baseline replay's time and
     error, predicted_ns and speedup (baseline / predicted). Every prediction comes with the
     baseline's error beside it; docs/whatif.md says what the trace does not record. The
-    terminal table shows scenario, step, rank, predicted, speedup and the baseline's error
-    (and measured in 100 columns or more); -f csv/json hold every column."""
+    terminal table shows scenario, step, rank, predicted, speedup, saved and the baseline's
+    error (a note where a scenario is n/a or a floor set it; measured in 100 columns or more);
+    -f csv/json hold every column."""
     from tracekit.convert.cluster import scheduler_address
     from tracekit.query import Engine
     from tracekit.whatif import UNITS
@@ -61,13 +62,15 @@ def whatif(
     if columns is None and format == Format.table and (output is None or str(output) == "-"):
         from tracekit.cli.termtable import terminal_width
 
-        keep = ["run_id", "scenario", "step", "rank", "predicted_ns", "speedup", "baseline_err_pct"]
+        keep = ["run_id", "scenario", "step", "rank", "predicted_ns", "speedup", "saved_ns", "baseline_err_pct"]
         per_step = by_step(result)
         if per_step.num_rows < result.num_rows:  # a job: one row per step, its slowest rank
             result = per_step
             keep.insert(3, "ranks")
-            note(f"one row per scenario and step: its slowest rank's of {max(result.column('ranks').to_pylist())} "
-                 "(rank); -f csv or json gives every rank's row")
+            note(f"one row per scenario and step: rank = the one of its {max(result.column('ranks').to_pylist())} "
+                 "ranks whose step ends last in the prediction; -f csv or json gives every rank's row")
+        if any(v is not None for v in result.column("note").to_pylist()):
+            keep.append("note")  # n/a and why, or the floor that set the prediction
         if terminal_width() >= 100:  # else the speedup would be the column left out
             keep.append("measured_ns")
         if all(v is None for v in result.column("rank").to_pylist()):

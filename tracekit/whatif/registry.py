@@ -52,7 +52,11 @@ class Scenario:
     - ``apply(graph, change, state)``: change ``state`` (:class:`State`) in place; None for a
       scenario that changes nothing (baseline);
     - ``describe(graph, change)``: lines for stderr saying what the change acts on in this graph
-      (e.g. how many kernels a regular expression matches); none by default.
+      (e.g. how many kernels a regular expression matches); none by default;
+    - ``unable(graph, change)``: why the change cannot act on this graph (its rows are then
+      ``n/a`` with that reason), or None;
+    - ``removes(change)``: True when the change only removes time (its prediction is then never
+      slower than the baseline); by default a factor <= 1.
     """
 
     name: str
@@ -62,6 +66,8 @@ class Scenario:
     parse: Callable[[str, str], Change | None]
     apply: Callable | None = None
     describe: Callable = field(default=lambda g, c: [])
+    unable: Callable = field(default=lambda g, c: None)
+    removes: Callable = field(default=lambda c: c.factor <= 1)
 
 
 def factor(text: str, spec: str) -> float:

@@ -21,7 +21,7 @@ from tracekit.whatif.store import chunks
 from tracekit.whatif.straggler import no_straggler, straggler_warp
 
 __all__ = ["SCENARIOS", "Change", "Parsed", "Scenario", "apply", "describe", "entry", "help_text", "markdown",
-           "parse", "parse_all", "straggler_warp"]
+           "parse", "parse_all", "removes", "straggler_warp", "unable"]
 
 
 def _exact(word: str):
@@ -105,12 +105,34 @@ def _apply_kernels(g: Graph, c: Change, st: State) -> None:
 def _describe_kernels(g: Graph, c: Change) -> list[str]:
     x = kernel_hits(g, c.pattern)
     if not x.any():
-        total = int((g.cat == CAT["kernel"]).sum())
-        return [f"kernels:{c.pattern}={c.factor:g} matches none of the {total:,} kernels "
-                "(not NCCL kernels: those are comm=F); its prediction is the baseline's"]
+        return []  # n/a: _unable_kernels says why
     ms = float(g.d1[x].sum()) / 1e6
     return [f"kernels:{c.pattern}={c.factor:g} scales {int(x.sum()):,} kernels of "
             f"{len(np.unique(g.name_idx[x]))} names ({ms:,.3f} ms of GPU time)"]
+
+
+def _unable_kernels(g: Graph, c: Change) -> str | None:
+    if kernel_hits(g, c.pattern).any():
+        return None
+    total = int((g.cat == CAT["kernel"]).sum())
+    return (f"kernels:{c.pattern}={c.factor:g} matches none of the {total:,} kernels "
+            "(NCCL kernels are comm=F)")
+
+
+def _unable_collectives(g: Graph, c: Change) -> str | None:
+    """Why ``comm=F`` or ``no-straggler`` cannot act: no collective instance in the graph."""
+    if g.counts.get("instances", 0):
+        return None
+    nccl = int((g.cat == CAT["collective"]).sum())
+    if nccl:
+        return (f"its {nccl:,} NCCL kernels match no collective instance across ranks (one rank "
+                "of a bigger job? convert every rank's trace together)")
+    return "the run has no NCCL collectives"
+
+
+def _unable_launch(g: Graph, c: Change) -> str | None:
+    gpu = (g.cat >= CAT["kernel"]) & (g.cat <= CAT["collective"])
+    return None if gpu.any() else "the run has no GPU work (no launch to remove)"
 
 
 SCENARIOS: tuple[Scenario, ...] = (
@@ -122,18 +144,19 @@ SCENARIOS: tuple[Scenario, ...] = (
              "it arrived at the next one, and the work after its last collective up to its last "
              "step's end) scaled so that the interval is as long as the shortest interval any "
              "rank had between the same two collective instances: no rank waits for another.",
-             _exact("no-straggler"), lambda g, c, st: no_straggler(g, st.lead, st.d1, st.d2, st.anchor)),
+             _exact("no-straggler"), lambda g, c, st: no_straggler(g, st.lead, st.d1, st.d2, st.anchor),
+             unable=_unable_collectives, removes=lambda c: True),
     Scenario("comm", "comm=F", "collective transfers x F",
              "every collective's transfer time x F (the wait for the last rank is not transfer).",
-             _factor_of("comm"), _per_chunk(_comm)),
+             _factor_of("comm"), _per_chunk(_comm), unable=_unable_collectives),
     Scenario("launch", "launch=0", "no launch overhead",
              "launch API calls take no host time and GPU work starts as soon as its stream and its "
              "dependencies allow (no launch latency, no gap on the stream).",
-             _factor_of("launch", only_zero=True), _per_chunk(_launch)),
+             _factor_of("launch", only_zero=True), _per_chunk(_launch), unable=_unable_launch),
     Scenario("kernels", "kernels:REGEX=F", "matching kernels x F",
              "kernels whose name matches REGEX (Python `re.search`) x F; NCCL kernels are "
              "communication (`comm=F`), not matched.",
-             _parse_kernels, _apply_kernels, _describe_kernels),
+             _parse_kernels, _apply_kernels, _describe_kernels, _unable_kernels),
     Scenario("host", "host=F", "host time between calls x F",
              "host time between the calls of every host thread x F.",
              _factor_of("host"), _per_chunk(_host)),
@@ -194,6 +217,16 @@ def describe(g: Graph, changes) -> list[str]:
     (``kernels:REGEX=F``: the kernels, names and GPU time it scales, or that it matches none:
     its prediction is then the baseline's; NCCL kernels are ``comm=F``)."""
     return [line for c in changes for line in entry(c.kind).describe(g, c)]
+
+
+def unable(g: Graph, changes) -> str | None:
+    """Why a scenario cannot act on ``g`` (the first of its changes that cannot), or None."""
+    return next((r for c in changes if (r := entry(c.kind).unable(g, c))), None)
+
+
+def removes(changes) -> bool:
+    """True when every change of a scenario only removes time."""
+    return all(entry(c.kind).removes(c) for c in changes)
 
 
 def help_text() -> str:
