@@ -10,16 +10,19 @@ from tracekit.cli.app import QUIET, app, jobs_option, scheduler_option, schedule
 from tracekit.cli.options import COLUMNS, FORMAT, MEMORY_LIMIT, OUTPUT, ROWS, STEP_PATTERN
 from tracekit.cli.output import Format, render, select_columns
 from tracekit.outfile import check_output
-from tracekit.whatif.scenarios import help_text, parse_all
+from tracekit.whatif.scenarios import help_epilog, parse_all
 
-_SCENARIO_HELP = help_text()  # from the scenario registry (tracekit.whatif.scenarios.SCENARIOS)
+# from the scenario registry (tracekit.whatif.scenarios.SCENARIOS): the list goes at the foot of
+# --help, at full width, not in the option's narrow column
+_SCENARIO_HELP = "Scenario (repeatable; combine with +); the list is below."
 
 
 _RUN_DIRS = typer.Argument(..., help="Run folder (one rank or a job), or several.", show_default=False)
 _SCENARIOS = typer.Option(["baseline"], "--scenario", "-s", help=_SCENARIO_HELP)
 
 
-@app.command(short_help="Predict step times under changes: replay the run's dependency graph.")
+@app.command(short_help="Predict step times under changes: replay the run's dependency graph.",
+             epilog=help_epilog())
 def whatif(
     run_dirs: list[Path] = _RUN_DIRS,
     scenario: list[str] = _SCENARIOS,

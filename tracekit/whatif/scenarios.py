@@ -2,7 +2,7 @@
 
 A scenario is text (``tracekit whatif -s``); several joined with ``+`` combine (applied in
 order). Every scenario is one entry of :data:`SCENARIOS` (a :class:`Scenario`: name, syntax,
-help, doc, parse, apply, describe); ``tracekit whatif --help`` (:func:`help_text`) and the
+help, doc, parse, apply, describe); ``tracekit whatif --help`` (:func:`help_epilog`) and the
 scenario list of docs/whatif.md (:func:`markdown`, checked by a test) are generated from it.
 A new scenario is one more entry (docs/development.md).
 """
@@ -20,7 +20,7 @@ from tracekit.whatif.registry import Change, Scenario, State, factor
 from tracekit.whatif.store import chunks
 from tracekit.whatif.straggler import no_straggler, straggler_warp
 
-__all__ = ["SCENARIOS", "Change", "Parsed", "Scenario", "apply", "describe", "entry", "help_text", "markdown",
+__all__ = ["SCENARIOS", "Change", "Parsed", "Scenario", "apply", "describe", "entry", "help_epilog", "markdown",
            "parse", "parse_all", "removes", "straggler_warp", "unable"]
 
 
@@ -136,9 +136,9 @@ def _unable_launch(g: Graph, c: Change) -> str | None:
 
 
 SCENARIOS: tuple[Scenario, ...] = (
-    Scenario("baseline", "baseline", "", "no change: the replay of the measured durations.",
+    Scenario("baseline", "baseline", "the measured durations", "no change: the replay of the measured durations.",
              _exact("baseline")),
-    Scenario("no-straggler", "no-straggler", "",
+    Scenario("no-straggler", "no-straggler", "every rank as fast as the fastest between collectives",
              "each rank's work between two consecutive collectives (host time, API calls, launch "
              "lags and GPU work that start after the rank's previous collective ended and before "
              "it arrived at the next one, and the work after its last collective up to its last "
@@ -229,10 +229,12 @@ def removes(changes) -> bool:
     return all(entry(c.kind).removes(c) for c in changes)
 
 
-def help_text() -> str:
-    """The ``--scenario`` help of ``tracekit whatif``."""
-    items = [f"{s.syntax} ({s.help})" if s.help else s.syntax for s in SCENARIOS]
-    return f"Scenario (repeatable; combine with +): {', '.join(items)}. docs/whatif.md."
+def help_epilog() -> str:
+    """The scenario list at the foot of ``tracekit whatif --help``: one paragraph each, at the
+    terminal's full width."""
+    items = [f"{s.syntax}: {s.help}" if s.help else s.syntax for s in SCENARIOS]
+    return "Scenarios (-s; combine with +, e.g. no-straggler+comm=0.5):\n\n" + "\n\n".join(
+        f"  {i}" for i in items) + "\n\ndocs/whatif.md says what each changes."
 
 
 def markdown() -> str:
