@@ -152,7 +152,8 @@ def test_cli_whatif_formats_and_errors(job, capsys):
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == 2 * 24
     assert set(rows[0]) == {"scenario", "run_id", "step", "rank", "measured_ns", "predicted_ns",
-                            "speedup", "baseline_err_pct", "baseline_ns", "pid"}
+                            "speedup", "baseline_err_pct", "baseline_ns", "pid", "saved_ns", "replay_ns",
+                            "gpu_floor_ns", "host_wait_ns", "bound", "note"}
     assert all(r["baseline_err_pct"] == 0 for r in rows)
     assert cli(["whatif", str(run), "-s", "comm=fast"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -403,7 +404,7 @@ def test_cli_table_on_a_job_one_row_per_step_in_80_columns(job, monkeypatch, cap
     assert lines and all(len(line) <= 80 for line in lines)
     rows = [line.split() for line in lines if line.startswith(("no-straggler", "kernels:"))]
     assert len(rows) == 2 * 3
-    assert "matches none of the" in cap.err and "slowest rank" in cap.err
+    assert "matches none of the" in cap.err and "whose step ends last" in cap.err
     with Engine([run]) as e:
         full = whatif(e, ["no-straggler"])
     steps = by_step(full).to_pylist()

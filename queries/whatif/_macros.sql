@@ -268,3 +268,52 @@ SELECT s.src, d.node_id AS dst
 FROM src s ASOF JOIN launched d ON d.run_id = s.run_id AND d.pid = s.pid AND d.tid = s.tid
                                AND d.launch_ns > s.wait_ns
 WHERE d.device_id = s.src_device AND d.stream_id <> s.src_stream;
+
+-- tk_wi_wait_edges(nodes, launches): host calls that the trace shows waiting for the GPU without
+-- a sync call (docs/whatif.md, "The GPU holding the host back"): src = the GPU node the call
+-- waited for, dst = the call (it returns once src has ended, as a sync edge), rule = which rule
+-- found it. Only calls of category 'launch' or 'api' (syncs have tk_wi_sync_edges); the GPU node
+-- is of the same process, launched before the call began, and ends inside the call:
+--   'pageable copy': a copy call whose own copy (its correlation ID) ended before it returned
+--     (a cudaMemcpyAsync into pageable memory returns after the copy);
+--   'implicit sync': an allocator, event-query or stream-query call (cudaMalloc/Free*,
+--     cudaMallocHost/HostAlloc/FreeHost, cudaEventQuery, cudaStreamQuery; cu*, hip*) returning
+--     after the latest GPU work that ended before its return, having waited for it at least as
+--     long as it took after it;
+--   'long call': any other call (a launch blocked on a full queue of pending launches) at least
+--     twice its name's typical time (the 25th percentile of the name's calls in the run), whose
+--     wait up to the latest GPU end before its return is at least that typical time, and which
+--     returned within that typical time after it.
+CREATE OR REPLACE TEMP MACRO tk_wi_wait_edges(nodes, launches) AS TABLE
+WITH c AS (
+    SELECT node_id, run_id, pid, start_ns, end_ns, name, end_ns - start_ns AS dur,
+           quantile_disc(end_ns - start_ns, 0.25) OVER (PARTITION BY run_id, name) AS typical,
+           CASE WHEN regexp_matches(name, '^(cuda|cu|hip)(Malloc|Free|MallocHost|HostAlloc|FreeHost|MemAlloc|MemFree|EventQuery|StreamQuery)', 'i')
+                THEN 'implicit sync' ELSE 'long call' END AS rule
+    FROM query_table(nodes) WHERE chain_kind = 0 AND category IN ('launch', 'api')
+),
+g AS (
+    SELECT n.node_id, n.run_id, n.pid, n.end_ns, n.category, h.start_ns AS launch_ns, l.src AS launcher
+    FROM query_table(nodes) n JOIN query_table(launches) l ON l.dst = n.node_id
+    JOIN query_table(nodes) h ON h.node_id = l.src
+    WHERE n.chain_kind = 1
+),
+own AS (
+    SELECT g.node_id AS src, c.node_id AS dst, 'pageable copy' AS rule
+    FROM c JOIN g ON g.launcher = c.node_id
+    WHERE c.name ILIKE '%memcpy%' AND g.category = 'memcpy' AND g.end_ns <= c.end_ns AND g.end_ns > c.start_ns
+    QUALIFY row_number() OVER (PARTITION BY c.node_id ORDER BY g.end_ns DESC, g.node_id) = 1
+),
+near AS (
+    SELECT g.node_id AS src, c.node_id AS dst, c.rule, c.start_ns, c.end_ns, c.dur, c.typical,
+           g.end_ns AS gpu_end, g.launch_ns
+    FROM c ASOF JOIN g ON g.run_id = c.run_id AND g.pid = c.pid AND g.end_ns <= c.end_ns
+    WHERE c.node_id NOT IN (SELECT dst FROM own)
+)
+SELECT src, dst, rule FROM own
+UNION ALL
+SELECT src, dst, rule FROM near
+WHERE launch_ns <= start_ns AND gpu_end > start_ns
+  AND ((rule = 'implicit sync' AND end_ns - gpu_end <= gpu_end - start_ns)
+       OR (rule = 'long call' AND dur >= 2 * typical AND gpu_end - start_ns >= typical
+           AND end_ns - gpu_end <= typical));

@@ -10,17 +10,19 @@ from tracekit.cli.app import QUIET, app, jobs_option, scheduler_option, schedule
 from tracekit.cli.options import COLUMNS, FORMAT, MEMORY_LIMIT, OUTPUT, ROWS, STEP_PATTERN
 from tracekit.cli.output import Format, render, select_columns
 from tracekit.outfile import check_output
+from tracekit.whatif.scenarios import help_epilog, parse_all
 
-_SCENARIO_HELP = ("Scenario (repeatable; combine with +): baseline, no-straggler, comm=F "
-                  "(collective transfers x F), launch=0 (no launch overhead), kernels:REGEX=F "
-                  "(matching kernels x F), host=F (host time between calls x F). docs/whatif.md.")
+# from the scenario registry (tracekit.whatif.scenarios.SCENARIOS): the list goes at the foot of
+# --help, at full width, not in the option's narrow column
+_SCENARIO_HELP = "Scenario (repeatable; combine with +); the list is below."
 
 
 _RUN_DIRS = typer.Argument(..., help="Run folder (one rank or a job), or several.", show_default=False)
 _SCENARIOS = typer.Option(["baseline"], "--scenario", "-s", help=_SCENARIO_HELP)
 
 
-@app.command(short_help="Predict step times under changes: replay the run's dependency graph.")
+@app.command(short_help="Predict step times under changes: replay the run's dependency graph.",
+             epilog=help_epilog())
 def whatif(
     run_dirs: list[Path] = _RUN_DIRS,
     scenario: list[str] = _SCENARIOS,
@@ -41,21 +43,20 @@ def whatif(
     changes, and print per scenario, step and rank: measured_ns, the baseline replay's time and
     error, predicted_ns and speedup (baseline / predicted). Every prediction comes with the
     baseline's error beside it; docs/whatif.md says what the trace does not record. The
-    terminal table shows scenario, step, rank, predicted, speedup and the baseline's error
-    (and measured in 100 columns or more); -f csv/json hold every column."""
+    terminal table shows scenario, step, rank, predicted, speedup, saved and the baseline's
+    error (a note where a scenario is n/a or a floor set it; measured in 100 columns or more);
+    -f csv/json hold every column."""
     from tracekit.convert.cluster import scheduler_address
     from tracekit.query import Engine
     from tracekit.whatif import UNITS
     from tracekit.whatif import whatif as run_whatif
-    from tracekit.whatif.scenarios import parse
 
     set_quiet(quiet)
-    for spec in scenario:
-        parse(spec)  # an unknown scenario fails before any run folder is read
+    parsed = parse_all(scenario)  # once: an unknown scenario fails before any run folder is read
     if output is not None and str(output) != "-":
         check_output(output, protect=run_dirs)
     with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as eng:
-        result = run_whatif(eng, scenario, jobs=jobs or 1, scheduler=scheduler_address(scheduler))
+        result = run_whatif(eng, parsed, jobs=jobs or 1, scheduler=scheduler_address(scheduler))
     from tracekit.cli.messages import note, warn
     from tracekit.whatif import by_step, notes
 
@@ -64,13 +65,15 @@ def whatif(
     if columns is None and format == Format.table and (output is None or str(output) == "-"):
         from tracekit.cli.termtable import terminal_width
 
-        keep = ["run_id", "scenario", "step", "rank", "predicted_ns", "speedup", "baseline_err_pct"]
+        keep = ["run_id", "scenario", "step", "rank", "predicted_ns", "speedup", "saved_ns", "baseline_err_pct"]
         per_step = by_step(result)
         if per_step.num_rows < result.num_rows:  # a job: one row per step, its slowest rank
             result = per_step
             keep.insert(3, "ranks")
-            note(f"one row per scenario and step: its slowest rank's of {max(result.column('ranks').to_pylist())} "
-                 "(rank); -f csv or json gives every rank's row")
+            note(f"one row per scenario and step: rank = the one of its {max(result.column('ranks').to_pylist())} "
+                 "ranks whose step ends last in the prediction; -f csv or json gives every rank's row")
+        if any(v is not None for v in result.column("note").to_pylist()):
+            keep.append("note")  # n/a and why, or the floor that set the prediction
         if terminal_width() >= 100:  # else the speedup would be the column left out
             keep.append("measured_ns")
         if all(v is None for v in result.column("rank").to_pylist()):

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from tracekit.errors import InputError
+from tracekit.whatif import floors as _floors
 from tracekit.whatif import graph as _graph
 from tracekit.whatif import replay as _replay
 from tracekit.whatif import scenarios as _scenarios
@@ -24,6 +25,8 @@ RESULT_SCHEMA = pa.schema([
     ("scenario", pa.string()), ("run_id", pa.string()), ("step", pa.int64()), ("rank", pa.int32()),
     ("measured_ns", pa.int64()), ("predicted_ns", pa.int64()), ("speedup", pa.float64()),
     ("baseline_err_pct", pa.float64()), ("baseline_ns", pa.int64()), ("pid", pa.int64()),
+    ("saved_ns", pa.int64()), ("replay_ns", pa.int64()), ("gpu_floor_ns", pa.int64()),
+    ("host_wait_ns", pa.int64()), ("bound", pa.string()), ("note", pa.string()),
 ])
 """Columns of :func:`whatif` (units: ns, percent for baseline_err_pct, ratio for speedup)."""
 
@@ -39,6 +42,18 @@ UNITS = {
     "speedup": ("value", "baseline_ns / predicted_ns (> 1: the scenario is faster)."),
     "pid": ("id", "OS process ID of the step's process."),
     "ranks": ("count", "Ranks of the step (by_step: the row is the slowest one's)."),
+    "saved_ns": ("ns", "baseline_ns - predicted_ns: the time the scenario saves per step."),
+    "replay_ns": ("ns", "The scenario's replay before the floors (predicted_ns is it, raised to gpu_floor_ns "
+                        "and, for a scenario that only removes time, capped at baseline_ns)."),
+    "gpu_floor_ns": ("ns", "The scenario's GPU work launched in the step: per device the union of its "
+                           "replayed intervals, the largest device's (0 for a step detected on the GPU)."),
+    "host_wait_ns": ("ns", "Measured time the step's host threads spent waiting for GPU work "
+                           "(sync calls and the waits of tk_wi_wait_edges)."),
+    "bound": ("text", "What bounds the measured step: gpu (GPU busy >= 95 % of it, the host waits), host "
+                      "(GPU busy < 95 %, host waits <= 5 %), balanced (both saturated: GPU >= 95 %, waits "
+                      "<= 5 %), serial (neither: they take turns)."),
+    "note": ("text", "n/a and why, where the scenario cannot act on the run (predicted_ns is then empty); "
+                     "'gpu floor' or 'no gain' where a floor set predicted_ns."),
 }
 
 
@@ -77,20 +92,28 @@ def step_times(g: _graph.Graph, s: _replay.Schedule) -> np.ndarray:
 
 def whatif(engine, scenarios: list[str], include_warmup: bool = True, *, jobs: int | None = 1,
            scheduler: str | None = None) -> pa.Table:
-    """Replay every run of ``engine`` under each scenario text; see :data:`RESULT_SCHEMA`. The
-    graph's per-rank parts are built as :func:`load_graph` says (``jobs``, ``scheduler``).
+    """Replay every run of ``engine`` under each scenario (a text, or one parsed by
+    :func:`tracekit.whatif.scenarios.parse_all`); see :data:`RESULT_SCHEMA`. The graph's
+    per-rank parts are built as :func:`load_graph` says (``jobs``, ``scheduler``).
     :class:`InputError` for an unknown scenario or a run without steps."""
-    parsed = [(spec, _scenarios.parse(spec)) for spec in scenarios]
+    parsed = [(p.spec, p.changes) for p in _scenarios.parse_all(scenarios)]
     g = load_graph(engine, jobs=jobs, scheduler=scheduler)
     if g.steps.num_rows == 0:
         raise InputError(f"{', '.join(str(r.path) for r in engine.runs)}: no steps to replay "
                          "(step_summary finds none)")
-    base = step_times(g, _replay.replay(g))
+    base_s = _replay.replay(g)
+    base = step_times(g, base_s)
     measured = g.steps.column("measured_ns").to_numpy()
+    work = _floors.step_of_gpu_work(g)
+    base_floor = _floors.gpu_floor(g, base_s, work)
+    waits = _floors.host_waits(g, base_s)
+    bound = _bounds(measured, base_floor, waits)
     cols = {f.name: [] for f in RESULT_SCHEMA}
+    na_lines = []
     for spec, changes in parsed:
-        pred = base if all(c.kind == "baseline" for c in changes) else \
-            step_times(g, _replay.replay(g, *_scenarios.apply(g, changes)))
+        pred, raw, floor, note = _predict(g, changes, base, base_floor, work)
+        if isinstance(note, str) and note.startswith("n/a"):
+            na_lines.append(f"{spec}: {note}")
         n = len(pred)
         cols["scenario"] += [spec] * n
         cols["run_id"] += g.steps.column("run_id").to_pylist()
@@ -100,14 +123,52 @@ def whatif(engine, scenarios: list[str], include_warmup: bool = True, *, jobs: i
         cols["baseline_ns"] += base.tolist()
         cols["baseline_err_pct"] += (100.0 * (base - measured) / np.maximum(measured, 1)).tolist()
         cols["predicted_ns"] += pred.tolist()
-        cols["speedup"] += (base / np.maximum(pred, 1)).tolist()
+        cols["speedup"] += [None if p is None else b / max(p, 1) for b, p in zip(base.tolist(), pred.tolist())]
         cols["pid"] += g.steps.column("pid").to_pylist()
-    lines = unmatched_collectives(g) + [line for _, changes in parsed
-                                        for line in _scenarios.describe(g, changes)]
+        cols["saved_ns"] += [None if p is None else b - p for b, p in zip(base.tolist(), pred.tolist())]
+        cols["replay_ns"] += raw.tolist()
+        cols["gpu_floor_ns"] += floor.tolist()
+        cols["host_wait_ns"] += waits.tolist()
+        cols["bound"] += bound
+        cols["note"] += note if isinstance(note, list) else [note] * n
+    lines = unmatched_collectives(g) + na_lines + [line for _, changes in parsed
+                                                   for line in _scenarios.describe(g, changes)]
+    lines = list(dict.fromkeys(lines))  # a note repeated by several scenarios, once
     out = pa.table(cols, schema=RESULT_SCHEMA.with_metadata({NOTES_KEY: json.dumps(lines)}))
     if not include_warmup and "warmup" in g.steps.column_names:
         keep = np.tile(~g.steps.column("warmup").to_numpy(zero_copy_only=False).astype(bool), len(parsed))
         out = out.filter(pa.array(keep))
+    return out
+
+
+def _predict(g, changes, base, base_floor, work):
+    """(predicted, replay, gpu floor, note) per step of one scenario: the replay raised to the GPU
+    work the step launched and, for a scenario that only removes time, kept at or below the
+    baseline; None predictions with an 'n/a: REASON' note where it cannot act on ``g``."""
+    n = len(base)
+    if all(c.kind == "baseline" for c in changes):
+        return base, base, base_floor, [None] * n
+    reason = _scenarios.unable(g, changes)
+    if reason is not None:
+        return np.array([None] * n, dtype=object), base, base_floor, f"n/a: {reason}"
+    s = _replay.replay(g, *_scenarios.apply(g, changes))
+    raw = step_times(g, s)
+    floor = _floors.gpu_floor(g, s, work)
+    removes = _scenarios.removes(changes)
+    lo = np.minimum(floor, base) if removes else floor
+    pred = np.maximum(raw, lo)
+    if removes:
+        pred = np.minimum(pred, base)
+    note = [("gpu floor" if p > r else "no gain" if p < r else None) for p, r in zip(pred.tolist(), raw.tolist())]
+    return pred, raw, floor, note
+
+
+def _bounds(measured, gpu, waits) -> list[str]:
+    """What bounds each measured step (see UNITS['bound'])."""
+    out = []
+    for m, f, w in zip(measured.tolist(), gpu.tolist(), waits.tolist()):
+        gpu_sat, host_sat = f >= 0.95 * m, w <= 0.05 * m
+        out.append("balanced" if gpu_sat and host_sat else "gpu" if gpu_sat else "host" if host_sat else "serial")
     return out
 
 
@@ -127,18 +188,21 @@ def unmatched_collectives(g: _graph.Graph) -> list[str]:
 
 def by_step(result: pa.Table) -> pa.Table:
     """:func:`whatif`'s rows reduced to one per scenario, run and step: the slowest rank's (the
-    largest predicted_ns; ``rank`` is that rank), with ``ranks`` (how many) and the largest
-    baseline error of any rank (by magnitude, signed) as ``baseline_err_pct``; measured_ns and
-    baseline_ns are the largest over the ranks, speedup = baseline_ns / predicted_ns."""
+    largest predicted_ns, of an n/a scenario the largest replay_ns; ``rank`` is that rank), with
+    ``ranks`` (how many) and the largest baseline error of any rank (by magnitude, signed) as
+    ``baseline_err_pct``; measured_ns and baseline_ns are the largest over the ranks, speedup =
+    baseline_ns / predicted_ns and saved_ns = baseline_ns - predicted_ns (empty for n/a)."""
     groups: dict[tuple, list[dict]] = {}
     for r in result.to_pylist():
         groups.setdefault((r["scenario"], r["run_id"], r["step"]), []).append(r)
     rows = []
     for rs in groups.values():
-        worst = max(rs, key=lambda r: r["predicted_ns"])
+        worst = max(rs, key=lambda r: (r["predicted_ns"] is not None, r["predicted_ns"] or 0, r["replay_ns"]))
         base = max(r["baseline_ns"] for r in rs)
+        pred = worst["predicted_ns"]
         rows.append({**worst, "ranks": len(rs), "measured_ns": max(r["measured_ns"] for r in rs),
-                     "baseline_ns": base, "speedup": base / max(worst["predicted_ns"], 1),
+                     "baseline_ns": base, "speedup": None if pred is None else base / max(pred, 1),
+                     "saved_ns": None if pred is None else base - pred,
                      "baseline_err_pct": max((r["baseline_err_pct"] for r in rs), key=abs)})
     schema = RESULT_SCHEMA.append(pa.field("ranks", pa.int64()))
     return pa.Table.from_pylist(rows, schema=schema) if rows else schema.empty_table()

@@ -1,8 +1,8 @@
 """The dependency graph of a run folder (one rank or a whole job) as NumPy arrays.
 
 The edges come from the SQL macros of ``queries/whatif/_macros.sql`` (tk_wi_nodes,
-tk_wi_launch_edges, tk_wi_sync_edges, tk_wi_event_edges, tk_wi_collectives, tk_wi_step_nodes,
-tk_wi_ranks); this module turns them
+tk_wi_launch_edges, tk_wi_sync_edges, tk_wi_wait_edges, tk_wi_event_edges, tk_wi_collectives,
+tk_wi_step_nodes, tk_wi_ranks); this module turns them
 into arrays and derives, for every node, the measured lags the replay keeps (docs/whatif.md):
 
 - ``lead_ns``: the node's start minus the latest of its chain predecessor's end and its start
@@ -53,7 +53,9 @@ class Graph:
     ``after_dst`` (dst may start once src has ended: cross-stream event waits).
     ``steps``: Arrow table run_id, rank, step, start_node, end_node, measured_ns.
     ``instance``: per node, the collective instance (-1 if none); ``run_id``: per node, index
-    into ``run_ids``.
+    into ``run_ids``. ``chain_device``: per chain, the device of a GPU stream's chain (-1 for a
+    host thread or a transfer). ``counts``: sizes, and ``wait:RULE`` the edges each rule of
+    tk_wi_wait_edges found (they are among the end edges).
     """
 
     t0: int
@@ -81,6 +83,7 @@ class Graph:
     steps: pa.Table
     counts: dict = field(default_factory=dict)
     store: Store = field(default_factory=Store)
+    chain_device: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -128,6 +131,8 @@ class Part:
     coll: tuple  # (node_id, instance, is_last)
     steps: pa.Table
     pids: list = field(default_factory=list)
+    chain_device: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    waits: dict = field(default_factory=dict)  # rule: edges of tk_wi_wait_edges
 
     @property
     def n(self) -> int:
@@ -146,6 +151,9 @@ def read_part(con) -> Part:
                         "ON c.run_id = n.run_id AND c.pid = n.pid ORDER BY n.node_id")
     launch = fetch(con, "SELECT src, dst FROM tk_wi_l")
     sync = fetch(con, "SELECT src, dst FROM tk_wi_sync_edges('tk_wi_n', 'tk_wi_l')")
+    wait = fetch(con, "SELECT src, dst, rule FROM tk_wi_wait_edges('tk_wi_n', 'tk_wi_l')")
+    devs = fetch(con, "SELECT chain_id, CASE WHEN any_value(chain_kind) = 1 THEN any_value(thread_or_device) "
+                      "ELSE -1 END AS device FROM tk_wi_n GROUP BY chain_id ORDER BY chain_id")
     event = fetch(con, "SELECT DISTINCT src, dst FROM tk_wi_event_edges('tk_wi_n', 'tk_wi_l')")
     coll = fetch(con, "SELECT node_id, instance, is_last FROM tk_wi_collectives('tk_wi_n')")
     steps = fetch(con, "SELECT * FROM tk_wi_step_nodes('tk_wi_n')")
@@ -164,10 +172,13 @@ def read_part(con) -> Part:
                 run=run_dict.indices.to_numpy(zero_copy_only=False).astype(np.int32),
                 run_ids=run_dict.dictionary.to_pylist(), rank=_col(nodes, "rank", np.int32),
                 edges={k: (_col(t, "src"), _col(t, "dst")) for k, t in
-                       (("launch", launch), ("sync", sync), ("event", event))},
+                       (("launch", launch), ("sync", pa.concat_tables([sync, wait.drop(["rule"])])),
+                        ("event", event))},
                 coll=(_col(coll, "node_id"), _col(coll, "instance"),
                       coll.column("is_last").to_numpy(zero_copy_only=False).astype(bool)),
-                steps=steps, pids=pids)
+                steps=steps, pids=pids, chain_device=_col(devs, "device", fill=-1),
+                waits=dict(zip(*np.unique(np.asarray(wait.column("rule").to_pylist(), dtype=object),
+                                          return_counts=True))) if wait.num_rows else {})
 
 
 def load(con) -> Graph:
@@ -209,6 +220,8 @@ def join(parts, store: Store | None = None) -> Graph:
     names: dict = {}
     runs: dict = {}
     n = chains = 0
+    chain_dev: list[np.ndarray] = []
+    waits: dict = {}
     for p in parts:
         if not p.n:
             continue
@@ -223,6 +236,9 @@ def join(parts, store: Store | None = None) -> Graph:
         coll.append((p.coll[0] + n, p.coll[1], p.coll[2]))
         steps.append(_offset_steps(p.steps, n))
         chains += int(p.chain.max()) + 1
+        chain_dev.append(p.chain_device)
+        for rule, k in p.waits.items():
+            waits[rule] = waits.get(rule, 0) + int(k)
         n += p.n
         p.start_abs = p.end_abs = p.chain = p.cat = p.name_idx = p.run = p.rank = np.empty(0, np.int64)
         pa.default_memory_pool().release_unused()  # the part's Arrow tables, freed, not kept
@@ -233,7 +249,7 @@ def join(parts, store: Store | None = None) -> Graph:
     arrays = {k: a.finish(n_inst) for k, a in nodes.items()}
     arrays["chain"][n:] = chains + np.arange(n_inst)
     counts = {"launch_edges": edges["launch"][0].n, "sync_edges": edges["sync"][0].n,
-              "event_edges": edges["event"][0].n}
+              "event_edges": edges["event"][0].n, **{f"wait:{r}": k for r, k in sorted(waits.items())}}
     # a collective's kernels start its transfer node; the transfer ends each rank's kernel
     edges["launch"][0].add(c_node)
     edges["launch"][1].add(n + c_inst)
@@ -241,8 +257,10 @@ def join(parts, store: Store | None = None) -> Graph:
     edges["sync"][1].add(c_node)
     done = {k: (src.finish(), dst.finish()) for k, (src, dst) in edges.items()}
     steps_t = _sort_steps(steps, arrays["start"])
-    return _assemble(arrays, n, list(names), list(runs), done, (c_node, c_inst, c_last), steps_t,
-                     store, counts)
+    g = _assemble(arrays, n, list(names), list(runs), done, (c_node, c_inst, c_last), steps_t,
+                  store, counts)
+    g.chain_device = np.concatenate([*chain_dev, np.full(n_inst, -1, np.int64)]).astype(np.int64)
+    return g
 
 
 def _offset_steps(t: pa.Table, offset: int) -> pa.Table:

@@ -1,24 +1,14 @@
 """What-if scenarios: changes to a graph's durations and lags before it is replayed.
 
-A scenario is text (``tracekit whatif -s``); several joined with ``+`` combine (applied in order):
-
-- ``baseline``: no change (the replay of the measured durations);
-- ``no-straggler``: each rank's work between two consecutive collectives (host time, API calls,
-  launch lags and GPU work that start after the rank's previous collective ended and before it
-  arrived at the next one, and the work after its last collective up to its last step's end)
-  scaled so that the interval is as long as the shortest interval any rank had between the same
-  two collective instances: no rank waits for another;
-- ``comm=F``: every collective's transfer time x F (the wait for the last rank is not transfer);
-- ``launch=0``: launch API calls take no host time and GPU work starts as soon as its stream and
-  its dependencies allow (no launch latency, no gap on the stream);
-- ``kernels:REGEX=F``: kernels whose name matches REGEX (RE2, searched; a ``+`` in it is written
-  ``\\+``: :mod:`~tracekit.whatif.limits`) x F; NCCL kernels are communication (``comm=F``), not matched;
-- ``host=F``: host time between the calls of every host thread x F.
+A scenario is text (``tracekit whatif -s``); several joined with ``+`` combine (applied in
+order). Every scenario is one entry of :data:`SCENARIOS` (a :class:`Scenario`: name, syntax,
+help, doc, parse, apply, describe); ``tracekit whatif --help`` (:func:`help_epilog`) and the
+scenario list of docs/whatif.md (:func:`markdown`, checked by a test) are generated from it.
+A new scenario is one more entry (docs/development.md).
 """
 
 from __future__ import annotations
 
-import itertools
 import re
 from dataclasses import dataclass
 
@@ -26,28 +16,163 @@ import numpy as np
 
 from tracekit.errors import InputError
 from tracekit.whatif import limits
-from tracekit.whatif.graph import CAT, NEG, Graph, rank_key
-from tracekit.whatif.store import chunks, nonzero
+from tracekit.whatif.graph import CAT, Graph
+from tracekit.whatif.registry import Change, Scenario, State, factor
+from tracekit.whatif.store import chunks
+from tracekit.whatif.straggler import no_straggler, straggler_warp
 
-_FACTOR = re.compile(r"^(comm|host|launch)=(.+)$")
+__all__ = ["SCENARIOS", "Change", "Parsed", "Scenario", "apply", "describe", "entry", "help_epilog", "markdown",
+           "parse", "parse_all", "removes", "straggler_warp", "unable"]
+
+
+def _exact(word: str):
+    return lambda part, spec: Change(word) if part == word else None
+
+
+def _factor_of(word: str, only_zero: bool = False):
+    rx = re.compile(rf"^{word}=(.+)$")
+
+    def parse_part(part: str, spec: str) -> Change | None:
+        m = rx.match(part)
+        if not m:
+            return None
+        f = factor(m.group(1), spec)
+        if only_zero and f != 0:
+            raise InputError(f"scenario {spec!r}: only {word}=0 is defined")
+        return Change(word, f)
+    return parse_part
+
+
 _KERNELS = re.compile(r"^kernels:(.+)=([^=]+)$")
 
 
+def _parse_kernels(part: str, spec: str) -> Change | None:
+    m = _KERNELS.match(part)
+    if not m:
+        return None
+    limits.check_pattern(spec, m.group(1))
+    return Change("kernels", factor(m.group(2), spec), m.group(1))
+
+
+def _per_chunk(change_chunk):
+    """An ``apply`` that runs ``change_chunk(c, g, at, lead, d1)`` on every chunk of nodes."""
+    def apply_all(g: Graph, c: Change, st: State) -> None:
+        for a, b in chunks(g.n):
+            at = slice(a, b)
+            ld, dd = np.asarray(st.lead[at]), np.asarray(st.d1[at])
+            change_chunk(c, g, at, ld, dd)
+            st.lead[at], st.d1[at] = ld, dd
+    return apply_all
+
+
+def _comm(c: Change, g: Graph, at: slice, ld, dd) -> None:
+    x = np.asarray(g.cat[at]) == CAT["transfer"]
+    dd[x] = limits.scaled(dd[x], c.factor, c)
+
+
+def _host(c: Change, g: Graph, at: slice, ld, dd) -> None:
+    x = (np.asarray(g.cat[at]) <= CAT["sync"]) & ~np.asarray(g.first[at]) & (ld > 0)
+    ld[x] = limits.scaled(ld[x], c.factor, c)
+
+
+def _launch(c: Change, g: Graph, at: slice, ld, dd) -> None:
+    cat = np.asarray(g.cat[at])
+    dd[cat == CAT["launch"]] = 0
+    ld[(cat >= CAT["kernel"]) & (cat <= CAT["collective"]) & (ld > 0)] = 0
+
+
+def kernel_hits(g: Graph, pattern: str) -> np.ndarray:
+    """Per node of ``g``: True for a kernel (not an NCCL kernel) whose name matches
+    ``pattern`` (RE2, searched: :func:`tracekit.whatif.limits.name_hits`)."""
+    hit = limits.name_hits(g.names, pattern)
+    return (g.cat == CAT["kernel"]) & hit[g.name_idx]
+
+
+def _apply_kernels(g: Graph, c: Change, st: State) -> None:
+    hit = limits.name_hits(g.names, c.pattern)
+    for a, b in chunks(g.n):
+        at = slice(a, b)
+        dd = np.asarray(st.d1[at])
+        x = (np.asarray(g.cat[at]) == CAT["kernel"]) & hit[g.name_idx[at]]
+        dd[x] = limits.scaled(dd[x], c.factor, c)
+        st.d1[at] = dd
+
+
+def _describe_kernels(g: Graph, c: Change) -> list[str]:
+    x = kernel_hits(g, c.pattern)
+    if not x.any():
+        return []  # n/a: _unable_kernels says why
+    ms = float(g.d1[x].sum()) / 1e6
+    return [f"kernels:{c.pattern}={c.factor:g} scales {int(x.sum()):,} kernels of "
+            f"{len(np.unique(g.name_idx[x]))} names ({ms:,.3f} ms of GPU time)"]
+
+
+def _unable_kernels(g: Graph, c: Change) -> str | None:
+    if kernel_hits(g, c.pattern).any():
+        return None
+    total = int((g.cat == CAT["kernel"]).sum())
+    return (f"kernels:{c.pattern}={c.factor:g} matches none of the {total:,} kernels "
+            "(NCCL kernels are comm=F)")
+
+
+def _unable_collectives(g: Graph, c: Change) -> str | None:
+    """Why ``comm=F`` or ``no-straggler`` cannot act: no collective instance in the graph."""
+    if g.counts.get("instances", 0):
+        return None
+    nccl = int((g.cat == CAT["collective"]).sum())
+    if nccl:
+        return (f"its {nccl:,} NCCL kernels match no collective instance across ranks (one rank "
+                "of a bigger job? convert every rank's trace together)")
+    return "the run has no NCCL collectives"
+
+
+def _unable_launch(g: Graph, c: Change) -> str | None:
+    gpu = (g.cat >= CAT["kernel"]) & (g.cat <= CAT["collective"])
+    return None if gpu.any() else "the run has no GPU work (no launch to remove)"
+
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario("baseline", "baseline", "the measured durations", "no change: the replay of the measured durations.",
+             _exact("baseline")),
+    Scenario("no-straggler", "no-straggler", "every rank as fast as the fastest between collectives",
+             "each rank's work between two consecutive collectives (host time, API calls, launch "
+             "lags and GPU work that start after the rank's previous collective ended and before "
+             "it arrived at the next one, and the work after its last collective up to its last "
+             "step's end) scaled so that the interval is as long as the shortest interval any "
+             "rank had between the same two collective instances: no rank waits for another.",
+             _exact("no-straggler"), lambda g, c, st: no_straggler(g, st.lead, st.d1, st.d2, st.anchor),
+             unable=_unable_collectives, removes=lambda c: True),
+    Scenario("comm", "comm=F", "collective transfers x F",
+             "every collective's transfer time x F (the wait for the last rank is not transfer).",
+             _factor_of("comm"), _per_chunk(_comm), unable=_unable_collectives),
+    Scenario("launch", "launch=0", "no launch overhead",
+             "launch API calls take no host time and GPU work starts as soon as its stream and its "
+             "dependencies allow (no launch latency, no gap on the stream).",
+             _factor_of("launch", only_zero=True), _per_chunk(_launch), unable=_unable_launch),
+    Scenario("kernels", "kernels:REGEX=F", "matching kernels x F",
+             "kernels whose name matches REGEX (RE2, searched; a `+` in it is written `\\+`) x F; "
+             "NCCL kernels are "
+             "communication (`comm=F`), not matched.",
+             _parse_kernels, _apply_kernels, _describe_kernels, _unable_kernels),
+    Scenario("host", "host=F", "host time between calls x F",
+             "host time between the calls of every host thread x F.",
+             _factor_of("host"), _per_chunk(_host)),
+)
+"""Every scenario, in the order ``--help`` and docs/whatif.md list them."""
+
+
+
+def entry(kind: str) -> Scenario:
+    """The registry entry of a :attr:`Change.kind`."""
+    return next(s for s in SCENARIOS if s.name == kind)
+
+
 @dataclass(frozen=True)
-class Change:
-    kind: str  # baseline, no-straggler, comm, launch, kernels, host
-    factor: float = 1.0
-    pattern: str = ""
+class Parsed:
+    """A scenario text (``spec``, as given to ``-s``) and its changes, parsed once."""
 
-
-def _factor(text: str, spec: str) -> float:
-    try:
-        f = float(text)
-    except ValueError:
-        raise InputError(f"scenario {spec!r}: {text!r} is not a number (e.g. comm=0.5)") from None
-    if not np.isfinite(f) or f < 0:
-        raise InputError(f"scenario {spec!r}: the factor must be a finite number >= 0")
-    return f
+    spec: str
+    changes: tuple[Change, ...]
 
 
 def parse(spec: str) -> list[Change]:
@@ -55,186 +180,62 @@ def parse(spec: str) -> list[Change]:
     out = []
     for part in limits.split(spec):
         p = part.strip()
-        if p == "baseline":
-            out.append(Change("baseline"))
-        elif p == "no-straggler":
-            out.append(Change("no-straggler"))
-        elif (m := _KERNELS.match(p)):
-            limits.check_pattern(spec, m.group(1))
-            out.append(Change("kernels", _factor(m.group(2), spec), m.group(1)))
-        elif (m := _FACTOR.match(p)):
-            f = _factor(m.group(2), spec)
-            if m.group(1) == "launch" and f != 0:
-                raise InputError(f"scenario {spec!r}: only launch=0 is defined")
-            out.append(Change(m.group(1), f))
+        for s in SCENARIOS:
+            c = s.parse(p, spec)
+            if c is not None:
+                out.append(c)
+                break
         else:
-            raise InputError(f"unknown scenario {p!r}: use baseline, no-straggler, comm=F, launch=0, "
-                             "kernels:REGEX=F or host=F (combine with +)")
+            names = [s.syntax for s in SCENARIOS]
+            raise InputError(f"unknown scenario {p!r}: use {', '.join(names[:-1])} or {names[-1]} "
+                             "(combine with +)")
     return out
 
 
-def apply(g: Graph, changes: list[Change]):
+def parse_all(specs) -> list[Parsed]:
+    """Each scenario text of ``specs`` (or an already :class:`Parsed` one) parsed once."""
+    return [s if isinstance(s, Parsed) else Parsed(s, tuple(parse(s))) for s in specs]
+
+
+def apply(g: Graph, changes) -> tuple:
     """(lead, d1, d2, anchor) of ``g`` after ``changes`` (copies in ``g.store``; ``g`` is not
     modified), each change over the whole graph a chunk of nodes at a time, in order."""
     st = g.store
-    lead, d1, d2, anchor = (st.copy(x) for x in (g.lead, g.d1, g.d2, g.anchor))
+    state = State(*(st.copy(x) for x in (g.lead, g.d1, g.d2, g.anchor)))
     for c in changes:
-        if c.kind == "no-straggler":
-            no_straggler(g, lead, d1, d2, anchor)
-        elif c.kind != "baseline":
-            hit = _name_hits(g, c.pattern) if c.kind == "kernels" else None
-            for a, b in chunks(g.n):
-                _change(c, g, slice(a, b), lead, d1, hit)
-    limits.check_times(changes, lead, d1, d2, anchor)
-    return lead, d1, d2, anchor
+        e = entry(c.kind)
+        if e.apply is not None:
+            e.apply(g, c, state)
+    limits.check_times(changes, state.lead, state.d1, state.d2, state.anchor)
+    return state.lead, state.d1, state.d2, state.anchor
 
 
-def _name_hits(g: Graph, pattern: str) -> np.ndarray:
-    return limits.name_hits(g.names, pattern)
+def describe(g: Graph, changes) -> list[str]:
+    """What each change of a scenario acts on in ``g``, one line each where its entry says
+    (``kernels:REGEX=F``: the kernels, names and GPU time it scales, or that it matches none:
+    its prediction is then the baseline's; NCCL kernels are ``comm=F``)."""
+    return [line for c in changes for line in entry(c.kind).describe(g, c)]
 
 
-def _change(c: Change, g: Graph, at: slice, lead, d1, hit) -> None:
-    """One change (not no-straggler) on the nodes ``at``, in place."""
-    cat = np.asarray(g.cat[at])
-    ld, dd = np.asarray(lead[at]), np.asarray(d1[at])
-    if c.kind == "comm":
-        x = cat == CAT["transfer"]
-        dd[x] = limits.scaled(dd[x], c.factor, c)
-    elif c.kind == "host":
-        x = (cat <= CAT["sync"]) & ~np.asarray(g.first[at]) & (ld > 0)
-        ld[x] = limits.scaled(ld[x], c.factor, c)
-    elif c.kind == "launch":
-        dd[cat == CAT["launch"]] = 0
-        ld[(cat >= CAT["kernel"]) & (cat <= CAT["collective"]) & (ld > 0)] = 0
-    elif c.kind == "kernels":
-        x = (cat == CAT["kernel"]) & hit[g.name_idx[at]]
-        dd[x] = limits.scaled(dd[x], c.factor, c)
-    lead[at], d1[at] = ld, dd
+def unable(g: Graph, changes) -> str | None:
+    """Why a scenario cannot act on ``g`` (the first of its changes that cannot), or None."""
+    return next((r for c in changes if (r := entry(c.kind).unable(g, c))), None)
 
 
-def straggler_warp(g: Graph):
-    """Per-rank time warps that make every interval of a rank between two collectives (from its
-    previous collective's end, or its first event, to its arrival at the next one) and every
-    collective window (arrival to end) as long as the shortest any rank had for the same
-    instances. Returns {key: (x, y)}: the breakpoints of each rank's warp, by
-    :func:`tracekit.whatif.graph.rank_key`."""
-    coll = nonzero(g.n, lambda a, b: (np.asarray(g.instance[a:b]) >= 0)
-                   & (np.asarray(g.cat[a:b]) == CAT["collective"]))
-    if not len(coll):
-        return {}
-    ck = rank_key(g, coll)
-    order = np.lexsort((g.start[coll], ck))
-    coll, ck = coll[order], ck[order]
-    new = np.ones(len(coll), dtype=bool)
-    new[1:] = ck[1:] != ck[:-1]
-    ukeys, first_t = _first_starts(g)
-    prev_end = np.empty(len(coll), dtype=np.int64)
-    prev_end[1:] = g.end[coll[:-1]]
-    prev_end[new] = first_t[np.searchsorted(ukeys, ck[new])]
-    inst = g.instance[coll]
-    prev_inst = np.empty(len(coll), dtype=np.int64)
-    prev_inst[1:] = inst[:-1]
-    prev_inst[new] = -1
-    gap = g.start[coll] - prev_end
-    window = g.end[coll] - g.start[coll]
-    pair = (prev_inst + 1) * (int(inst.max()) + 2) + inst
-    gap_t = _shortest(pair, gap)
-    win_t = _shortest(inst, window)
-    warps = {}
-    bounds = np.flatnonzero(np.append(new, True))
-    for a, b in itertools.pairwise(bounds):
-        x = np.empty(2 * (b - a) + 1, dtype=np.float64)
-        x[0] = prev_end[a]
-        x[1::2] = g.start[coll[a:b]]
-        x[2::2] = g.end[coll[a:b]]
-        steps = np.empty(2 * (b - a), dtype=np.float64)
-        steps[0::2] = gap_t[a:b]
-        steps[1::2] = win_t[a:b]
-        y = np.concatenate([[x[0]], x[0] + np.cumsum(steps)])
-        if np.all(np.diff(x) >= 0):
-            warps[int(ck[a])] = (x, y)
-    return warps
+def removes(changes) -> bool:
+    """True when every change of a scenario only removes time."""
+    return all(entry(c.kind).removes(c) for c in changes)
 
 
-def _first_starts(g: Graph) -> tuple[np.ndarray, np.ndarray]:
-    """Every (run, rank) key of ``g``'s nodes, sorted, and the earliest start of its nodes."""
-    keys, firsts = [], []
-    for a, b in chunks(g.n):
-        k = rank_key(g, slice(a, b))
-        u, inv = np.unique(k, return_inverse=True)
-        t = np.full(len(u), np.iinfo(np.int64).max)
-        np.minimum.at(t, inv, g.start[a:b])
-        keys.append(u)
-        firsts.append(t)
-    k, t = np.concatenate(keys), np.concatenate(firsts)
-    u, inv = np.unique(k, return_inverse=True)
-    out = np.full(len(u), np.iinfo(np.int64).max)
-    np.minimum.at(out, inv, t)
-    return u, out
+def help_epilog() -> str:
+    """The scenario list at the foot of ``tracekit whatif --help``: one paragraph each, at the
+    terminal's full width."""
+    items = [f"{s.syntax}: {s.help}" if s.help else s.syntax for s in SCENARIOS]
+    return "Scenarios (-s; combine with +, e.g. no-straggler+comm=0.5):\n\n" + "\n\n".join(
+        f"  {i}" for i in items) + "\n\ndocs/whatif.md says what each changes."
 
 
-def _shortest(group: np.ndarray, value: np.ndarray) -> np.ndarray:
-    """Per row, the smallest non-negative ``value`` among rows of the same ``group``."""
-    u, inv = np.unique(group, return_inverse=True)
-    best = np.full(len(u), np.iinfo(np.int64).max)
-    np.minimum.at(best, inv, np.where(value >= 0, value, np.iinfo(np.int64).max))
-    out = best[inv]
-    return np.where(out == np.iinfo(np.int64).max, np.maximum(value, 0), out)
+def markdown() -> str:
+    """The scenario list of docs/whatif.md (between its ``scenarios`` markers)."""
+    return "".join(f"- `{s.syntax}`: {s.doc}\n" for s in SCENARIOS)
 
-
-def _warp(x, y, t: np.ndarray) -> np.ndarray:
-    """``t`` through the piecewise-linear warp (x -> y), slope 1 outside it."""
-    t = t.astype(np.float64)
-    out = np.interp(t, x, y)
-    out = np.where(t > x[-1], y[-1] + (t - x[-1]), out)
-    out = np.where(t < x[0], y[0] - (x[0] - t), out)
-    return np.rint(out).astype(np.int64)
-
-
-def no_straggler(g: Graph, lead, d1, d2, anchor) -> None:
-    """Apply :func:`straggler_warp` to the lags and durations of every node but the
-    collectives' own (their kernels and transfers follow from the replay), in place."""
-    warps = straggler_warp(g)
-    for a, b in chunks(g.n):
-        cat = np.asarray(g.cat[a:b])
-        work = a + np.flatnonzero((cat != CAT["collective"]) & (cat != CAT["transfer"]))
-        key = rank_key(g, work)
-        order = np.argsort(key, kind="stable")  # each rank's nodes of the chunk, in node order
-        work, key = work[order], key[order]
-        for k in np.unique(key):
-            if int(k) in warps:
-                lo, hi = np.searchsorted(key, k, side="left"), np.searchsorted(key, k, side="right")
-                _warp_nodes(g, warps[int(k)], work[lo:hi], lead, d1, d2, anchor)
-
-
-def _warp_nodes(g: Graph, warp, idx: np.ndarray, lead, d1, d2, anchor) -> None:
-    """The lags and durations of the nodes ``idx`` (of one rank) through its ``warp``."""
-    x, y = warp
-    s, e = g.start[idx], g.end[idx]
-    ws, we = _warp(x, y, s), _warp(x, y, e)
-    lead[idx] = ws - _warp(x, y, s - g.lead[idx])
-    d1[idx] = _warp(x, y, s + g.d1[idx]) - ws
-    d2[idx] = we - _warp(x, y, e - g.d2[idx])
-    a = idx[anchor[idx] > NEG // 2]
-    anchor[a] = _warp(x, y, anchor[a])
-
-
-def describe(g: Graph, changes: list[Change]) -> list[str]:
-    """What each ``kernels:REGEX=F`` change of a scenario matches in ``g``, one line each: the
-    kernels, names and GPU time it scales, or that it matches none (its prediction is then the
-    baseline's; NCCL kernels are ``comm=F``)."""
-    out = []
-    for c in changes:
-        if c.kind != "kernels":
-            continue
-        hit = limits.name_hits(g.names, c.pattern)
-        x = (g.cat == CAT["kernel"]) & hit[g.name_idx]
-        if not x.any():
-            total = int((g.cat == CAT["kernel"]).sum())
-            out.append(f"kernels:{c.pattern}={c.factor:g} matches none of the {total:,} kernels "
-                       "(not NCCL kernels: those are comm=F); its prediction is the baseline's")
-        else:
-            ms = float(g.d1[x].sum()) / 1e6
-            out.append(f"kernels:{c.pattern}={c.factor:g} scales {int(x.sum()):,} kernels of "
-                       f"{len(np.unique(g.name_idx[x]))} names ({ms:,.3f} ms of GPU time)")
-    return out
