@@ -1,4 +1,5 @@
 -- mlperf_scaling: MLPerf speedup and scaling efficiency of every system against the submitter's smallest system with the same accelerator, per round and benchmark.
+-- @include mlperf
 --
 -- From mlperf_score's scores: per round, submitter, benchmark and accelerator model, the system
 -- with the fewest accelerators is the baseline (a tie: the faster score, then the name). For

@@ -1,4 +1,5 @@
 -- mlperf_score: MLPerf training score per round, submitter, system and benchmark: the olympic mean of the runs' times to train, in minutes.
+-- @include mlperf
 --
 -- One row per round, submitter, system (the SYSTEM folder, = the system description's file
 -- name) and benchmark of mlperf_runs. score_min is the round's rule as mlperf_logging's result

@@ -1,4 +1,5 @@
 -- mlperf_step_budget: Per run folder with both an MLPerf log and profiled steps: the log's steps times the profiled step time, against the log's time to train.
+-- @include core
 --
 -- What a change of the profiled step time means for the whole run. log_steps is the number of
 -- training steps the log's run took: the runners' tracked_stats metadata.step (tracekit collect,

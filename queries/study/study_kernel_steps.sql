@@ -1,4 +1,5 @@
 -- study_kernel_steps: Per run and kernel name, the launches and kernel time of the measured training steps (compare's per-step kernel columns).
+-- @include core
 --
 -- A kernel belongs to the step in which it was launched: its launch call (the CUDA API row with
 -- the same run_id, pid and correlation_id, as launch_latency) starts inside the step's range,

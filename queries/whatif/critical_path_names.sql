@@ -1,4 +1,5 @@
 -- critical_path_names: Per step, the work on its critical path by name: host time rolled up by the range around it (NVTX / record_function, else operator, else Python function), GPU time by kernel name; the top 10 of each step.
+-- @include core critical_path
 --
 -- The segments of critical_path (docs/whatif.md) grouped per run, step and what they are. GPU
 -- segments (kernel, memcpy, memset, collective transfer, and stream wait: work queued behind
