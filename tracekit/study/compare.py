@@ -30,11 +30,11 @@ import numpy as np
 import pandas as pd
 
 from tracekit.errors import InputError
-from tracekit.query import Engine
+from tracekit.query import Session
 from tracekit.runfolder import open_run
 
 
-def _metric_rows(eng: Engine, a: str, b: str, windows: dict) -> pd.DataFrame:
+def _metric_rows(eng: Session, a: str, b: str, windows: dict) -> pd.DataFrame:
     """The metric rows; fills ``windows`` (:func:`_windows`) from the same query results."""
     rows = []
 
@@ -96,7 +96,7 @@ def _rel(b, a):
     return (b / a.where(a != 0)) - 1
 
 
-def _kernel_rows(eng: Engine, a: str, b: str, threshold: float) -> pd.DataFrame:
+def _kernel_rows(eng: Session, a: str, b: str, threshold: float) -> pd.DataFrame:
     """One row per kernel name of either run (see the module docstring): per launch from
     ``kernel_summary`` over each run's window, per step from ``study_kernel_steps``."""
     ks = eng.query("kernel_summary").to_pandas()
@@ -200,7 +200,7 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, *,
     same = ra.path.resolve() == rb.path.resolve()
     if ra.run_id == rb.run_id and not same:
         raise InputError(f"both runs have run_id {ra.run_id!r}: compare two different runs")
-    with Engine([ra.path] if same else [ra.path, rb.path], step_pattern=step_pattern) as eng:
+    with Session([ra.path] if same else [ra.path, rb.path], step_pattern=step_pattern) as eng:
         windows: dict = {}
         metrics = _metric_rows(eng, ra.run_id, rb.run_id, windows)
         kernels = _kernel_rows(eng, ra.run_id, rb.run_id, threshold)

@@ -59,10 +59,10 @@ def _ms(ns: float) -> str:
 def _last_rank(path) -> tuple[int, int, int] | None:
     """(rank, collectives it arrived last at, collectives) of the rank most often last, from the
     stragglers query; None without collectives matched across ranks."""
-    from tracekit.query import Engine
+    from tracekit.query import Session
 
     try:
-        with Engine([path]) as eng:
+        with Session([path]) as eng:
             s = eng.query("stragglers").to_pandas()
     except Exception:  # noqa: BLE001 - the evidence is optional (a run without collectives)
         return None
