@@ -9,7 +9,6 @@ from __future__ import annotations
 import pandas as pd
 
 from tracekit.plots import style
-from tracekit.study.tables import Study
 
 TITLES = {
     "scaling": "Throughput and scaling efficiency against world size (ranks)",
@@ -241,10 +240,12 @@ def memory_unit(values) -> tuple[str, float]:
     return ("GiB", 2.0**30) if top == top and top >= 2**30 else ("MiB", 2.0**20)
 
 
-def figures(study: Study) -> dict[str, list[tuple[str | None, str]]]:
-    """{table: [(base64 PNG, alt text)]}. A figure without data is left out, and so is a panel
-    without data in a figure that has others: in their place come entries (None, line), each one
-    line saying what would fill the figure or panel (:data:`FILL`)."""
+def figures(study) -> dict[str, list[tuple[str | None, str]]]:
+    """{table: [(base64 PNG, alt text)]} of ``study`` (a :class:`tracekit.study.tables.Study`;
+    only its ``tables`` are read, so plots/ does not import study/, which imports plots/). A
+    figure without data is left out, and so is a panel without data in a figure that has others:
+    in their place come entries (None, line), each one line saying what would fill the figure or
+    panel (:data:`FILL`)."""
     plt = _plt()
     t = study.tables
     out: dict[str, list[tuple[str | None, str]]] = {}
