@@ -126,3 +126,13 @@ def test_one_notion_of_a_step_for_every_command(nsys_run, kineto_run, capsys):
         assert err == ["tracekit: error: --step 1: no step 1 in the run (steps: 15-17)"], argv
     assert cli(["timeline", str(k), "--step", "1", "-o", str(run.parent / "t.json")]) == 2
     assert capsys.readouterr().err.strip().endswith("no step 1 in the run (it has steps 15-17)")
+
+
+def test_rank_filter_on_a_run_without_ranks_says_so(nsys_run, capsys):
+    # issue 36 item 9: the 2xV100 export is one process (pid 71914) on devices 0 and 3, with no
+    # rank: --rank 1 was an empty result ("no row matched"); now one line pointing to --device
+    run = nsys_run("nsys2020.5_2xv100_p2p_nvlink")
+    assert cli(["query", "kernel_summary", str(run), "--rank", "1"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "tracekit: error: --rank 1: the run records no ranks (no distributed rank in the trace or the "
+        "manifest); --device 0, 3 picks its GPUs; its GPU work comes from process 71914"]

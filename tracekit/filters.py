@@ -163,6 +163,8 @@ def prepare(con, filters: Filters, need) -> None:
     if filters.ranks:
         table("tk_filter_pids", "SELECT run_id, pid FROM tk_ranks() WHERE rank IN ("
               + ", ".join(map(str, filters.ranks)) + ")")
+        if not con.execute("SELECT count(*) FROM tk_filter_pids").fetchall()[0][0]:
+            _no_such_rank(con, filters, need)
     if filters.steps:  # the windows are the kept steps
         prepare_steps(con, filters, need)
     else:  # tk_filter_steps: prepare_steps, when a statement first calls tk_steps()
@@ -220,6 +222,29 @@ def _no_such_step(con, filters: Filters) -> None:
     what = f"step {a}" if a == b else f"steps {a}-{b}"
     raise InputError(f"--step {a if a == b else f'{a}-{b}'}: no {what} in the run{'s' if len(rows) > 1 else ''} "
                      f"({'; '.join(have)})")
+
+
+def _no_such_rank(con, filters: Filters, need) -> None:
+    """InputError: no run has the ``--rank`` asked for; one line naming the ranks the runs have,
+    or, for runs without ranks (one process, or processes that recorded none), the GPUs and
+    processes ``--device`` and ``tracekit sql ... WHERE pid = ...`` can pick instead."""
+    asked = ",".join(map(str, filters.ranks))
+    need("SELECT * FROM tk_ranks(), kernels, runs")
+    ranks = [r for (r,) in con.execute("SELECT DISTINCT rank FROM tk_ranks() WHERE rank IS NOT NULL "
+                                       "ORDER BY rank").fetchall()]
+    if ranks:
+        raise InputError(f"--rank {asked}: no such rank in the run (ranks: {number_ranges(ranks)})")
+    devices, pids = con.execute("SELECT list(DISTINCT device_id ORDER BY device_id), "
+                                "list(DISTINCT pid ORDER BY pid) FROM kernels").fetchall()[0]
+    devices, pids = [d for d in devices or [] if d is not None], [p for p in pids or [] if p is not None]
+    hint = []
+    if devices:
+        hint.append(f"--device {number_ranges(devices)} picks its GPU{'s' if len(devices) > 1 else ''}")
+    if pids:
+        hint.append("its GPU work comes from process" + ("es " if len(pids) > 1 else " ")
+                    + ", ".join(map(str, pids[:8])) + (", ..." if len(pids) > 8 else ""))
+    raise InputError(f"--rank {asked}: the run records no ranks (no distributed rank in the trace "
+                     f"or the manifest){'; ' + '; '.join(hint) if hint else ''}")
 
 
 def number_ranges(numbers) -> str:
