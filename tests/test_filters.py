@@ -136,3 +136,14 @@ def test_rank_filter_on_a_run_without_ranks_says_so(nsys_run, capsys):
     assert capsys.readouterr().err.strip().splitlines() == [
         "tracekit: error: --rank 1: the run records no ranks (no distributed rank in the trace or the "
         "manifest); --device 0, 3 picks its GPUs; its GPU work comes from process 71914"]
+
+
+def test_filters_echo_times_as_the_user_writes_them():
+    # issue 36 item 8: `--window 0.2s:0.3s` was echoed as "window 200000000 ns:300000000 ns"
+    assert Filters.parse(window="0.2s:0.3s").describe() == "window 200ms:300ms after the run start"
+    assert Filters.parse(window="1.5s:").describe() == "window 1.5s: after the run start"
+    assert Filters.parse(window=":2500us").describe() == "window :2.5ms after the run start"
+    for text in ("200ms", "1.5s", "2.5ms", "7ns", "1234.567us"):  # what it echoes, it reads back
+        from tracekit.filters import format_time
+
+        assert format_time(parse_time(text)) == text

@@ -54,6 +54,15 @@ HAS_DEVICE = ("kernels", "memcpy", "memset", "cuda_sync", "gpu_metrics", "collec
               "devices", "ncu_launches")
 
 
+def format_time(ns: int) -> str:
+    """Integer ns in the largest unit that keeps it exact to 3 decimals, as --window takes it:
+    200000000 -> '200ms', 1500000000 -> '1.5s', 5000000 -> '5ms', 1500 -> '1.5us', 7 -> '7ns'."""
+    for unit, f in (("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)):
+        if abs(ns) >= f and ns % (f // 1000 or 1) == 0:
+            return f"{ns / f:.3f}".rstrip("0").rstrip(".") + unit
+    return f"{ns}ns"
+
+
 def parse_time(text: str, what: str = "--window") -> int:
     """``1.5s`` / ``200ms`` / ``30us`` / ``1500`` (ns) as integer nanoseconds."""
     m = _TIME.match(text)
@@ -124,8 +133,8 @@ class Filters:
             parts.append(f"step {a}" if a == b else f"steps {a}-{b}")
         if self.window:
             lo, hi = self.window
-            parts.append(f"window {'' if lo is None else f'{lo} ns'}:{'' if hi is None else f'{hi} ns'}"
-                         " after the run start")
+            parts.append(f"window {'' if lo is None else format_time(lo)}:"
+                         f"{'' if hi is None else format_time(hi)} after the run start")
         if self.ranks:
             parts.append("rank " + ",".join(map(str, self.ranks)))
         if self.devices:
