@@ -35,7 +35,7 @@
 -- @column delay_caused_ns   ns     Sum over its last arrivals of its start - the next-latest start.
 -- @column mean_wait_ns      ns     Mean over its collectives of the last arrival's start - its start.
 -- @column step_ns_vs_median value  Mean step time of the rank / median over ranks of the mean step time.
--- @key delay_caused_ns
+-- @key delay_caused_ns last_arrivals
 -- @column lateness_ns       ns     Median over its collectives of its start - the instance's median start.
 -- @column jitter_ns         ns     The run's arrival jitter (90th percentile of |start - median start|, last arrivals excluded).
 -- @column bound_ns          ns     Clock uncertainty of lateness_ns (0: one clock; null: a clock not estimated).
