@@ -32,8 +32,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(HERE))
 
+from common import machine  # noqa: E402
 from jobgen import make_job  # noqa: E402
-from run import machine  # noqa: E402
 
 from tracekit.convert import clocks, convert  # noqa: E402
 from tracekit.runfolder import open_run  # noqa: E402

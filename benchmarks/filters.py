@@ -23,8 +23,8 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from conftest import make_run  # noqa: E402
 
-from tracekit.filters import Filters  # noqa: E402
 from tracekit.query.engine import Engine  # noqa: E402
+from tracekit.query.filters import Filters  # noqa: E402
 
 PER = 200
 

@@ -28,7 +28,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from run import FIXTURE, ROOT, TRACEKIT, fmt, machine, measure  # noqa: E402
+from common import FIXTURE, ROOT, TRACEKIT, fmt, machine, measure  # noqa: E402
 from versions import versions_line  # noqa: E402
 
 RANK_FIXTURE = ROOT.parent / "shared" / "fixtures" / "kineto" / "kineto_a100_alexnet.json.gz"

@@ -25,29 +25,22 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import re
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import FIXTURE, HERE, ROOT, TRACEKIT, fmt, machine, measure  # noqa: E402
 from versions import versions_line  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-FIXTURE = ROOT.parent / "shared" / "fixtures" / "nsys" / "nsys2026_h100_2gpu_pytorch_slice.sqlite"
 KINETO_FIXTURE = ROOT.parent / "shared" / "fixtures" / "kineto" / "kineto_a100_nccl_2ranks_rank0.json.gz"
 EVENT_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY",
                 "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "NVTX_EVENTS",
                 "OSRT_API", "SCHED_EVENTS")
-TRACEKIT = [sys.executable, "-m", "tracekit"]
 
 # (tracekit named query, nsys stats report computing the same quantity or None)
 QUERIES = [
@@ -59,31 +52,6 @@ QUERIES = [
     ("gpu_idle", None),
     ("launch_latency", None),
 ]
-
-
-def measure(cmd: list[str], timeout: float | None = None, **kw) -> dict:
-    """Run ``cmd``; return wall seconds, CPU seconds, peak RSS (MiB) and exit status. After
-    ``timeout`` seconds the command (its whole process group) is killed and marked timed out."""
-    load = os.getloadavg()[0]
-    t0 = time.perf_counter()
-    with tempfile.TemporaryFile() as errf:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=errf, start_new_session=True, **kw)
-        timer = None
-        if timeout:
-            timer = threading.Timer(timeout, lambda: os.killpg(proc.pid, signal.SIGKILL))
-            timer.start()
-        _, status, usage = os.wait4(proc.pid, 0)
-        if timer is not None:
-            timer.cancel()
-        wall = time.perf_counter() - t0
-        errf.seek(0)
-        err = errf.read().decode(errors="replace").strip().splitlines()
-    rc = os.waitstatus_to_exitcode(status)
-    if timeout and wall >= timeout:
-        err = [f"did not finish in {timeout:.0f} s; killed"]
-    return {"cmd": " ".join(cmd), "seconds": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
-            "rss_mib": usage.ru_maxrss / 1024, "rc": rc, "error": err[-1] if rc and err else "",
-            "load_before": load}
 
 
 def sqlite_scan(path: Path) -> dict:
@@ -143,21 +111,7 @@ def cat_floor(path: Path) -> dict:
     return measure(["cat", str(path)])
 
 
-def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (f"{cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, {platform.system()} "
-            f"{platform.release()}, Python {platform.python_version()}")
-
-
-def main(argv=None) -> int:
+def _arguments(argv) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--copies", type=int, default=300)
     ap.add_argument("--big-copies", type=int, default=0,
@@ -179,7 +133,60 @@ def main(argv=None) -> int:
     ap.add_argument("--render-only", action="store_true",
                     help="measure nothing: write --out again from WORK/results.json of the last run "
                          "(after editing benchmarks/notes.md)")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def _export(args, build) -> tuple[Path, dict]:
+    """The export to measure (built from the fixture unless there) and its rows and bytes."""
+    export = args.export or args.work / f"h100x{args.copies}.sqlite"
+    if not export.exists():
+        return export, build(FIXTURE, args.copies, export)
+    con = sqlite3.connect(f"file:{export}?mode=ro&immutable=1", uri=True)
+    info = {"rows": {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
+                     for t in EVENT_TABLES
+                     if con.execute("SELECT 1 FROM sqlite_master WHERE name=?", (t,)).fetchone()},
+            "bytes": export.stat().st_size}
+    con.close()
+    return export, info
+
+
+def _queries(args, run_dir: Path, export: Path) -> list[dict]:
+    """Each named query of QUERIES timed, and the nsys stats report computing the same."""
+    out = []
+    for q, report in QUERIES:
+        entry = {"query": q, "tracekit": measure(TRACEKIT + ["query", q, str(run_dir), "-f", "csv", "-o", os.devnull]),
+                 "engine_s": engine_query(run_dir, q)}
+        if report and shutil.which("nsys") and not args.skip_baselines:
+            entry["nsys_stats"] = measure(["nsys", "stats", "-q", "--report", report, "--format", "csv",
+                                           "--output", "-", str(export)], timeout=args.stats_timeout)
+            entry["report"] = report
+        out.append(entry)
+        print(entry, flush=True)
+    return out
+
+
+def _big(args, build) -> dict:
+    """Conversion of an export ``--big-copies`` copies large (deleted afterwards if built here)."""
+    big = args.work / f"h100x{args.big_copies}.sqlite"
+    made = not big.exists()
+    if made:
+        build(FIXTURE, args.big_copies, big)
+    big_run = args.work / "run_big"
+    shutil.rmtree(big_run, ignore_errors=True)
+    out = {"bytes": big.stat().st_size, "copies": args.big_copies,
+           "convert": measure(TRACEKIT + ["convert", str(big), "-o", str(big_run), "--force"])}
+    bm = big_run / "manifest.json"
+    if bm.exists():
+        out["rows"] = {k: v["rows"] for k, v in json.loads(bm.read_text())["tables"].items()}
+    shutil.rmtree(big_run, ignore_errors=True)
+    if made:
+        big.unlink()
+    print("big", out, flush=True)
+    return out
+
+
+def main(argv=None) -> int:
+    args = _arguments(argv)
     if args.render_only:
         res = json.loads((args.work / "results.json").read_text())
         _write_page(args.out, render(res, args))
@@ -189,16 +196,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(HERE))
     from make_big_export import build
 
-    export = args.export or args.work / f"h100x{args.copies}.sqlite"
-    if not export.exists():
-        info = build(FIXTURE, args.copies, export)
-    else:
-        con = sqlite3.connect(f"file:{export}?mode=ro&immutable=1", uri=True)
-        info = {"rows": {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
-                         for t in EVENT_TABLES
-                         if con.execute("SELECT 1 FROM sqlite_master WHERE name=?", (t,)).fetchone()},
-                "bytes": export.stat().st_size}
-        con.close()
+    export, info = _export(args, build)
     res: dict = {"export": str(export), "export_bytes": export.stat().st_size, "rows": info["rows"],
                  "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                  "load_start": os.getloadavg(), "versions": versions_line()}
@@ -226,33 +224,9 @@ def main(argv=None) -> int:
         shutil.rmtree(export.with_suffix(".nsys-cache"), ignore_errors=True)
         print("nsys-ai", res["nsys_ai"], flush=True)
 
-    res["queries"] = []
-    for q, report in QUERIES:
-        entry = {"query": q, "tracekit": measure(TRACEKIT + ["query", q, str(run_dir), "-f", "csv", "-o", os.devnull]),
-                 "engine_s": engine_query(run_dir, q)}
-        if report and shutil.which("nsys") and not args.skip_baselines:
-            entry["nsys_stats"] = measure(["nsys", "stats", "-q", "--report", report, "--format", "csv",
-                                           "--output", "-", str(export)], timeout=args.stats_timeout)
-            entry["report"] = report
-        res["queries"].append(entry)
-        print(entry, flush=True)
-
+    res["queries"] = _queries(args, run_dir, export)
     if args.big_copies:
-        big = args.work / f"h100x{args.big_copies}.sqlite"
-        made = not big.exists()
-        if made:
-            build(FIXTURE, args.big_copies, big)
-        big_run = args.work / "run_big"
-        shutil.rmtree(big_run, ignore_errors=True)
-        res["big"] = {"bytes": big.stat().st_size, "copies": args.big_copies,
-                      "convert": measure(TRACEKIT + ["convert", str(big), "-o", str(big_run), "--force"])}
-        bm = big_run / "manifest.json"
-        if bm.exists():
-            res["big"]["rows"] = {k: v["rows"] for k, v in json.loads(bm.read_text())["tables"].items()}
-        shutil.rmtree(big_run, ignore_errors=True)
-        if made:
-            big.unlink()
-        print("big", res["big"], flush=True)
+        res["big"] = _big(args, build)
 
     res["kineto"] = [k for k in (kineto_bench(args, int(c)) for c in str(args.kineto_copies).split(",") if c)
                      if k is not None]
@@ -284,10 +258,6 @@ def kineto_bench(args, copies: int) -> dict | None:
         out["hta"] = measure([str(args.hta_python), str(HERE / "hta_parse.py"), str(trace)])
     print("kineto", out, flush=True)
     return out
-
-
-def fmt(x: float, unit: str = "") -> str:
-    return f"{x:,.2f}{unit}" if x < 100 else f"{x:,.0f}{unit}"
 
 
 def _failed(m: dict) -> str:
@@ -356,8 +326,8 @@ def _write_page(out: Path, text: str) -> None:
     out.write_text(text.rstrip("\n") + "\n" + "".join("\n" + s for s in kept))
 
 
-def render(res: dict, args) -> str:
-    rows = res["rows"]
+def _head(res: dict) -> list[str]:
+    """The page's title, machine, load and targets table."""
     load = res["load_start"]
     L = [
         "# Performance",
@@ -385,7 +355,13 @@ def render(res: dict, args) -> str:
     ]
     for name, got, met in targets(res):
         L.append(f"| {name} | {got} | {'yes' if met else '**no**'} |")
-    L += [
+    return L
+
+
+def _conversion(res: dict, args) -> list[str]:
+    """The input and the conversion section."""
+    rows = res["rows"]
+    L = [
         "",
         f"## Input: the 2-GPU H100 fixture export replicated {args.copies} times",
         "",
@@ -425,7 +401,12 @@ def render(res: dict, args) -> str:
               f"{fmt(c['rss_mib'], ' MiB')}{_failed(c)}"
               + (f"; {rows_b.get('kernels', 0):,} kernels, {rows_b.get('cuda_api', 0):,} runtime calls, "
                  f"{rows_b.get('nvtx_ranges', 0):,} NVTX ranges." if rows_b else ".")]
-    L += ["", "## Queries against `nsys stats` on the same data", "",
+    return L
+
+
+def _query_rows(res: dict) -> list[str]:
+    """The queries against nsys stats section."""
+    L = ["", "## Queries against `nsys stats` on the same data", "",
           "`tracekit query NAME RUN -f csv` on the converted run folder; `nsys stats --report R --format csv` "
           "on the SQLite export.", "",
           "*in Engine*: the same query in a running Python process (`tracekit.query.engine.Engine` open, best "
@@ -449,6 +430,11 @@ def render(res: dict, args) -> str:
                      f"{fmt(s['cpu_s'], ' s')} | {fmt(s['rss_mib'], ' MiB')} | {ratio} | {ratio_e} |")
         else:
             L.append(f"| `{e['query']}` | {tk} | (none) | | | | | |")
+    return L
+
+
+def render(res: dict, args) -> str:
+    L = _head(res) + _conversion(res, args) + _query_rows(res)
     ks = _kineto_list(res)
     if ks:
         L += ["", "## Kineto traces", "",

@@ -24,7 +24,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from run import FIXTURE, ROOT, machine, measure  # noqa: E402
+from common import FIXTURE, ROOT, machine, measure  # noqa: E402
 
 BEGIN, END = "<!-- versions:begin -->", "<!-- versions:end -->"
 _REPORT = (f"import sys, json; sys.path.insert(0, {str(HERE)!r}); from versions import installed; "

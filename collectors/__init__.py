@@ -23,7 +23,7 @@ from pathlib import Path
 from tracekit.errors import InputError, UnsupportedFormatError
 
 # package names under tracekit.collectors, in the order sniff() is tried
-REGISTRY = ("nsys", "ncu", "kineto", "memsnapshot")
+REGISTRY = ("nsys", "ncu", "kineto", "memsnapshot", "mllog")
 
 
 def collector_modules():
@@ -44,7 +44,8 @@ def detect(path: str | Path):
     except OSError as exc:
         raise InputError(f"cannot read: {exc.strerror}", path=p) from None
     if stat.S_ISDIR(st.st_mode):
-        raise InputError("is a directory, not a profiler output file", path=p)
+        raise InputError("is a directory, not a profiler output file (a folder is read only as an "
+                         "MLPerf results tree, and this one holds no result_*.txt)", path=p)
     if not stat.S_ISREG(st.st_mode):  # a FIFO or device would hang the reader or never end
         raise InputError("is not a regular file (a pipe, device or socket); tracekit reads "
                          "profiler output files: save the stream to a file first", path=p)
@@ -60,6 +61,6 @@ def detect(path: str | Path):
                                      "Kineto trace (its start does not decompress to one)", path=p)
     raise UnsupportedFormatError(
         "not a format tracekit reads (nsys .sqlite/.nsys-rep/.qdrep"
-        + ", ncu .csv/.ncu-rep, Kineto .json[.gz], PyTorch memory snapshot .pickle)",
+        + ", ncu .csv/.ncu-rep, Kineto .json[.gz], PyTorch memory snapshot .pickle, MLPerf result log)",
         path=p,
     )

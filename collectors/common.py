@@ -150,11 +150,3 @@ def describe_input(path: str | os.PathLike, fmt: str) -> dict:
         "sha256": sha256_file(p),
         "format": fmt,
     }
-
-
-def sql_file(path: str | os.PathLike) -> str:
-    """SQL string literal naming one file for DuckDB's ``read_parquet``, which reads its argument
-    as a glob (:func:`tracekit.duck.file_literal`: ``run[12]`` matches only itself)."""
-    from tracekit.duck import file_literal
-
-    return file_literal(path)

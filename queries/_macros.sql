@@ -1,3 +1,4 @@
+-- @private tk_step_ranges tk_detected_steps tk_gpu_windows tk_launch_base_name tk_host_waits
 -- Shared DuckDB table macros for named queries (loaded by tracekit.query.engine.Engine after the views).
 --
 -- Files whose name starts with "_" are not named queries: the engine creates each macro of this

@@ -338,7 +338,7 @@ def test_duplicate_rows_detected(sem_run):
     m = _manifest(run_dir)
     assert m["duplicate_rows"] == {"kernels": 1}
     assert not any("duplicate" in w for w in m["warnings"])  # said once at convert, not repeated
-    from tracekit.integrity import notes
+    from tracekit.runfolder.integrity import notes
 
     assert any(n.startswith("1 duplicate row(s) in kernels") for n in notes(m))
 

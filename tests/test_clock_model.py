@@ -157,7 +157,7 @@ def test_nsys_hosts_session_start_first_then_the_collectives(tmp_path):
     # session start (UTC) reads 5 ms later while its events are the same: aligned by session
     # start, rank 1 looks 5 ms late at every collective. Its 7 launches of one kernel are renamed
     # to an NCCL AllReduce: they end together, so the estimate finds the 5 ms and the skews vanish
-    from test_job import _rank_export
+    from helpers.jobs import rank_export as _rank_export
 
     nccl = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
     sql = (f"INSERT INTO StringIds (id, value) SELECT max(id) + 1, '{nccl}' FROM StringIds;"

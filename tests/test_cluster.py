@@ -13,12 +13,15 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_job import BASE, _kineto, _rank_export
+from helpers.jobs import BASE
+from helpers.jobs import kineto_copy as _kineto
+from helpers.jobs import rank_export as _rank_export
 
 from tracekit.convert import convert
+from tracekit.query import run
 from tracekit.query.engine import Engine
 from tracekit.query.named_queries import all_queries
-from tracekit.query.parts import _chunks, query_runs
+from tracekit.query.parts import _chunks
 
 distributed = pytest.importorskip("distributed")
 
@@ -114,8 +117,8 @@ def test_query_on_the_cluster_equals_local(cluster, runs, name):
     address, _ = cluster
     with Engine(runs) as e:
         local = e.query(name)
-    assert_same(query_runs(runs, name, scheduler=address), local)
-    assert_same(query_runs(runs, name, jobs=2), local)
+    assert_same(run(name, runs, scheduler=address).table, local)
+    assert_same(run(name, runs, jobs=2).table, local)
 
 
 def test_cli_query_with_scheduler_env(cluster, runs, tmp_path):
@@ -156,7 +159,7 @@ def test_query_over_runs_of_a_cross_run_query(runs):
     # roofline_ceilings aggregates over runs: computed whole, still equal to the local result
     with Engine(runs) as e:
         local = e.query("roofline_ceilings")
-    assert_same(query_runs(runs, "roofline_ceilings", jobs=2), local)
+    assert_same(run("roofline_ceilings", runs, jobs=2).table, local)
 
 
 def test_chunks_are_contiguous_and_cover_everything():

@@ -44,15 +44,20 @@ def pair(run_factory):
 def test_kernels_matched_by_name_golden(pair):
     res = compare_runs(*pair, threshold=0.05)
     k = res["kernels"].set_index("name")
-    assert k.loc["gemm", "status"] == "faster" and k.loc["gemm", "delta_ns"] == -200
-    assert k.loc["gemm", "relative"] == pytest.approx(-0.25)
-    assert k.loc["relu", "status"] == "slower" and k.loc["relu", "delta_ns"] == 200
-    assert k.loc["new", "status"] == "new" and k.loc["new", "delta_ns"] == 50
-    assert pd.isna(k.loc["new", "total_ns_a"]) and k.loc["new", "instances_b"] == 1
-    assert k.loc["old", "status"] == "missing" and k.loc["old", "delta_ns"] == -100
+    # per launch: gemm 400 -> 300 ns, relu 100 -> 200 ns; per step (the measured step 1 only)
+    assert k.loc["gemm", "status"] == "faster" and k.loc["gemm", "per_launch"] == pytest.approx(-0.25)
+    assert (k.loc["gemm", "mean_ns_a"], k.loc["gemm", "mean_ns_b"], k.loc["gemm", "med_ns_b"]) == (400, 300, 300)
+    assert (k.loc["gemm", "step_ns_a"], k.loc["gemm", "step_ns_b"], k.loc["gemm", "step_delta_ns"]) == (400, 300, -100)
+    assert k.loc["gemm", "window_delta_ns"] == -200 and k.loc["gemm", "window_launches_a"] == 2
+    assert k.loc["relu", "status"] == "slower" and k.loc["relu", "per_launch"] == pytest.approx(1.0)
+    assert k.loc["new", "status"] == "new" and k.loc["new", "window_delta_ns"] == 50
+    assert pd.isna(k.loc["new", "window_total_ns_a"]) and k.loc["new", "window_launches_b"] == 1
+    # "old" ran in A's warm-up step only: 0 launches per measured step
+    assert k.loc["old", "status"] == "missing" and k.loc["old", "launches_per_step_a"] == 0
     assert k.loc["same", "status"] == "same"  # +2% is under the 5% threshold
-    assert res["kernel_counts"] == {"new": 1, "missing": 1, "slower": 1, "faster": 1, "same": 1}
-    assert list(res["kernels"].name[:2]) in (["gemm", "relu"], ["relu", "gemm"])  # by |delta|
+    assert res["kernel_counts"] == {"new": 1, "missing": 1, "slower": 1, "faster": 1,
+                                    "more launches": 0, "fewer launches": 0, "same": 1}
+    assert list(res["kernels"].name[:2]) == ["gemm", "relu"]  # by |change per step|, then name
     m = res["metrics"].set_index("metric")
     assert m.loc["step_ns", "a"] == 1000 and m.loc["step_ns", "b"] == 900  # measured step only
     assert m.loc["step_ns", "delta"] == -100 and m.loc["step_ns", "relative"] == pytest.approx(-0.1)
@@ -76,8 +81,10 @@ def test_compare_numbers_are_the_named_queries(nsys_run):
     kb = ks[ks.run_id == rb].set_index("name").total_ns
     assert set(k.name) == set(ka.index) | set(kb.index)
     for row in k.itertuples():
-        assert row.delta_ns == kb.get(row.name, 0) - ka.get(row.name, 0)
-    assert set(k.status) <= {"new", "missing", "slower", "faster", "same"}
+        assert row.window_delta_ns == kb.get(row.name, 0) - ka.get(row.name, 0)
+        mean = ks[(ks.run_id == rb) & (ks.name == row.name)].avg_ns
+        assert row.mean_ns_b == (mean.iloc[0] if len(mean) else None) or pd.isna(row.mean_ns_b)
+    assert set(k.status) <= {"new", "missing", "slower", "faster", "more launches", "fewer launches", "same"}
     m = res["metrics"].set_index("metric")
     gi = gi[gi.scope == "run"]
     assert m.loc["gpu_idle_ns", "a"] == gi[gi.run_id == ra].idle_ns.sum()
@@ -96,7 +103,7 @@ def test_cli_compare(pair, tmp_path, capsys):
     a, b = pair
     assert cli(["compare", str(a), str(b)]) == 0
     cap = capsys.readouterr()
-    assert "1 new, 1 missing, 1 slower, 1 faster, 1 same" in cap.err and "gemm" in cap.out
+    assert "kernels 1 new, 1 missing, 1 slower, 1 faster, 1 same (threshold" in cap.err and "gemm" in cap.out
     out = tmp_path / "k.json"
     assert cli(["compare", str(a), str(b), "-f", "json", "-o", str(out)]) == 0
     doc = json.loads(out.read_text())  # one file: metrics and kernels (issue 27)
@@ -216,5 +223,156 @@ def test_compare_refuses_runs_of_different_kinds_and_is_quiet(kineto_run, nsys_r
     out, err = capsys.readouterr()
     assert err == ""
     rows = [ln.split() for ln in out.split("\n\n")[0].splitlines()[3:] if ln.endswith("%") or " ms" in ln]
-    units = {r[0]: r[2] for r in rows if r[0].endswith("_ns") and len(r) > 2}
-    assert units and set(units.values()) == {"ms"}, units
+    units = {r[0]: r[2] for r in rows if r[0] in ("step", "gpu_busy", "gpu_wall", "nccl") and len(r) > 2}
+    assert len(units) == 4 and set(units.values()) == {"ms"}, units
+    # issue 36 item 8: no unit in a name beside a value in another unit; sums over GPUs say so
+    assert not [r for r in rows if r[0].endswith(("_ns", "_bytes"))] and "nccl_nccl" not in out
+    assert "totals over each run's window, summed over its GPUs (a 1, b 1)" in " ".join(out.split())
+    assert "share_pct" not in out and "share %" in out
+
+
+_IDS = ("correlation_id", "range_id", "parent_range_id")
+
+
+def _edit_tables(src, dst, edit):
+    """A copy of run folder ``src`` at ``dst`` whose tables are ``edit(name, table)`` (a table, or
+    None to keep it), with its manifest's row counts, checksums and run_id brought up to date."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    shutil.copytree(src, dst)
+    m = json.loads((dst / "manifest.json").read_text())
+    for p in dst.glob("*.parquet"):
+        t = edit(p.stem, pq.read_table(p))
+        if t is not None:
+            pq.write_table(t, p)
+            m["tables"][p.stem]["rows"] = t.num_rows
+    m["run_id"] = dst.name
+    (dst / "manifest.json").write_text(json.dumps(m))
+    reseal(dst)
+    return dst
+
+
+def _repeat_step(run, dst, copies, step=5):
+    """Run ``run`` reduced to ``copies`` identical copies of its ``ProfilerStep#<step>``: the host
+    rows that start inside the step and the GPU rows those calls launched, shifted by whole
+    periods (the step's span, GPU work included, plus 1 ms); ids made unique per copy, copy k
+    named ``ProfilerStep#<step + k>``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    nv = pq.read_table(run / "nvtx_ranges.parquet").to_pandas()
+    s0, s1 = nv[nv.name == f"ProfilerStep#{step}"][["start_ns", "end_ns"]].iloc[0]
+    api = pq.read_table(run / "cuda_api.parquet")
+    launched = api.filter(pc.and_(pc.greater_equal(api["start_ns"], s0), pc.less(api["start_ns"], s1)))
+    kept = {}
+
+    def keep(name, t):
+        if "start_ns" not in t.column_names or name == "devices":
+            return t
+        if name in ("kernels", "memcpy", "memset", "collectives", "cuda_sync"):
+            return t.filter(pc.is_in(t["correlation_id"], value_set=launched["correlation_id"]))
+        return t.filter(pc.and_(pc.greater_equal(t["start_ns"], s0), pc.less(t["start_ns"], s1)))
+
+    for p in run.glob("*.parquet"):
+        kept[p.stem] = keep(p.stem, pq.read_table(p))
+    ends = [pc.max(t["end_ns"]).as_py() for t in kept.values() if "end_ns" in t.column_names and t.num_rows]
+    period = max(ends) - s0 + 1_000_000
+
+    def edit(name, t):
+        t = kept[name]
+        if "start_ns" not in t.column_names:
+            return None
+        parts = []
+        for k in range(copies):
+            cols = {}
+            for c in t.column_names:
+                v = t[c]
+                if c in ("start_ns", "end_ns"):
+                    v = pc.add(v, pa.scalar(k * period, v.type))
+                elif c in _IDS:
+                    v = pc.add(v, pa.scalar(k * 10**9, v.type))
+                elif c == "name" and name == "nvtx_ranges":
+                    v = pc.replace_substring_regex(v, f"^ProfilerStep#{step}$", f"ProfilerStep#{step + k}")
+                cols[c] = v
+            parts.append(pa.table(cols, schema=t.schema))
+        return pa.concat_tables(parts)
+
+    return _edit_tables(run, dst, edit)
+
+
+def _slow_kernel(run, dst, pattern, factor):
+    """Run ``run`` with every kernel whose name contains ``pattern`` taking ``factor`` times as long:
+    everything (host and GPU) after each such kernel's end waits for the added time, as in a run
+    bound by that kernel, so no two activities of a stream overlap."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    k = pq.read_table(run / "kernels.parquet").to_pandas()
+    k = k[k.name.str.contains(pattern, regex=False)].sort_values("end_ns")
+    points = k.end_ns.to_numpy()
+    added = np.cumsum(np.round((factor - 1) * (k.end_ns - k.start_ns).to_numpy()).astype(np.int64))
+
+    def shift(v):
+        x = v.to_numpy(zero_copy_only=False)
+        i = np.searchsorted(points, x, side="right")  # points at or before t
+        return x + np.where(i > 0, added[np.maximum(i - 1, 0)], 0)
+
+    def edit(name, t):
+        if "start_ns" not in t.column_names or not t.num_rows:
+            return None
+        cols = {c: t[c] for c in t.column_names}
+        for c in ("start_ns", "end_ns"):
+            if c in cols:
+                cols[c] = pa.array(shift(cols[c]), cols[c].type)
+        if "duration_ns" in cols:
+            cols["duration_ns"] = pa.array(pc.subtract(cols["end_ns"], cols["start_ns"]), t["duration_ns"].type)
+        return pa.table(cols, schema=t.schema)
+
+    return _edit_tables(run, dst, edit)
+
+
+NCHW = "cudnn::ops::nchwToNhwcKernel"
+
+
+def test_windows_of_different_length_compare_per_launch_and_per_step(kineto_run, tmp_path):
+    """Issue 41: one real step (ProfilerStep#5 of the NCCL rank) three times against the same step
+    twice: totals over the windows differ by a third, yet no kernel changed."""
+    src = kineto_run("kineto_a100_nccl_2ranks_rank0")
+    a = _repeat_step(src, tmp_path / "three", 3)
+    b = _repeat_step(src, tmp_path / "two", 2)
+    res = compare_runs(a, b)
+    k = res["kernels"]
+    assert len(k) == 70 and set(k.status) == {"same"}, k[k.status != "same"]
+    assert (k.per_launch == 0).all() and (k.per_step == 0).all() and (k.step_delta_ns == 0).all()
+    assert (k.launches_per_step_a == k.launches_per_step_b).all()
+    assert (k.window_launches_a * 2 == k.window_launches_b * 3).all()  # the totals are 3 : 2
+    assert (k.window_total_ns_a * 2 == k.window_total_ns_b * 3).all()
+    w = res["windows"]
+    assert (w["three"]["steps"], w["two"]["steps"]) == (3, 2)
+    note = res["window_note"]
+    assert note.startswith("the runs cover different windows: a ") and "with 3 steps, b " in note
+    assert "with 2 steps" in note
+    gemm = k[k.name.str.contains(NCHW, regex=False)].iloc[0]
+    assert gemm.launches_per_step_a == 158  # 474 launches in ProfilerStep#4-6, 158 in each
+
+
+def test_one_kernel_slower_per_launch(kineto_run, tmp_path):
+    """Issue 41: the kernels of one name take 1.5x per launch: exactly that kernel is slower,
+    +50 % per launch and per step; every other kernel is the same."""
+    src = kineto_run("kineto_a100_nccl_2ranks_rank0")
+    a = _repeat_step(src, tmp_path / "a", 2)
+    b = _slow_kernel(a, tmp_path / "b", NCHW, 1.5)
+    res = compare_runs(a, b)
+    k = res["kernels"].set_index("name")
+    slow = k[k.status == "slower"]
+    assert len(slow) == 1 and NCHW in slow.index[0]
+    row = slow.iloc[0]
+    assert row.per_launch == pytest.approx(0.5, abs=2e-4) and row.per_step == pytest.approx(row.per_launch)
+    assert row.launches_per_step_a == row.launches_per_step_b == 158
+    assert set(k.status) == {"slower", "same"} and res["window_note"] is None
+    assert res["kernels"].name.iloc[0] == slow.index[0]  # the largest change per step comes first

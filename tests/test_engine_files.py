@@ -5,24 +5,16 @@ same answers as one query per run folder."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import pyarrow.parquet as pq
 import pytest
+from helpers.jobs import copy_run as _copy
 
 from tracekit.checksums import reseal
 from tracekit.query.engine import Engine, glob_literal
 
 A = "nsys2026_h100_2gpu_pytorch_slice"  # 3442 kernels
 B = "nsys2023.1_rtx3090_conv_fp16"  # 36 kernels
-
-
-def _copy(src, dst, run_id=None):
-    shutil.copytree(src, dst)
-    m = json.loads((dst / "manifest.json").read_text())
-    m["run_id"] = run_id or dst.name
-    (dst / "manifest.json").write_text(json.dumps(m))
-    return dst
 
 
 def test_glob_literal():

@@ -19,9 +19,9 @@ from conftest import make_run
 from jobgen import make_job
 
 from tracekit.convert import convert
-from tracekit.filters import HAS_DEVICE, HAS_PID, TIME_COLUMN, Filters
 from tracekit.query import all_queries
 from tracekit.query.engine import Engine
+from tracekit.query.filters import HAS_DEVICE, HAS_PID, TIME_COLUMN, Filters
 
 pytestmark = pytest.mark.slow
 # the replay (critical_path*, half the test's time) is recounted under --rank

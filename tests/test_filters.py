@@ -144,6 +144,6 @@ def test_filters_echo_times_as_the_user_writes_them():
     assert Filters.parse(window="1.5s:").describe() == "window 1.5s: after the run start"
     assert Filters.parse(window=":2500us").describe() == "window :2.5ms after the run start"
     for text in ("200ms", "1.5s", "2.5ms", "7ns", "1234.567us"):  # what it echoes, it reads back
-        from tracekit.filters import format_time
+        from tracekit.query.filters import format_time
 
         assert format_time(parse_time(text)) == text

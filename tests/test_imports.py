@@ -15,11 +15,11 @@ SOURCES = {"tracekit": ROOT / "tracekit", "tracekit.collectors": ROOT / "collect
 # Layers, top to bottom: a module may import from its own layer and the layers below. The most
 # specific prefix decides (tracekit.schema.docs generates docs from the collectors' interface).
 LAYERS = {
-    "tracekit.cli": 5, "tracekit.__main__": 5,
+    "tracekit.cli": 5, "tracekit.__main__": 5, "tracekit.extensions": 5,
     "tracekit.collect": 4, "tracekit.study": 4, "tracekit.plots": 4, "tracekit.timeline": 4,
     "tracekit.timeline_memory": 4,
     "tracekit.workloads": 4, "tracekit.whatif": 3,
-    "tracekit.convert": 3, "tracekit.query": 3, "tracekit.filters": 3, "tracekit.roofline": 3,
+    "tracekit.convert": 3, "tracekit.workers": 3, "tracekit.query": 3, "tracekit.filters": 3, "tracekit.roofline": 3,
     "tracekit.integrity": 3, "tracekit.outfile": 3, "tracekit.schema.docs": 3,
     "tracekit.collectors": 2,
     "tracekit.runfolder": 1, "tracekit.schema": 1, "tracekit.duck": 1, "tracekit.progress": 1,
@@ -184,3 +184,49 @@ def test_known_long_units_still_exist():
              for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
              if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     assert KNOWN_LONG <= funcs | set(MODULES)
+
+
+def _package(mod: str) -> str:
+    """The top-level package (or root module) of ``mod``: tracekit.query.engine -> tracekit.query."""
+    parts = mod.split(".")
+    return ".".join(parts[:3]) if parts[:2] == ["tracekit", "collectors"] else ".".join(parts[:2])
+
+
+# packages that still import each other (issue 38): study/report.py draws plots/study.py's figures,
+# which read study/tables.py's Study
+# which read study/tables.py's Study
+KNOWN_PACKAGE_CYCLES = [["tracekit.plots", "tracekit.study"]]
+
+
+def test_no_package_imports_back_into_one_that_imports_it():
+    """Issue 38: the query core is closed (query/ imports neither whatif/ nor roofline/: they
+    plug in through tracekit.query.hooks); no two packages import each other."""
+    packages: dict[str, dict[str, list[str]]] = {}
+    for m, e in _graph().items():
+        for t in e:
+            if _package(t) != _package(m):
+                packages.setdefault(_package(m), {}).setdefault(_package(t), [])
+    assert [c for c in _cycles(packages) if c not in KNOWN_PACKAGE_CYCLES] == []
+
+
+def test_benchmarks_keep_the_rules():
+    """benchmarks/ too (issue 38): no function over 100 lines, no cycle between its scripts
+    (run.py and multi.py share benchmarks/common.py, neither imports the other)."""
+    bench = ROOT / "benchmarks"
+    scripts = {p.stem: p for p in bench.glob("*.py")}
+    graph: dict[str, dict[str, list[str]]] = {}
+    long = []
+    for name, p in scripts.items():
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        edges = graph.setdefault(name, {})
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module in scripts and node.module != name:
+                edges.setdefault(node.module, [])
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name in scripts and a.name != name:
+                        edges.setdefault(a.name, [])
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
+                    long.append(f"benchmarks/{p.name}: {node.name}")
+    assert long == [] and _cycles(graph) == []

@@ -4,7 +4,6 @@ Parquet file per rank per table, ranks in the manifest), clocks aligned, broken 
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 
@@ -12,33 +11,17 @@ import duckdb
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-from conftest import FIXTURES, edited_export
+from conftest import FIXTURES
+from helpers.jobs import BASE
+from helpers.jobs import kineto_copy as _kineto
+from helpers.jobs import rank_export as _rank_export
 
 from tracekit.convert import convert
 from tracekit.convert.job import name_rank
 from tracekit.errors import InputError
 from tracekit.query.engine import Engine
 
-BASE = "nsys2023.1_rtx3090_conv_fp16"  # one process (pid 24129), 36 kernels, host "host"
 START = 1690709432747674811  # its TARGET_INFO_SESSION_START_TIME.utcEpochNs
-
-
-def _rank_export(tmp_path, name, rank, start_shift_ns=0, host="host", pid_shift=0, extra_sql=""):
-    """The fixture export as rank ``rank`` (RANK=<rank> in its recorded environment), recorded
-    ``start_shift_ns`` later on host ``host``, its pids moved by ``pid_shift``; ``extra_sql``
-    applied too."""
-    sql = extra_sql + (f"UPDATE TARGET_INFO_SYSTEM_ENV SET value = value || ';RANK={rank}' WHERE name = 'DeviceEnvironment';"
-           f"UPDATE TARGET_INFO_SYSTEM_ENV SET value = '{host}' WHERE name = 'Hostname';"
-           f"UPDATE TARGET_INFO_SESSION_START_TIME SET utcEpochNs = utcEpochNs + {start_shift_ns};")
-    if pid_shift:  # globalPid / globalTid carry the pid in bits 24..47, in every table having them
-        con = sqlite3.connect(f"file:{FIXTURES / 'nsys' / (BASE + '.sqlite')}?mode=ro", uri=True)
-        for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
-            for c in ("globalPid", "globalTid"):
-                if c in [r[1] for r in con.execute(f'PRAGMA table_info("{t}")')]:
-                    sql += f'UPDATE "{t}" SET {c} = {c} + ({pid_shift} << 24) WHERE {c} IS NOT NULL;'
-        con.close()
-        sql += f"UPDATE PROCESSES SET pid = pid + {pid_shift};"
-    return edited_export(tmp_path, BASE, sql, name=name)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +62,7 @@ def test_job_reads_as_one_dataset_with_a_glob(nsys_job):
 def test_job_beside_single_folders_keeps_each_rows_run(nsys_job, tmp_path):
     # a job's 2 per-rank files between two one-file run folders: every row keeps its own run_id
     # (the views look run_id up by each row's file position in one read_parquet list)
-    from test_engine_files import _copy
+    from helpers.jobs import copy_run as _copy
 
     job, single, _ = nsys_job
     before, after = _copy(single, tmp_path / "a_single"), _copy(single, tmp_path / "z_single")
@@ -130,20 +113,6 @@ def test_name_rank():
     assert name_rank("node2.gpu5.json") == 5  # no 'rank': the last number
     assert name_rank("job7_worker-3.pt.trace.json", r"worker-(\d+)") == 3
     assert name_rank("x.json") is None
-
-
-def _kineto(tmp_path, name, pid, drop_rank=True):
-    """The small AlexNet Kineto trace with its host pid changed and no distributedInfo."""
-    import gzip
-
-    doc = json.loads(gzip.open(FIXTURES / "kineto" / "kineto_a100_alexnet.json.gz", "rt").read())
-    doc.pop("distributedInfo", None)
-    for e in doc["traceEvents"]:
-        if e.get("pid") == 2869224:
-            e["pid"] = pid
-    p = tmp_path / name
-    p.write_text(json.dumps(doc))
-    return p
 
 
 def test_rank_from_file_name_pattern_and_order(tmp_path):

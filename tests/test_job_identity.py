@@ -108,7 +108,7 @@ def test_process_groups_described_differently_are_a_conflict():
 
 @pytest.mark.slow
 def test_nsys_exports_of_different_world_sizes_are_refused(tmp_path, capsys):
-    from test_job import _rank_export
+    from helpers.jobs import rank_export as _rank_export
 
     def ws(n):
         return (f"UPDATE TARGET_INFO_SYSTEM_ENV SET value = value || ';WORLD_SIZE={n}' "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LINES = 600
-FORMATS = ("kineto", "memsnapshot", "ncu", "nsys")
+FORMATS = ("kineto", "memsnapshot", "mllog", "ncu", "nsys")
 
 
 def _tracked() -> list[Path]:
@@ -80,3 +80,17 @@ def test_readme_layout_matches_tree():
             assert name in words, f"README's Layout section does not name collectors/{name}"
     for part in ("roofline/_macros.sql", "data/"):
         assert part in words and (ROOT / "queries" / part).exists(), part
+
+
+def test_no_test_module_imports_another():
+    """Shared test code lives in tests/helpers/ (issue 38): a test module importing another runs
+    that module's tests' imports and fixtures and ties the two together."""
+    import ast
+
+    found = []
+    for p in sorted((ROOT / "tests").glob("test_*.py")):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{p.name} imports {n}" for n in names if n.split(".")[0].startswith("test_")]
+    assert found == []

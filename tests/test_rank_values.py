@@ -11,7 +11,8 @@ import json
 import pyarrow.parquet as pq
 import pytest
 from conftest import FIXTURES
-from test_job import _kineto, _rank_export
+from helpers.jobs import kineto_copy as _kineto
+from helpers.jobs import rank_export as _rank_export
 
 from tracekit.cli import run
 

@@ -103,7 +103,7 @@ def test_plot_scaling_loss_and_report(jobs, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
     assert cli(["plot", "scaling-loss", str(tmp_path), "-o", str(tmp_path / "x.png")]) == 2
     if shutil.which("chromium") or shutil.which("chromium-browser"):
-        from test_study import render_in_chromium
+        from helpers.chromium import render_in_chromium
 
         render_in_chromium(study_dir / "report.html", tmp_path / "shot.png")
 

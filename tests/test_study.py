@@ -15,13 +15,14 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from conftest import FIXTURES, ROOT
+from helpers.chromium import render_in_chromium
 
 from tracekit.cli import run as cli
 from tracekit.errors import InputError
@@ -292,10 +293,17 @@ _IMG = re.compile(r"<img\b[^>]*\bsrc='data:image/png;base64,([A-Za-z0-9+/=]+)'")
 
 
 def check_html(path: Path, expect_figures: int) -> list[bytes]:
-    """Every figure is a valid embedded PNG, nothing is fetched from elsewhere."""
+    """Every figure is a valid embedded PNG, nothing is fetched from elsewhere; each of the
+    ``expect_figures`` table sections has a figure or says what would fill it (issue 36 item 7:
+    no empty frames)."""
     text = path.read_text(encoding="utf-8")
     pngs = [base64.b64decode(m, validate=True) for m in _IMG.findall(text)]
-    assert len(pngs) == text.count("<img") >= expect_figures
+    assert len(pngs) == text.count("<img") >= 1
+    sections = text.split("<h2 id='")[2:]  # after Runs
+    assert len(sections) >= expect_figures
+    for sec in sections:
+        assert "<img" in sec or "Not drawn: " in sec, sec[:80]
+        assert "<img" in sec or "no figure" not in sec
     for png in pngs:
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
         w, h = struct.unpack(">II", png[16:24])
@@ -305,46 +313,6 @@ def check_html(path: Path, expect_figures: int) -> list[bytes]:
     assert "<script" not in text and "<link" not in text and "@import" not in text
     assert "url(" not in text
     return pngs
-
-
-_CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                   "--disable-component-update", "--disable-sync", "--no-first-run")
-# counts, once the page has loaded, the <img> elements and those the browser decoded
-_IMG_PROBE = ("<script>window.addEventListener('load',()=>{const im=[...document.images];"
-              "document.body.setAttribute('data-imgs',im.length+':'+"
-              "im.filter(i=>i.complete&&i.naturalWidth>0).length)})</script>")
-
-
-def render_in_chromium(html: Path, png: Path) -> None:
-    """Screenshot ``html`` in headless Chromium and check the picture is not blank (a white
-    page with a few words would pass a size check), then load a copy with a probe script and
-    check every <img> decodes in the browser (naturalWidth > 0)."""
-    import matplotlib.image as mpimg
-    import numpy as np
-
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    with tempfile.TemporaryDirectory() as profile:
-        subprocess.run([chromium, *_CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-                        f"--screenshot={png}", "--window-size=1200,3000", html.as_uri()],
-                       check=True, capture_output=True, timeout=120)
-    data = png.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", data[16:24]) == (1200, 3000)
-    rgb = mpimg.imread(png)[..., :3]
-    ink = (rgb < 0.9).any(axis=2)
-    assert ink.mean() > 0.03, "the screenshot is (nearly) blank"
-    assert len(np.unique((rgb * 255).astype(np.uint8).reshape(-1, 3), axis=0)) > 50  # figures, not text only
-    rows = ink.any(axis=1)
-    assert rows[:1000].mean() > 0.3  # the figures start on the first screen
-    probe = png.with_suffix(".probe.html")
-    probe.write_text(html.read_text(encoding="utf-8").replace("</body>", _IMG_PROBE + "</body>"), encoding="utf-8")
-    with tempfile.TemporaryDirectory() as profile:
-        dom = subprocess.run([chromium, *_CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-                              "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
-                             check=True, capture_output=True, text=True, timeout=120).stdout
-    m = re.search(r'data-imgs="(\d+):(\d+)"', dom)
-    assert m, "the probe did not run"
-    total, decoded = int(m.group(1)), int(m.group(2))
-    assert total == html.read_text(encoding="utf-8").count("<img") >= len(TABLES) and decoded == total
 
 
 @pytest.mark.skipif(not (shutil.which("chromium") or shutil.which("chromium-browser")),
@@ -567,3 +535,16 @@ def test_run_inventory_on_fixtures(nsys_run, kineto_run):
     assert (n["ranks"], n["steps"], n["step_source"]) == (1, 3, "profiler")
     c = rows["kineto_cpu_only_rank"]
     assert (c["gpus"], c["kernels"], c["steps"], c["step_source"]) == (0, 0, 1, "profiler")
+
+
+def test_runs_table_names_the_profiler_of_converted_runs(kineto_run, nsys_run):
+    """Issue 36 item 7: the Runs table's profiler column comes from each manifest, also for
+    converted traces (no `collect` block): their `sources`."""
+    from tracekit.study.report import runs_table
+    from tracekit.study.runs import profiler_of
+
+    runs = load_runs([kineto_run("kineto_a100_alexnet"), nsys_run("nsys2023.1_rtx3090_conv_fp16")])
+    t = runs_table(SimpleNamespace(runs=runs)).set_index("run_id")
+    assert t.loc["kineto_a100_alexnet", "profiler"] == "torch"
+    assert t.loc["nsys2023.1_rtx3090_conv_fp16", "profiler"] == "nsys"
+    assert profiler_of({"sources": {"nsys": {}, "ncu": {}}}) == "nsys+ncu" and profiler_of({}) is None

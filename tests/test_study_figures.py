@@ -65,3 +65,57 @@ def test_characterization_points_marked_by_source(monkeypatch):
     assert faces[1] is None or faces[1][3] == 0  # hollow: the operator model
     labels = [t.get_text() for t in fig.axes[0].get_xticklabels() if t.get_text()]
     assert len(labels) <= 6  # one tick per decade over 3 decades: no overlapping labels
+
+
+def _study(**tables):
+    from types import SimpleNamespace
+
+    from tracekit.study.tables import COLUMNS
+
+    t = {n: pd.DataFrame(columns=c) for n, c in COLUMNS.items()}
+    t.update(tables)
+    return SimpleNamespace(tables=t, reasons={})
+
+
+def test_figures_without_data_left_out_with_what_fills_them(monkeypatch):
+    """Issue 36 item 7: no empty frames; one line per missing figure or panel; no trivial 1 for
+    fp32 runs; memory bars in readable units with their labels inside the axes."""
+    figs = _capture(monkeypatch)
+    prec = pd.DataFrame({"workload": ["w", "w"], "precision": ["fp32", "amp"], "world_size": [1, 1],
+                         "speedup_vs_fp32": [1.0, 1.57], "tensor_core_time_share": [0.0, 0.41]})
+    gib = 2**30
+    mem = pd.DataFrame({"workload": ["w", "w"], "precision": ["fp32", "amp"], "world_size": [1, 1],
+                        "batch_size": [32, 32], "peak_allocated_bytes": [int(1.99 * gib), int(6.174 * gib)],
+                        "peak_reserved_bytes": [2 * gib, 7 * gib], "device": ["cuda:0", "cuda:0"]})
+    out = sf.figures(_study(precision=prec, memory=mem))
+    for name in ("scaling", "cpu", "characterization", "communication", "interconnect", "scaling_loss"):
+        assert [b for b, _ in out[name]] == [None] * len(out[name]), name  # no figure drawn
+    assert [t for _, t in out["cpu"]] == [sf.FILL["cores_busy"]]  # one line, not one per panel
+    assert [t for _, t in out["scaling"]] == [sf.FILL["samples_per_s"], sf.FILL["scaling_efficiency"]]
+    assert "--cpuctxsw" in sf.FILL["cores_busy"] and "ncu" in out["characterization"][0][1]
+    assert len(figs) == 2  # precision and memory
+    p, m = figs
+    speed = p.axes[0]
+    assert [t.get_text() for t in speed.get_xticklabels()] == ["w amp 1"]  # not the fp32 run's 1
+    assert [t.get_text() for t in speed.texts] == ["1.57"]
+    assert m.axes[0].get_ylabel() == "peak allocated (GiB)"
+    assert [t.get_text() for t in m.axes[0].texts] == ["1.99", "6.17"]  # not 1.99e+03 MiB
+    for ax in m.axes:
+        top = max(t.get_position()[1] for t in ax.texts)
+        assert ax.get_ylim()[1] >= top * 1.1  # the tallest bar's label is inside the axes
+    only_fp32 = sf.figures(_study(precision=prec.iloc[:1]))
+    assert (None, sf.FILL["speedup_vs_fp32"]) in only_fp32["precision"]
+    assert len(figs) == 3 and len(figs[2].axes) == 1  # the tensor-core panel alone
+
+
+def test_report_memory_table_in_the_axis_unit():
+    from tracekit.study.report import display_frame
+
+    gib = 2**30
+    df = pd.DataFrame({"peak_allocated_bytes": [int(1.5 * gib)], "peak_reserved_bytes": [2 * gib],
+                       "runs": ["a,b"]})
+    d = display_frame(df)
+    assert list(d.columns) == ["peak allocated (GiB)", "peak reserved (GiB)", "runs"]
+    assert d.iloc[0].tolist() == [1.5, 2.0, "a, b"]
+    small = display_frame(df.assign(peak_allocated_bytes=[512 * 2**20], peak_reserved_bytes=[600 * 2**20]))
+    assert small.columns[0] == "peak allocated (MiB)" and small.iloc[0, 0] == 512

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES
+from helpers.jobs import rank8_run  # noqa: F401  (module fixture: the 8-rank Kineto job)
 
 from tracekit.cli import run as main
-from tracekit.convert import convert
 from tracekit.errors import InputError
 from tracekit.query.engine import Engine
 from tracekit.timeline import Lanes, us, write_timeline
@@ -99,31 +99,6 @@ def check_flows(doc: dict) -> int:
     return len(starts)
 
 
-@pytest.fixture(scope="module")
-def rank8_run(tmp_path_factory):
-    """An 8-rank job from the NCCL Kineto trace: rank r's copy has distributedInfo.rank r, host
-    pid 2910249 + r and its GPU events on device r (Kineto's GPU pid and args.device)."""
-    base = tmp_path_factory.mktemp("rank8")
-    with gzip.open(NCCL_TRACE, "rt") as f:
-        text = f.read()
-    host = 2910249
-    paths = []
-    for r in range(8):
-        doc = json.loads(text)
-        doc["distributedInfo"].update(rank=r, world_size=8)
-        for e in doc["traceEvents"]:
-            if e.get("pid") == host:
-                e["pid"] = host + r
-            elif e.get("pid") == 0:
-                e["pid"] = r
-                if isinstance(e.get("args"), dict) and "device" in e["args"]:
-                    e["args"]["device"] = r
-        p = base / f"rank{r}.json"
-        p.write_text(json.dumps(doc))
-        paths.append(p)
-    return convert(paths, base / "run")
-
-
 @pytest.mark.parametrize("stem,kernels,flows", [(H100, 3442, 2092), (V100, 3003, 15016)])
 def test_nsys_fixtures_timeline(nsys_run, tmp_path, stem, kernels, flows):
     run = nsys_run(stem)
@@ -150,7 +125,7 @@ def test_nsys_fixtures_timeline(nsys_run, tmp_path, stem, kernels, flows):
 
 
 @pytest.mark.slow
-def test_eight_rank_kineto_job(rank8_run, tmp_path):
+def test_eight_rank_kineto_job(rank8_run, tmp_path):  # noqa: F811 - the fixture imported above
     out = tmp_path / "t.json"
     s = write_timeline(rank8_run, out)
     doc = load(out)
@@ -251,7 +226,7 @@ def test_cli_errors(nsys_run, tmp_path, capsys):
 
 
 def test_step_and_relative_windows(run_factory, tmp_path):
-    from test_plots import steps_run
+    from helpers.runs import steps_run
 
     run = steps_run(run_factory)  # 2 ranks, steps 0-3 of 1 ms, one kernel [200, 600) us into each step
     s = write_timeline(run, tmp_path / "s2.json", step=2)

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from tracekit.convert.cluster import run_parts
 from tracekit.convert.job import convert_part
 from tracekit.errors import InputError, RunFolderError
+from tracekit.workers import run_parts
 
 ALEXNET = FIXTURES / "kineto" / "kineto_a100_alexnet.json.gz"
 
@@ -97,7 +97,7 @@ def _alive(pid: int) -> bool:
 def test_no_worker_outlives_a_killed_parent(tmp_path):
     here = str(Path(__file__).parent)
     code = (f"import sys; sys.path.insert(0, {here!r}); "
-            "from tracekit.convert.cluster import run_parts; "
+            "from tracekit.workers import run_parts; "
             "from test_workers import sleep_long; run_parts(sleep_long, [(1,), (2,)], jobs=2)")
     parent = subprocess.Popen([sys.executable, "-c", code])
     try:

@@ -6,7 +6,8 @@ literal file globs, scratch connections and Arrow results. The one place these a
 - :func:`glob_literal` / :func:`file_literal`: a path as a DuckDB glob that matches only itself
   (DuckDB's file functions expand ``[``, ``*`` and ``?``);
 - :func:`scratch`: an in-memory connection with bounded memory and threads, spilling to a folder;
-- :func:`fetch_arrow`: a relation's result as a :class:`pyarrow.Table` (any DuckDB >= 1.3).
+- :func:`fetch_arrow`: a relation's result as a :class:`pyarrow.Table` (any DuckDB >= 1.3);
+- :func:`re2_error`: why DuckDB's regular expressions (RE2) refuse a pattern, if they do.
 """
 
 from __future__ import annotations
@@ -76,3 +77,21 @@ def fetch_arrow(result) -> pa.Table:
     fn = getattr(result, "to_arrow_table", None) or result.arrow
     out = fn()
     return out if isinstance(out, pa.Table) else out.read_all()
+
+
+def re2_error(pattern: str) -> str | None:
+    """Why DuckDB's regular expressions refuse ``pattern`` (one line, at most 200 characters), or
+    None when they compile it. DuckDB uses RE2: linear time in the text, so no backreferences
+    and no lookaround (``(?=a)``: ``invalid perl operator``), which Python's ``re`` accepts."""
+    import duckdb
+
+    from tracekit.errors import one_line
+
+    con = duckdb.connect(":memory:")
+    try:
+        con.execute("SELECT regexp_matches('', ?)", [pattern]).fetchall()
+    except duckdb.Error as exc:
+        return one_line(exc)[:200]
+    finally:
+        con.close()
+    return None

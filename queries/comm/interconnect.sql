@@ -1,4 +1,5 @@
 -- interconnect: NVLink and PCIe receive/transmit throughput per GPU from sampled GPU metrics (nsys --gpu-metrics-devices), over the run and per step.
+-- @include core
 --
 -- Reads gpu_metrics (one row per sample and metric) and keeps the metrics whose name mentions
 -- NVLink (also NVL) or PCIe. Values are summarized as nsys sampled them, in the unit the metric

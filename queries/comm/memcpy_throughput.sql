@@ -1,4 +1,5 @@
 -- memcpy_throughput: Achieved copy throughput per GPU, copy kind and host memory kind (pinned vs pageable), with its distribution.
+-- @include core
 --
 -- One row per (run_id, pid, device_id, kind, host_memory, src_device_id, dst_device_id) over the
 -- memcpy rows with a positive duration and a known size. device_id is the GPU that executed the

@@ -1,4 +1,5 @@
 -- nccl: NCCL kernels per GPU and collective type: count, time, overlap with compute kernels, exposed time, message size, algorithm and bus bandwidth.
+-- @include core cpu ranks
 --
 -- NCCL kernels are kernels whose name contains ncclKernel_* (NCCL < 2.19) or ncclDevKernel_*
 -- (NCCL >= 2.19; tk_is_nccl in queries/_macros.sql). The collective type is the word after the

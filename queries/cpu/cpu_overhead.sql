@@ -1,4 +1,5 @@
 -- cpu_overhead: Host CUDA API cost per training step (and over the run): API time, launches, host time per launch, GPU idle waiting on the host.
+-- @include core cpu
 --
 -- Windows, per process (run_id, pid): scope 'step' is each step of the process (tk_steps in
 -- queries/_macros.sql: tracekit, profiler, pattern or detected steps); scope 'run' spans the process's first to

@@ -1,4 +1,5 @@
 -- host_cpu_utilization: Host CPU busy time per thread, process and run, over the run and per step, from scheduler events; cores busy on average.
+-- @include core cpu
 --
 -- Busy time of a thread is the time it was running on a CPU core: the union of its
 -- cpu_thread_state intervals (nsys SCHED_EVENTS, captured with --cpuctxsw; an interval with no

@@ -1,4 +1,5 @@
 -- gpu_idle: Idle time of each GPU (gaps in the union of all its activity), classified by cause, over the run and per step.
+-- @include core
 --
 -- A GPU is (run_id, pid, device_id), as in gpu_utilization, with the same windows (scope 'run':
 -- first to last activity of the GPU; scope 'step': each step of the process, tk_steps). Idle time is the

@@ -1,4 +1,5 @@
 -- gpu_idle_gaps: Every idle gap of every GPU with its cause (the gaps gpu_idle sums), for the gap-length histogram of `tracekit plot idle`.
+-- @include core
 --
 -- One row per gap of tk_gpu_gaps (queries/_macros.sql): a stretch with no kernel, memcpy or
 -- memset on any stream of the GPU (run_id, pid, device_id), between its earliest window start

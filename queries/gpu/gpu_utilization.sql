@@ -1,4 +1,5 @@
 -- gpu_utilization: Busy time and utilization of each GPU, over the run and per training step, never above 100%.
+-- @include core
 --
 -- A GPU is (run_id, pid, device_id): the device as numbered by the process that used it, so the same
 -- stream number on two GPUs, or two processes on GPUs both numbered 0, are never merged. Busy time is

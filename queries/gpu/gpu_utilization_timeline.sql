@@ -1,4 +1,5 @@
 -- gpu_utilization_timeline: Busy fraction of each GPU over time, in equal time bins (for `tracekit plot utilization`).
+-- @include core
 --
 -- A GPU is (run_id, pid, device_id), as in gpu_utilization. The run's span, from its first GPU
 -- activity start to its last activity end over all GPUs, is cut into bins of bin_ns, or, when

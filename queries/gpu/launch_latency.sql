@@ -1,4 +1,5 @@
 -- launch_latency: Per kernel: launch call start to kernel start, launch call duration and queue delay; graph, driver and Ex/ExC launches included.
+-- @include core
 --
 -- Each kernel is matched to the CUDA API call with the same (run_id, pid, correlation_id): the
 -- runtime or driver launch (cudaLaunchKernel, cudaLaunchKernelEx/ExC, cudaLaunchCooperativeKernel,

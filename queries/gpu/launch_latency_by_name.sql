@@ -1,4 +1,5 @@
 -- launch_latency_by_name: launch_latency per kernel name, GPU and launch kind, with p50/p90/p99 percentiles.
+-- @include core
 --
 -- Groups the rows of launch_latency (see there for every definition: correlation-ID matching,
 -- graph launches, clock skew) by (run_id, pid, device_id, name, launch_kind). Kernels with no API

@@ -1,3 +1,4 @@
+-- @include core
 -- Macros of the memory queries (memory_summary, memory_timeline, memory_at_peak); docs/memory.md.
 --
 -- A memory "device" is one allocator's view of one device in one process: (run_id, pid,

@@ -1,4 +1,5 @@
 -- memory_at_peak: What was allocated at each device's peak, by operator, by step phase and by size; each grouping adds up to the peak.
+-- @include core memory
 --
 -- The peak of a device (tk_memory_events: one allocator's view of one device in one process) is
 -- the first event at which allocated_bytes reaches its maximum, memory_summary's run-wide

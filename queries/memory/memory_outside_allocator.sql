@@ -1,4 +1,5 @@
 -- memory_outside_allocator: GPU memory of a process that PyTorch's caching allocator does not hold (NCCL buffers, cuBLAS/cuDNN workspaces, other libraries), where nsys and an allocator snapshot of the same run both exist.
+-- @include core memory
 --
 -- Needs one run folder with both views of the same process: nsys CUDA memory usage events
 -- (memory_events, source 'nsys': every device allocation of the process) and an allocator

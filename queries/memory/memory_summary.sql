@@ -1,4 +1,5 @@
 -- memory_summary: Peak allocated and reserved memory per run, rank, device and step, with when and where the peak happened.
+-- @include core memory
 --
 -- A device is one allocator's view of one device in one process (tk_memory_events in
 -- queries/memory/_macros.sql): the host ('cpu') or a GPU ('cuda:0'), per source ('kineto':

@@ -1,4 +1,5 @@
 -- memory_timeline: Allocated and reserved memory of each device over time, in equal time bins (for `tracekit plot memory`).
+-- @include core memory
 --
 -- Devices as in memory_summary (tk_memory_events). The run's span, from its first to its last
 -- memory event over all devices, is cut into bins of bin_ns, or, when bin_ns is 0, of the

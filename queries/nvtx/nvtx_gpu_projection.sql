@@ -1,4 +1,5 @@
 -- nvtx_gpu_projection: GPU work launched inside each NVTX range (kernel time, projected GPU span), as `nsys stats --report nvtxgpuproj`.
+-- @include nvtx
 --
 -- A GPU operation (kernel, memcpy or memset) belongs to a range when the CUDA API call that
 -- launched it (cuda_api row with the same run, pid and correlation_id) lies inside the range on

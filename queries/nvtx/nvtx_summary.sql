@@ -1,4 +1,5 @@
 -- nvtx_summary: Time per NVTX range name, domain and style, as `nsys stats --report nvtxsum`.
+-- @include nvtx
 --
 -- One row per run, domain, range name and style ('push/pop' or 'start/end'). Every range of
 -- nvtx_ranges counts, whatever its process, thread or category, including framework annotations

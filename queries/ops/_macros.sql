@@ -1,3 +1,4 @@
+-- @private tk_dtype tk_dtype_bytes tk_numel tk_int_list tk_attn_pairs tk_op_model
 -- Operator cost model (docs/metrics.md, "FLOP and bytes from operator shapes"): FLOP and bytes of a
 -- PyTorch operator call from the argument shapes, types and scalar values the profiler recorded
 -- (nvtx_ranges.input_dims / input_types / concrete_inputs). Loaded by the engine with

@@ -1,4 +1,5 @@
 -- mfu: Model-FLOP utilization per run, rank and step (and whole run): modelled operator FLOP / (time x the GPU's peak for the dominant precision).
+-- @include core ops roofline
 --
 -- FLOP are op_flops' counted operator calls (the shape-based model of docs/metrics.md; no ncu
 -- pass needed) of the process: scope 'step' takes the calls that start inside a step (tk_steps:

@@ -1,4 +1,5 @@
 -- op_flops: FLOP, bytes and achieved rates of each PyTorch operator call, from the shapes the profiler recorded (no ncu pass needed).
+-- @include ops
 --
 -- One row per operator call with a cost model (or, with -p all_ops=true, per call that recorded
 -- shapes; flop NULL without a model). The shapes come from nvtx_ranges.input_dims /

@@ -1,3 +1,4 @@
+-- @include core
 -- Cross-rank macros (loaded by tracekit.query.engine.Engine like queries/_macros.sql, after it: they
 -- call tk_is_nccl and tk_ranks from there). They match the communication calls of every rank into
 -- collective instances for collective_skew, stragglers and rank_summary (docs/metrics.md,

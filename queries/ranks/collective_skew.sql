@@ -1,4 +1,5 @@
 -- collective_skew: One row per collective instance across ranks: arrival skew, the last rank to arrive, its transfer time and bandwidth.
+-- @include ranks
 --
 -- A collective instance is the seq-th call of one collective type on one process group, matched
 -- across every participant of the run (tk_comm_calls / tk_comm_arrivals in queries/ranks/_macros.sql):

@@ -1,4 +1,5 @@
 -- rank_summary: One row per rank and training step: step time, GPU busy, compute, communication, exposed communication, idle and host overhead, each against the median rank.
+-- @include core ranks
 --
 -- Steps are tk_steps() (queries/_macros.sql; as in step_summary: tracekit's step ranges, else
 -- ProfilerStep#N, else --step-pattern, else detected iterations), one per process and step. GPU

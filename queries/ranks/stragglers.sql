@@ -1,4 +1,5 @@
 -- stragglers: One row per rank: how often it arrived last at a collective, the delay it caused, its typical lateness, and whether that is beyond the clock uncertainty and jitter (straggler).
+-- @include core ranks
 --
 -- Built on the collective instances of `collective_skew` (tk_comm_arrivals in queries/ranks/_macros.sql:
 -- NCCL kernels on GPUs, Gloo ranges on CPUs, matched across ranks by process group, type and

@@ -1,4 +1,5 @@
 -- roofline: Hierarchical roofline per kernel name (or per launch) from Nsight Compute counters.
+-- @include roofline
 --
 -- One row per run, kernel name and GPU (per = 'kernel', the default) or per profiled launch
 -- (per = 'launch', launch_id set). FLOPs: add and mul count 1, FMA 2 (fp32 paired add2/mul2 2,

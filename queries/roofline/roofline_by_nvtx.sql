@@ -1,4 +1,5 @@
 -- roofline_by_nvtx: FLOPs, bytes and nsys kernel time per NVTX range (or per range instance, e.g. per step), joining an ncu pass to the nsys timeline.
+-- @include roofline
 --
 -- Needs a run folder with both an nsys export and ncu results of the same workload
 -- (`tracekit convert run.sqlite run.ncu-rep -o RUN`). Matching rule: kernel names are compared

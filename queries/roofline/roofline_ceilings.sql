@@ -1,4 +1,5 @@
 -- roofline_ceilings: The roofline's ceilings per GPU model: peak FLOP/s per precision and peak bandwidth per memory level (for `tracekit plot roofline`).
+-- @include roofline
 --
 -- One row per device_name of the ncu launches, the mean over its launches of the peaks the
 -- roofline macros give each launch (tk_roofline_launches: the report's own peaks, else the GPU

@@ -1,4 +1,5 @@
 -- roofline_time_share: Share of a run's nsys kernel time of each kernel an ncu pass profiled (the roofline's point sizes).
+-- @include roofline
 --
 -- For runs holding both an nsys (or Kineto) timeline and ncu launches: each ncu kernel name is
 -- matched to the timeline's kernels by tk_kernel_key (docs/roofline.md), and its share is the

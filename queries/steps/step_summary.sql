@@ -1,4 +1,5 @@
 -- step_summary: One row per run, rank and training step: wall time, phase times, GPU busy time, throughput.
+-- @include core
 --
 -- Steps come from tk_steps (queries/_macros.sql), the first source a run has: tracekit's NVTX
 -- ranges `step N` / `step N (warmup)` (the Kineto collector maps the runners' record_function

@@ -1,4 +1,5 @@
 -- study_step_phases: Per step, its wall time split into exclusive phase times that add up to it: data, comm, compute, other (the scaling-loss attribution of runs without GPU work).
+-- @include core
 --
 -- The phase ranges are step_summary's (tracekit's `data`, `forward`, `backward`, `optimizer`,
 -- `comm ...` ranges; PyTorch's `enumerate(DataLoader)#...`, `Optimizer.step#...`,

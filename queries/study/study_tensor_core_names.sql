@@ -1,4 +1,5 @@
 -- study_tensor_core_names: Per run, the share of kernel time in kernels whose name says they use tensor cores (the study's name-based tensor_core_time_share).
+-- @include study
 --
 -- tc_ns sums the durations (duration_ns, as kernel_summary's total_ns) of the kernels that
 -- tk_is_tensor_core_name (queries/study/_macros.sql) accepts; total_ns sums every kernel of the

@@ -1,4 +1,5 @@
 -- cuda_api_summary: Host time per CUDA API function, as `nsys stats --report cudaapisum`.
+-- @include core
 --
 -- One row per run and API function name. Every call in cuda_api counts (runtime and driver
 -- calls alike, as nsys's CUPTI_ACTIVITY_KIND_RUNTIME table holds both), whatever its thread or

@@ -1,4 +1,5 @@
 -- gpu_time_breakdown: GPU time by category (compute kernels, NCCL kernels, memcpy, memset) and by name within it, with each one's share (for `tracekit plot kernels`).
+-- @include core
 --
 -- GPU time is the sum of activity durations (end_ns - start_ns, as kernel_summary and
 -- memcpy_summary sum them), over every device and stream of the run: concurrent activities

@@ -1,4 +1,5 @@
 -- osrt_summary: Host time per OS runtime function (poll, ioctl, pthread_*, read, ...), as `nsys stats --report osrtsum`.
+-- @include core
 --
 -- One row per run and function name. Every traced call in osrt_api counts, whatever its thread,
 -- nesting level or return value; durations are end_ns - start_ns, zero and negative ones

@@ -1,4 +1,5 @@
 -- run_inventory: What each run holds: GPUs, processes, ranks, the main process, steps and their source, GEMM time by number format.
+-- @include core roofline
 --
 -- One row per run; the facts `tracekit study` infers a run's world size and precision from when
 -- its manifest does not say (docs/study.md, "Inferring what a run is").

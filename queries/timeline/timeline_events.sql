@@ -1,4 +1,5 @@
 -- timeline_events: Every timeline event of a run in track order, for `tracekit timeline` (Chrome trace-event JSON for Perfetto).
+-- @include core ranks
 --
 -- One row per kernel, memcpy and memset (track 'stream': one per (pid, device_id, stream_id)),
 -- CUDA API call, push/pop NVTX range (and framework annotation), OS runtime call and NVTX mark

@@ -1,4 +1,5 @@
 -- timeline_memory: Allocated and reserved totals after each memory event in the timeline's window, for its memory counter tracks.
+-- @include memory
 --
 -- One row per memory event (tk_memory_events: Kineto [memory] events, nsys CUDA memory usage
 -- events, allocator snapshot entries) inside [start_ns, end_ns) (either bound NULL = open), with

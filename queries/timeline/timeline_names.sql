@@ -1,4 +1,5 @@
 -- timeline_names: Names for the processes, threads and GPUs of a run, for the timeline's track labels.
+-- @include core
 --
 -- kind 'process': processes rows (pid, name, rank from tk_ranks); kind 'thread': threads rows
 -- (pid, tid, name); kind 'device': devices rows (device_id, name = GPU product name).

@@ -1,4 +1,5 @@
 -- timeline_window: The time window `tracekit timeline` writes: the step's span for --step, the event count in it, and where a --max-events cut falls.
+-- @include core ranks
 --
 -- The window is [start_ns, end_ns) as given, or, with step, from the earliest start to the latest
 -- end of step N (tk_steps: the steps step_summary reports) of the kept processes. Events are counted as

@@ -1,3 +1,5 @@
+-- @include core ranks
+-- @private tk_wi_steps
 -- Dependency-graph macros for replay and what-if (tracekit.whatif; docs/whatif.md). Loaded by the
 -- engine after the other topics' macros (tk_comm_arrivals from queries/ranks/, tk_steps and
 -- tk_ranks from queries/_macros.sql). Every macro is linear in its input: sorts, window

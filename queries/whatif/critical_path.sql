@@ -1,4 +1,5 @@
 -- critical_path: One row per segment of each step's critical path (the replay's chain of binding dependencies, across ranks); durations add up to the step's wall time.
+-- @include critical_path
 --
 -- tracekit replays the run's dependency graph (host threads in program order with the time
 -- between calls as host time, launch -> GPU work by correlation ID, stream order, syncs -> the

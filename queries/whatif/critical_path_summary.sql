@@ -1,4 +1,5 @@
 -- critical_path_summary: Per step, category and rank: time on the step's critical path and its share of the step's wall time.
+-- @include critical_path
 --
 -- The segments of critical_path (see there; docs/whatif.md) summed per run, step, category and
 -- rank. For every step the time_ns of its rows add up to wall_ns, and share_pct to 100.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from tracekit.convert.cluster import SCHEDULER_ENV
+from tracekit.workers import SCHEDULER_ENV
 
 app = typer.Typer(
     name="tracekit",
@@ -40,7 +40,7 @@ def scheduler_timeout_option():
     the scheduler (tracekit.cluster.connect reads it from the environment)."""
     import os
 
-    from tracekit.convert.cluster import DEFAULT_SCHEDULER_TIMEOUT_S, SCHEDULER_TIMEOUT_ENV
+    from tracekit.workers import DEFAULT_SCHEDULER_TIMEOUT_S, SCHEDULER_TIMEOUT_ENV
 
     def store(value):
         if value is not None:

@@ -21,7 +21,8 @@ from tracekit.errors import InputError
 @app.command()
 def convert(
     inputs: list[Path] = typer.Argument(..., help="Profiler outputs: nsys .sqlite/.nsys-rep/.qdrep, "
-                                        "ncu .csv/.ncu-rep, Kineto .json[.gz]. Several nsys exports "
+                                        "ncu .csv/.ncu-rep, Kineto .json[.gz], MLPerf result logs "
+                                        "(a folder: its result_*.txt). Several nsys exports "
                                         "or Kineto traces are one job: one rank each."),
     output: Path = typer.Option(..., "-o", "--output", help="Run folder to create."),
     force: bool = typer.Option(False, "--force", help="Replace an existing run folder."),
@@ -57,9 +58,9 @@ def convert(
 
     from tracekit.cli.messages import info, note, warn
     from tracekit.convert import convert as do_convert
-    from tracekit.integrity import notes
     from tracekit.progress import Progress
     from tracekit.runfolder import open_run
+    from tracekit.runfolder.integrity import notes
 
     if rank_pattern is not None:  # a Python and RE2 regular expression, checked before any work
         from tracekit.convert.rank_names import search_rank

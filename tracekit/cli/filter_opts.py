@@ -1,5 +1,5 @@
 """The filter options of ``tracekit query``, ``tracekit sql`` and ``tracekit plot``: ``--step``,
-``--window``, ``--rank``, ``--device``, ``--nvtx`` (one definition; :mod:`tracekit.filters`)."""
+``--window``, ``--rank``, ``--device``, ``--nvtx`` (one definition; :mod:`tracekit.query.filters`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from tracekit.filters import Filters, use
+from tracekit.query.filters import Filters, use
 
 STEP = typer.Option(None, "--step", metavar="N|A-B", help="Only events that start in step N (or "
                     "steps A to B) of each process; a kernel belongs to the step its start falls in.")
@@ -29,7 +29,7 @@ _PARAMS = [
 
 def filtered(fn):
     """``fn`` (a typer command) with the five filter options added; the command runs with them in
-    effect for every engine it creates (:func:`tracekit.filters.use`)."""
+    effect for every engine it creates (:func:`tracekit.query.filters.use`)."""
     sig = inspect.signature(fn)
 
     @functools.wraps(fn)

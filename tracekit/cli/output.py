@@ -9,7 +9,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tracekit.cli.display import format_plain
 from tracekit.cli.serialize import csv_bytes, json_text
 from tracekit.errors import InputError
 from tracekit.outfile import write_output
@@ -21,12 +20,6 @@ class Format(str, Enum):
     csv = "csv"
     json = "json"
     parquet = "parquet"
-
-
-def format_cell(v) -> str:
-    """Text of one value in the terminal table without a display unit (see
-    :func:`tracekit.cli.display.format_plain`)."""
-    return format_plain(v)
 
 
 def _check_parquet_types(result: pa.Table) -> None:

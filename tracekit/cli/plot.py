@@ -39,7 +39,7 @@ def _done(output: Path, what: str) -> None:
 
 def _bin(ns: int) -> str:
     """A bin width as the user would write it (``5ms``, not 5,000,000 ns)."""
-    from tracekit.filters import format_time
+    from tracekit.query.filters import format_time
 
     return format_time(int(ns))
 

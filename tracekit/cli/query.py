@@ -19,8 +19,8 @@ from tracekit.cli.filter_opts import filtered
 from tracekit.cli.options import COLUMNS, FORMAT, MEMORY_LIMIT, OUTPUT, ROWS, RUNS, STEP_PATTERN
 from tracekit.cli.output import Format, render, select_columns
 from tracekit.errors import QueryError
-from tracekit.filters import current
 from tracekit.outfile import check_output
+from tracekit.query.filters import current
 
 
 def parse_params(items: list[str]) -> dict[str, str]:

@@ -56,7 +56,8 @@ def compare(
     run_a: Path = typer.Argument(..., help="Baseline run folder."),
     run_b: Path = typer.Argument(..., help="Run folder compared with it."),
     threshold: float = typer.Option(0.05, "--threshold", help="A kernel is slower/faster when its "
-                                    "total time changed by more than this fraction of A's."),
+                                    "mean time per launch changed by more than this fraction of "
+                                    "A's, else more/fewer launches when its launches per step did."),
     top: int = typer.Option(20, "--top", help="Kernels to show on the terminal (0 = all)."),
     fmt: Format = typer.Option(Format.table, "-f", "--format", help="table, csv, json or parquet."),
     output: Path = typer.Option(None, "-o", "--output", help="Write the output here instead of "

@@ -18,9 +18,9 @@ def verify(run_dirs: list[Path] = _RUNS):
     Every table file must have the size, rows and SHA-256 its manifest.json records: a changed
     byte, a cut file or a swapped file is an error naming the file (exit 2). Queries check the
     files they read the same way."""
-    from tracekit.checksums import verify as check
     from tracekit.cli.termtable import visible
     from tracekit.runfolder import open_run
+    from tracekit.runfolder.checksums import verify as check
 
     for d in run_dirs:
         run = open_run(d)

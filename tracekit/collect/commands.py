@@ -53,7 +53,8 @@ class Workload:
 
 
 def runner_command(w: Workload, result_json: str, *, python: str | None = None,
-                   torch_profile: str | None = None, profile_memory: bool = False) -> list[str]:
+                   torch_profile: str | None = None, profile_memory: bool = False,
+                   mllog: str | None = None) -> list[str]:
     """``python -m tracekit.workloads ...``, under ``torch.distributed.run`` (torchrun) with a
     standalone rendezvous on a free port when ``w.nproc > 1``. ``result_json`` may contain
     ``{rank}`` (one result file per rank)."""
@@ -70,6 +71,8 @@ def runner_command(w: Workload, result_json: str, *, python: str | None = None,
         if value is not None:
             args += [flag, str(value)]
     args += ["--result-json", result_json]
+    if mllog:  # rank 0's MLPerf log (tracekit/workloads/mlperflog.py)
+        args += ["--mllog", mllog]
     if torch_profile:
         args += ["--torch-profile", torch_profile]
         if profile_memory:

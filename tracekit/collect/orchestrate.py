@@ -33,6 +33,7 @@ from tracekit.collect.process import say as _say
 from tracekit.collect.process import tail as _tail
 from tracekit.errors import InputError
 from tracekit.runfolder import check_replaceable
+from tracekit.workloads import mlperflog
 
 PROFILERS = ("nsys", "ncu", "torch", "auto")
 
@@ -232,6 +233,10 @@ class _Session:
         return str(self.work / RESULT_JSON)
 
     @property
+    def mllog(self) -> str:
+        return str(self.work / mlperflog.MLLOG)
+
+    @property
     def env(self) -> dict:
         return {"OMP_NUM_THREADS": str(self.tpr)}
 
@@ -250,7 +255,7 @@ class _NsysPass:
     def run(self, s: _Session) -> tuple[list[Path], dict]:
         w, o = s.workload, s.options
         base = str(s.work / "profile")
-        prof_cmd = C.nsys_profile_command(self.nsys, C.runner_command(w, s.result_json), base,
+        prof_cmd = C.nsys_profile_command(self.nsys, C.runner_command(w, s.result_json, mllog=s.mllog), base,
                                           cuda=s.cuda, extra=s.extra)
         exp_cmd = C.nsys_export_command(self.nsys, base + ".nsys-rep", base + ".sqlite")
         s.running(f"nsys {self.nsys.version}")
@@ -303,7 +308,7 @@ class _TorchPass:
     def run(self, s: _Session) -> tuple[list[Path], dict]:
         w = s.workload
         tdir = s.work / "torch"
-        target = C.runner_command(w, s.result_json, torch_profile=str(tdir),
+        target = C.runner_command(w, s.result_json, mllog=s.mllog, torch_profile=str(tdir),
                                   profile_memory=s.options.profile_memory)
         s.cmds.append(target)
         s.running("torch.profiler")
@@ -340,7 +345,7 @@ class _NcuPass:
 
     def run(self, s: _Session) -> tuple[list[Path], dict]:
         w, o = s.workload, s.options
-        target = C.runner_command(w, s.result_json)
+        target = C.runner_command(w, s.result_json, mllog=s.mllog)
         warm = _run_steps(w)[0]
         steps = list(o.ncu_steps) if o.ncu_steps else [warm]
         base = str(s.work / "profile")
@@ -438,8 +443,10 @@ def collect(workload: C.Workload, run_dir: str | os.PathLike, options: CollectOp
                                   f"mean {r['mean_step_ns'] / 1e6:.1f} ms" for r in results), quiet)
         cpu_rows = host_cpu_table(results) if profiler == "torch" else None
         extra_manifest = _collect_manifest(s, results, profiler, version, wall, tpr_rule, cpu_rows)
+        extra_tables = {} if cpu_rows is None else {"cpu_thread_state": cpu_rows}
+        extra_tables.update(mlperflog.run_tables(Path(s.mllog), extra_manifest))
         convert(inputs, run_dir, force=o.force, extra_manifest=extra_manifest,
-                extra_tables=None if cpu_rows is None else {"cpu_thread_state": cpu_rows})
+                extra_tables=extra_tables or None)
         failure_log(run_dir).unlink(missing_ok=True)  # an earlier attempt's
         if o.keep_raw:
             os.rename(work, run_dir / "raw")

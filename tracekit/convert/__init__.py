@@ -6,8 +6,8 @@
 - :mod:`tracekit.convert.job`: a multi-rank job, one rank per input, merged into one run folder;
 - :mod:`tracekit.convert.identity`: whether a job's inputs can be one job;
 - :mod:`tracekit.convert.clocks`: the job's clock model, estimated from its collectives;
-- :mod:`tracekit.convert.cluster`: where the parts run (this process, local worker processes or a
-  Dask scheduler's workers).
+- where the parts run (this process, local worker processes or a Dask scheduler's workers) is
+  :mod:`tracekit.workers` (``tracekit.convert.cluster`` still names it).
 """
 
 from __future__ import annotations

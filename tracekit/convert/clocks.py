@@ -251,11 +251,11 @@ def model_for_job(run_path, manifest: dict, mode: str = "estimate") -> pa.Table:
     ``manifest`` with ``ranks``): estimated from its NCCL kernels (``mode`` 'estimate') or the
     identity ('none'). Reads the tables through the query engine (the instances of
     ``tk_comm_calls_raw``, queries/ranks/_macros.sql); ``run_path`` must hold ``manifest.json``."""
-    from tracekit.query import Engine
+    from tracekit.query import Session
 
     ranks = [e["rank"] for e in manifest.get("ranks") or []]
     hosts = {e["rank"]: e.get("host") for e in manifest.get("ranks") or []}
-    with Engine([run_path], threads=2) as eng:
+    with Session([run_path], threads=2) as eng:
         t = eng.sql(CALLS_SQL)
     rank = t.column("rank").to_numpy(zero_copy_only=False).astype(np.int64)
     start = t.column("start_ns").to_numpy(zero_copy_only=False).astype(np.int64)

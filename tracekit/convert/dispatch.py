@@ -39,6 +39,7 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
     naming the broken input, unless ``skip_bad_ranks``); nothing is left behind on any error.
     ``clock_model`` and ``merge_unrelated``: see :func:`tracekit.convert.job.convert_job` (a job only).
     """
+    inputs = _expand_folders(inputs)
     if not inputs:
         raise InputError("no input files given")
 
@@ -56,6 +57,13 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
     else:
         mods = [detect(p) for p in inputs]
     formats = [m.NAME for m in mods]
+    # MLPerf result logs beside a job's ranks: the ranks are the job, the logs go in beside them
+    logs = [p for p, f in zip(inputs, formats) if f == "mllog"]
+    if logs and len(logs) < len(inputs) and is_job([f for f in formats if f != "mllog"]):
+        inputs, mods = zip(*[(p, m) for p, m in zip(inputs, mods) if m.NAME != "mllog"])
+        inputs, mods, formats = list(inputs), list(mods), [m.NAME for m in mods]
+    else:
+        logs = []
     # one good rank left beside refused ones is still a job, with the others skipped
     if not is_job(formats if not rejected else formats * 2):
         if rejected:
@@ -67,6 +75,12 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
                     jobs=jobs, scheduler=scheduler, skip_bad_ranks=skip_bad_ranks,
                     rejected=rejected, clock_model=clock_model, merge_unrelated=merge_unrelated,
                     hosts=_workload_hosts(extra_manifest))
+        if logs:
+            from tracekit.collectors import mllog
+
+            writer.manifest.setdefault("inputs", [])
+            writer.manifest.setdefault("sources", {})
+            mllog.collect([Path(p) for p in logs], writer)
         for name, table in (extra_tables or {}).items():
             if name in writer.manifest["tables"]:
                 raise InputError(f"two inputs both provide table {name}")
@@ -74,6 +88,18 @@ def convert(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *, 
         if extra_manifest:
             writer.manifest.update(extra_manifest)
     return Path(run_dir)
+
+
+def _expand_folders(inputs: Sequence[str | os.PathLike]) -> list:
+    """Each folder given is an MLPerf results tree: its ``result_*.txt`` files (collectors/mllog);
+    a folder without any stays, for :func:`detect` to refuse."""
+    from tracekit.collectors.mllog import expand_inputs
+
+    out: list = []
+    for p in inputs:
+        found = expand_inputs(Path(p)) if os.path.isdir(p) else []
+        out.extend(found or [p])
+    return out
 
 
 def _workload_hosts(extra: dict | None) -> dict[int, str]:

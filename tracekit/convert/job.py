@@ -2,7 +2,7 @@
 
 Each input (an nsys export or report, or a Kineto trace) is a *rank part*: it is converted on its
 own (in parallel: local worker processes, ``jobs``, or the workers of a Dask scheduler,
-:mod:`tracekit.convert.cluster`) into a staging run folder inside the job's temporary folder, then its
+:mod:`tracekit.workers`) into a staging run folder inside the job's temporary folder, then its
 tables are moved to ``TABLE/rank-NNNNN.parquet`` (one file per rank per table; a glob
 ``RUN/TABLE/*.parquet`` reads the table as one dataset in DuckDB, pyarrow.dataset or polars) and
 the manifest gets ``ranks``: one entry per rank with its input file, host, pid(s), devices,
@@ -110,7 +110,7 @@ def convert_job(inputs: Sequence[Path], formats: Sequence[str], writer: RunWrite
     ``skip_bad_ranks``: then broken inputs are listed in the manifest (``skipped_ranks``) and in
     its warnings, and the rest is converted; all broken is still an error. ``rejected``: inputs
     format detection already refused (with ``skip_bad_ranks``), skipped the same way."""
-    from tracekit.convert.cluster import run_parts
+    from tracekit.workers import run_parts
 
     for i, p in enumerate(inputs):  # the same rank twice would double every total
         for q in inputs[:i]:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from tracekit.collectors import detect
 from tracekit.errors import InputError, RunFolderError, one_line
-from tracekit.integrity import count_duplicates, count_nonpositive
 from tracekit.progress import NULL_PROGRESS, Progress
 from tracekit.runfolder import RunWriter
+from tracekit.runfolder.integrity import count_duplicates, count_nonpositive
 
 
 def convert_single(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLike, *,

@@ -10,21 +10,10 @@ their numbers are the tables' numbers; :mod:`tracekit.plots.style` holds what th
   (``critical_path_summary``; ``tracekit plot critical-path``);
 - :mod:`~tracekit.plots.study`: the study report's figures (``tracekit study``).
 
-``tracekit plot KIND RUN... -o FILE.png|.svg`` calls ``plot_KIND``; every function writes the file
+``tracekit plot KIND RUN... -o FILE.png|.svg`` (:mod:`tracekit.cli.plot`) calls
+``tracekit.plots.KIND.plot_KIND``; every function writes the file
 atomically, raises :class:`~tracekit.errors.InputError` (one line) when the runs hold nothing to
 draw, and :class:`~tracekit.errors.ToolNotFoundError` without matplotlib.
 """
 
 from __future__ import annotations
-
-KINDS = ("utilization", "kernels", "steps", "idle", "roofline", "critical_path")
-
-
-def plot(kind: str, run_dirs, output, **options) -> dict:
-    """Draw figure ``kind`` (one of :data:`KINDS`) of ``run_dirs`` into ``output``."""
-    import importlib
-
-    if kind not in KINDS:
-        raise ValueError(f"unknown plot kind {kind!r} (kinds: {', '.join(KINDS)})")
-    mod = importlib.import_module(f"tracekit.plots.{kind}")
-    return getattr(mod, f"plot_{kind}")(run_dirs, output, **options)

@@ -24,9 +24,9 @@ MAX_STEPS = 60
 
 
 def critical_path_data(run_dirs: Sequence[str | os.PathLike]):
-    from tracekit.query import Engine
+    from tracekit.query import Session
 
-    with Engine(run_dirs) as eng:
+    with Session(run_dirs) as eng:
         rows = eng.query("critical_path_summary").to_pylist()
         return rows, style.gpu_names(eng), [r.run_id for r in eng.runs]
 

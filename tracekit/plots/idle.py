@@ -18,9 +18,9 @@ CAUSES = ("host", "sync", "copy", "other")
 
 
 def idle_data(run_dirs: Sequence[str | os.PathLike]):
-    from tracekit.query import Engine
+    from tracekit.query import Session
 
-    with Engine(run_dirs) as eng:
+    with Session(run_dirs) as eng:
         idle = [r for r in eng.query("gpu_idle").to_pylist() if r["scope"] == "run"]
         gaps = eng.query("gpu_idle_gaps").to_pylist()
         return idle, gaps, style.gpu_names(eng), [r.run_id for r in eng.runs]

@@ -17,9 +17,9 @@ CATEGORIES = ("compute", "nccl", "memcpy", "memset")
 
 
 def kernels_data(run_dirs: Sequence[str | os.PathLike], *, top: int = 15):
-    from tracekit.query import Engine
+    from tracekit.query import Session
 
-    with Engine(run_dirs) as eng:
+    with Session(run_dirs) as eng:
         rows = eng.query("gpu_time_breakdown", {"top": str(top)}).to_pylist()
         return rows, style.gpu_names(eng), [r.run_id for r in eng.runs]
 

@@ -28,9 +28,9 @@ def byte_unit(max_bytes: float) -> tuple[float, str]:
 
 def memory_data(run_dirs: Sequence[str | os.PathLike], *, bins: int = 400, bin_ns: int = 0):
     """(memory_timeline rows, memory_summary scope 'run' rows, step rows, run ids)."""
-    from tracekit.query import Engine
+    from tracekit.query import Session
 
-    with Engine(run_dirs) as eng:
+    with Session(run_dirs) as eng:
         rows = eng.query("memory_timeline", {"bins": str(bins), "bin_ns": str(bin_ns)}).to_pylist()
         peaks = [r for r in eng.query("memory_summary").to_pylist() if r["scope"] == "run"]
         steps = eng.query("step_summary").to_pylist() if rows else []

@@ -32,11 +32,11 @@ def _short(name: str, width: int = 40, escape: bool = True) -> str:
 def roofline_data(run_dirs: Sequence[str | os.PathLike], params: dict[str, str] | None = None):
     """(kernel rows of the ``roofline`` query, ceiling rows per device, {(run_id, kernel_name):
     share of the run's nsys kernel time} for runs that also hold an nsys pass)."""
-    from tracekit.query import Engine
+    from tracekit.query import Session
 
     params = dict(params or {})
     params["per"] = "kernel"
-    with Engine(run_dirs) as eng:
+    with Session(run_dirs) as eng:
         kernels = eng.query("roofline", params).to_pylist()
         ceilings = eng.query("roofline_ceilings").to_pylist()
         shares = {(r["run_id"], r["kernel_name"]): r["share"] for r in eng.query("roofline_time_share").to_pylist()}

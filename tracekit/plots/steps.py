@@ -22,9 +22,9 @@ PHASES = (("data_ns", "data"), ("forward_ns", "forward"), ("backward_ns", "backw
 
 
 def steps_data(run_dirs: Sequence[str | os.PathLike], *, include_warmup: bool = True):
-    from tracekit.query import Engine
+    from tracekit.query import Session
 
-    with Engine(run_dirs) as eng:
+    with Session(run_dirs) as eng:
         rows = eng.query("step_summary", {"include_warmup": str(include_warmup).lower()}).to_pylist()
         return rows, style.gpu_names(eng), [r.run_id for r in eng.runs]
 

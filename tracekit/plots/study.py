@@ -1,6 +1,7 @@
 """The study report's figures (``tracekit study``; docs/study.md): one or two per study table,
 drawn from the study's tables (which come from the named queries), as base64 PNG for the
-self-contained report.html. A table without data gets a figure stating why.
+self-contained report.html. A figure, or a panel of one, without data is left out: in its place
+:func:`figures` gives one line saying what would fill it (:data:`FILL`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from tracekit.study.tables import Study
 
 TITLES = {
     "scaling": "Throughput and scaling efficiency against world size (ranks)",
+    "mlperf_scaling": "MLPerf time to train against accelerators (result logs)",
     "precision": "Mixed-precision speed-up and tensor-core share of GPU time",
     "cpu": "Host CPU utilization against world size (ranks)",
     "characterization": "Compute rate against memory traffic (characterization)",
@@ -20,6 +22,30 @@ TITLES = {
     "memory": "Peak memory per run (allocated and reserved, on the device with the highest peak)",
     "scaling_loss": "Why scaling loses: each run's step time against its baseline, by cause",
 }
+
+
+# what would fill each panel (by column) or figure (by table) that has no data
+FILL = {
+    "samples_per_s": "samples/s needs each run's per-GPU batch size (a manifest from `tracekit "
+                     "collect`, or batch_size in --override; docs/study.md)",
+    "scaling_efficiency": "scaling efficiency needs samples/s of one workload at 1 GPU and at more",
+    "speedup_vs_fp32": "the speed-up against fp32 needs an fp32 run and an amp or bf16 run of one "
+                       "workload, world size and per-GPU batch",
+    "tensor_core_time_share": "the tensor-core share needs runs with GPU kernels",
+    "cores_busy": "host CPU use needs runs with scheduler data (nsys --cpuctxsw=process-tree, as "
+                  "`tracekit collect --profiler nsys` records)",
+    "comm_share": "the communication share needs runs with NCCL kernels or tracekit's `comm` ranges",
+    "exposed_comm_ms": "exposed communication needs runs with NCCL kernels",
+    "characterization": "this figure needs an ncu pass of the workload (`tracekit collect --profiler "
+                        "ncu`) or a GPU trace with recorded shapes (`tracekit collect --profiler torch`)",
+    "interconnect": "this figure needs runs of one workload, precision and world size over two "
+                    "interconnects (interconnect in --override: NVLink, PCIe)",
+    "memory": "this figure needs runs with memory events (`tracekit collect --profile-memory`, or "
+              "nsys --cuda-memory-usage=true)",
+    "scaling_loss": "this figure needs runs of one workload, precision and per-GPU batch at two or "
+                    "more world sizes (the smallest is the baseline)",
+}
+FILL["cpu_utilization"] = FILL["cores_busy"]
 
 
 def _plt():
@@ -35,21 +61,6 @@ def _series_label(row) -> str:
     if isinstance(row.get("interconnect"), str) and row.get("interconnect"):
         parts.append(row["interconnect"])
     return style.text(" ".join(str(p) for p in parts if p))
-
-
-def _note_figure(plt, title: str, text: str, xlabel: str, ylabel: str) -> str:
-    fig, ax = plt.subplots(figsize=(8, 3.2))
-    ax.set_title(title, fontsize=10)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_xticks([])
-    ax.set_yticks([])
-    # line by line: the wrapping's own line breaks are not trace text (escaped, they were drawn
-    # as '\n' and the note ran out of the figure)
-    shown = "\n".join(style.text(line) for line in text.split("\n"))
-    ax.text(0.5, 0.5, shown, ha="center", va="center", fontsize=9,
-            transform=ax.transAxes, color="#a33")
-    return _png(fig)
 
 
 def _label_value(v) -> str:
@@ -88,8 +99,9 @@ def _world_axis(ax, df: pd.DataFrame) -> None:
 def _lines(plt, df: pd.DataFrame, ys: list[tuple[str, str]], title: str,
            why: dict[str, str] | None = None) -> str:
     """One panel per (column, label): a line per workload/precision/interconnect against the
-    world size. A panel without any value says why in it (``why`` by column); the legend sits
-    under the panels, never over the points."""
+    world size (callers pass only columns with a value: :func:`_with_data`; a panel without any
+    still says why in it, ``why`` by column); the legend sits under the panels, never over the
+    points."""
     fig, axes = plt.subplots(1, len(ys), figsize=(5.2 * len(ys), 3.6), squeeze=False)
     handles, labels = [], []
     for ax, (col, label) in zip(axes[0], ys):
@@ -121,18 +133,39 @@ def _lines(plt, df: pd.DataFrame, ys: list[tuple[str, str]], title: str,
     return _png(fig)
 
 
-def _bars(plt, df: pd.DataFrame, cols: list[tuple[str, str]], title: str, xcols: list[str]) -> str:
+def _with_data(df: pd.DataFrame, cols: list[tuple[str, str]]) -> tuple[list, list[str]]:
+    """(the panels of ``cols`` with at least one value, the :data:`FILL` lines of the others)."""
+    keep = [(c, label) for c, label in cols if c in df and pd.to_numeric(df[c], errors="coerce").notna().any()]
+    return keep, [FILL.get(c, f"{label}: no run has a value") for c, label in cols if (c, label) not in keep]
+
+
+def _bar_text(v: float) -> str:
+    """A bar's label: 3 significant digits, thousands separated, never scientific notation."""
+    if v == 0 or abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.3g}" if abs(v) >= 0.001 else f"{v:.1e}"
+
+
+def _bars(plt, df: pd.DataFrame, cols: list[tuple[str, str]], title: str, xcols: list[str],
+          rows: dict[str, pd.Series] | None = None) -> str:
+    """One bar panel per (column, label) over the rows of ``df`` (``rows``: by column, the rows
+    a panel shows, e.g. not the fp32 rows of a speed-up against fp32); a missing value is a grey
+    ``n/a`` bar; labels over the bars stay inside the axes."""
     fig, axes = plt.subplots(1, len(cols), figsize=(5.2 * len(cols), 3.8), squeeze=False)
-    labels = [style.text(_short(" ".join(_label_value(r[c]) for c in xcols
-                                         if r.get(c) is not None and str(r[c]) != "nan")))
-              for _, r in df.iterrows()]
     for ax, (col, label) in zip(axes[0], cols):
-        vals = pd.to_numeric(df[col], errors="coerce")
-        ax.bar(range(len(df)), vals.fillna(0), color=["#4c72b0" if v == v else "#ddd" for v in vals])
+        d = df[rows[col]] if rows and col in rows else df
+        labels = [style.text(_short(" ".join(_label_value(r[c]) for c in xcols
+                                             if r.get(c) is not None and str(r[c]) != "nan")))
+                  for _, r in d.iterrows()]
+        vals = pd.to_numeric(d[col], errors="coerce")
+        ax.bar(range(len(d)), vals.fillna(0), color=["#4c72b0" if v == v else "#ddd" for v in vals])
         for i, v in enumerate(vals):
-            ax.text(i, 0 if v != v else v, "n/a" if v != v else f"{v:.3g}", ha="center",
+            ax.text(i, 0 if v != v else v, "n/a" if v != v else _bar_text(v), ha="center",
                     va="bottom", fontsize=7)
-        ax.set_xticks(range(len(df)))
+        top = vals.max()
+        if top == top and top > 0:
+            ax.set_ylim(0, top * 1.15)  # room for the tallest bar's label
+        ax.set_xticks(range(len(d)))
         ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=7)
         ax.set_ylabel(label)
         ax.grid(alpha=0.3, axis="y")
@@ -201,71 +234,77 @@ def _scatter(plt, df: pd.DataFrame) -> str:
     return _png(fig)
 
 
-def figures(study: Study) -> dict[str, list[tuple[str, str]]]:
-    """{table: [(base64 PNG, alt text)]}: every table gets at least one figure; a figure whose
-    data is missing (e.g. no ncu pass) is drawn with the reason in it."""
+def memory_unit(values) -> tuple[str, float]:
+    """(label, divisor) for memory sizes in bytes: GiB when the largest is at least 1 GiB, else
+    MiB; the memory figure's axis and the report's memory table use the same."""
+    top = pd.to_numeric(pd.Series(list(values), dtype="object"), errors="coerce").max()
+    return ("GiB", 2.0**30) if top == top and top >= 2**30 else ("MiB", 2.0**20)
+
+
+def figures(study: Study) -> dict[str, list[tuple[str | None, str]]]:
+    """{table: [(base64 PNG, alt text)]}. A figure without data is left out, and so is a panel
+    without data in a figure that has others: in their place come entries (None, line), each one
+    line saying what would fill the figure or panel (:data:`FILL`)."""
     plt = _plt()
     t = study.tables
-    out: dict[str, list[tuple[str, str]]] = {}
+    out: dict[str, list[tuple[str | None, str]]] = {}
 
-    def missing(name, xlabel, ylabel):
-        why = study.reasons.get(name, "no data")
-        return [(_note_figure(plt, TITLES[name], "\n".join(_wrap(why, 75)), xlabel, ylabel),
-                 f"{TITLES[name]}: {why}")]
+    def draw(name, df, cols, kind, **kw):
+        keep, notes = _with_data(df, cols)
+        figs = []
+        if keep:
+            png = (_lines(plt, df, keep, TITLES[name]) if kind == "lines"
+                   else _bars(plt, df, keep, TITLES[name], **kw))
+            figs.append((png, TITLES[name]))
+        out[name] = figs + [(None, n) for n in dict.fromkeys(notes)]
 
-    sc = t["scaling"]
-    why = {"samples_per_s": "no run records its batch size, so no samples/s (give batch_size in "
-                            "--override, docs/study.md)",
-           "scaling_efficiency": "needs samples/s of one workload at two or more world sizes",
-           "comm_share": "no run has NCCL kernels or comm ranges",
-           "exposed_comm_ms": "no run has NCCL kernels (exposed communication)",
-           "cores_busy": "no run has scheduling data (nsys --cpuctxsw, or tracekit collect)",
-           "cpu_utilization": "no run has scheduling data (nsys --cpuctxsw, or tracekit collect)"}
-    out["scaling"] = ([(_lines(plt, sc, [("samples_per_s", "samples/s"),
-                                          ("scaling_efficiency", "scaling efficiency")],
-                               TITLES["scaling"], why), TITLES["scaling"])]
-                      if len(sc) else missing("scaling", "GPUs", "samples/s"))
+    draw("scaling", t["scaling"], [("samples_per_s", "samples/s"),
+                                   ("scaling_efficiency", "scaling efficiency")], "lines")
     pc = t["precision"]
-    out["precision"] = ([(_bars(plt, pc, [("speedup_vs_fp32", "speed-up vs fp32 (x)"),
-                                          ("tensor_core_time_share", "tensor-core share of GPU time")],
-                                TITLES["precision"], ["workload", "precision", "world_size"]),
-                          TITLES["precision"])]
-                        if len(pc) else missing("precision", "workload", "speed-up"))
-    cpu = t["cpu"]
-    out["cpu"] = ([(_lines(plt, cpu, [("cores_busy", "CPU cores busy"),
-                                      ("cpu_utilization", "CPU utilization (0-1)")],
-                           TITLES["cpu"], why), TITLES["cpu"])]
-                  if len(cpu) else missing("cpu", "GPUs", "cores busy"))
+    fp32 = pc["precision"] == "fp32" if len(pc) else pd.Series(dtype=bool)
+    if len(pc):  # an fp32 run's speed-up against itself, 1, is not shown
+        pc = pc.assign(speedup_vs_fp32=pd.to_numeric(pc["speedup_vs_fp32"], errors="coerce").where(~fp32))
+    draw("precision", pc, [("speedup_vs_fp32", "speed-up vs fp32 (x)"),
+                           ("tensor_core_time_share", "tensor-core share of GPU time")], "bars",
+         xcols=["workload", "precision", "world_size"], rows={"speedup_vs_fp32": ~fp32})
+    draw("cpu", t["cpu"], [("cores_busy", "CPU cores busy"),
+                           ("cpu_utilization", "CPU utilization (0-1)")], "lines")
     ch = t["characterization"]
     out["characterization"] = ([(_scatter(plt, ch), TITLES["characterization"])]
                                if len(ch) and ch["flop_per_s"].notna().any()
-                               else missing("characterization", "DRAM bytes/s", "FLOP/s"))
+                               else [(None, FILL["characterization"])])
     cm = t["communication"]
     if len(cm):
         cm = cm.assign(exposed_comm_ms=pd.to_numeric(cm["exposed_comm_ns"], errors="coerce") / 1e6)
-    out["communication"] = ([(_lines(plt, cm, [("comm_share", "communication share of step time"),
-                                               ("exposed_comm_ms", "exposed communication per step (ms)")],
-                                     TITLES["communication"], why), TITLES["communication"])]
-                            if len(cm) else missing("communication", "GPUs", "share"))
+    draw("communication", cm, [("comm_share", "communication share of step time"),
+                               ("exposed_comm_ms", "exposed communication per step (ms)")], "lines")
     ic = t["interconnect"]
     out["interconnect"] = ([(_bars(plt, ic, [("samples_per_s", "samples/s"),
                                              ("comm_share", "communication share")],
                                    TITLES["interconnect"],
                                    ["workload", "precision", "world_size", "interconnect"]),
                              TITLES["interconnect"])]
-                           if len(ic) else missing("interconnect", "interconnect", "samples/s"))
+                           if len(ic) else [(None, FILL["interconnect"])])
     mem = t["memory"]
-    out["memory"] = ([(_bars(plt, mem.assign(peak_allocated_mib=mem["peak_allocated_bytes"] / 2**20,
-                                             peak_reserved_mib=mem["peak_reserved_bytes"] / 2**20),
-                             [("peak_allocated_mib", "peak allocated (MiB)"),
-                              ("peak_reserved_mib", "peak reserved (MiB)")],
-                             TITLES["memory"], ["workload", "precision", "world_size", "device"]), TITLES["memory"])]
-                     if len(mem) else missing("memory", "run", "MiB"))
+    if len(mem):
+        unit, f = memory_unit(list(mem["peak_allocated_bytes"]) + list(mem["peak_reserved_bytes"]))
+        mem = mem.assign(peak_allocated=pd.to_numeric(mem["peak_allocated_bytes"], errors="coerce") / f,
+                         peak_reserved=pd.to_numeric(mem["peak_reserved_bytes"], errors="coerce") / f)
+        out["memory"] = [(_bars(plt, mem, [("peak_allocated", f"peak allocated ({unit})"),
+                                           ("peak_reserved", f"peak reserved ({unit})")],
+                                TITLES["memory"], ["workload", "precision", "world_size", "device"]),
+                          TITLES["memory"])]
+    else:
+        out["memory"] = [(None, FILL["memory"])]
     from tracekit.plots.scaling_loss import waterfall_figure
 
     sl = t.get("scaling_loss")
     out["scaling_loss"] = ([(_png(waterfall_figure(plt, sl)), TITLES["scaling_loss"])]
-                           if sl is not None and len(sl) else missing("scaling_loss", "part", "step time"))
+                           if sl is not None and len(sl) else [(None, FILL["scaling_loss"])])
+    from tracekit.plots.mlperf import mlperf_figure
+
+    if len(t.get("mlperf_scaling", ())):  # only with MLPerf result logs (tracekit.study.mlperf)
+        out["mlperf_scaling"] = [(_png(mlperf_figure(plt, t["mlperf_scaling"])), TITLES["mlperf_scaling"])]
     return out
 
 

@@ -18,9 +18,9 @@ MAX_LINE_ROWS = 4
 
 def utilization_data(run_dirs: Sequence[str | os.PathLike], *, bins: int = 200, bin_ns: int = 0):
     """(rows of ``gpu_utilization_timeline``, GPU names) for ``run_dirs``."""
-    from tracekit.query import Engine
+    from tracekit.query import Session
 
-    with Engine(run_dirs) as eng:
+    with Session(run_dirs) as eng:
         rows = eng.query("gpu_utilization_timeline", {"bins": str(bins), "bin_ns": str(bin_ns)}).to_pylist()
         return rows, style.gpu_names(eng), [r.run_id for r in eng.runs]
 

@@ -1,7 +1,7 @@
 """The front door for running a query: :func:`run` returns a :class:`QueryResult`, the rows and
 everything a reader is told beside them. The CLI (``tracekit query``, ``tracekit sql``), the
-plots, the study, the timeline and the Dask workers all run queries through it or through an
-:class:`~tracekit.query.engine.Engine` it opened.
+plots, the study, the timeline, the clock fit and the Dask workers all run queries through it,
+directly or through a :class:`Session` (many queries over one set of run folders).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def _run(eng: Engine, q: NamedQuery | None, text, params: dict, memory_limit, st
     if scheduler or (jobs or 1) > 1:  # in parts on workers (docs/multirank.md)
         from tracekit.query.parts import compute_in_parts
 
-        if eng.filters is not None:  # the workers' engines would not see them (tracekit.filters)
+        if eng.filters is not None:  # the workers' engines would not see them (tracekit.query.filters)
             raise QueryError("--step/--window/--rank/--device/--nvtx are not supported with "
                              "--jobs or --scheduler yet; run the filtered query in this process")
         eng.set_params(q, params)  # bad parameters fail here, before any worker starts
@@ -108,3 +108,74 @@ def _run(eng: Engine, q: NamedQuery | None, text, params: dict, memory_limit, st
         if table.num_rows == 0:
             out.empty_reason = why_empty(eng.runs, q, params=params)
     return out
+
+
+class Session:
+    """The front door for a caller that runs several queries over the same run folders (a plot,
+    the study, the timeline, the clock fit): one :class:`~tracekit.query.engine.Engine` (steps
+    detected once, views made once), every query through :func:`run`, so each result comes with
+    its warnings and empty-result reason; :attr:`warnings` gathers the warnings of every query
+    it ran (each once, in order), :attr:`empty` why each query that returned no rows did. In the
+    spirit of HTA's ``TraceAnalysis``: one object per set of run folders.
+
+    ``Session(["runs/a"]).query("gpu_idle")`` returns the rows as :func:`run`'s ``table``;
+    :meth:`run` the whole :class:`QueryResult`. Options are :class:`Engine`'s; raises as it does.
+    """
+
+    def __init__(self, runs: Sequence[str | os.PathLike], *, memory_limit: str | None = None,
+                 step_pattern: str | None = None, threads: int | None = None,
+                 external_access: bool = True, filters=None, explain: bool = True):
+        self.engine = Engine(runs, memory_limit=memory_limit, step_pattern=step_pattern,
+                             threads=threads, external_access=external_access, filters=filters)
+        self.explain = explain
+        self.warnings: list[str] = []  # of every query run so far, each once
+        self.empty: dict[str, str] = {}  # query (name or SQL) -> why it returned no rows
+        self._memory_limit, self._step_pattern = memory_limit, step_pattern
+
+    @property
+    def runs(self):
+        """The run folders (:class:`tracekit.runfolder.Run`), in the order given."""
+        return self.engine.runs
+
+    def run(self, name_or_sql: str | NamedQuery, params: dict[str, str] | None = None, *,
+            sql: bool | None = None, jobs: int | None = None,
+            scheduler: str | None = None) -> QueryResult:
+        """:func:`run` over this session's runs."""
+        out = run(name_or_sql, params=params, sql=sql, engine=self.engine, jobs=jobs,
+                  scheduler=scheduler, memory_limit=self._memory_limit,
+                  step_pattern=self._step_pattern, explain=self.explain)
+        self._record(out, name_or_sql)
+        return out
+
+    def query(self, name: str | NamedQuery, params: dict[str, str] | None = None) -> pa.Table:
+        """The rows of the named query ``name`` with ``params``."""
+        return self.run(name, params, sql=False).table
+
+    def sql(self, text: str) -> pa.Table:
+        """The rows of the SQL statement ``text``."""
+        return self.run(text, sql=True).table
+
+    def query_batches(self, name: str | NamedQuery, params: dict[str, str] | None = None, *,
+                      batch_rows: int = 65_536) -> pa.RecordBatchReader:
+        """The rows of the named query ``name``, streamed
+        (:meth:`tracekit.query.engine.Engine.query_batches`); its warnings are recorded."""
+        q = resolve(name, False)
+        reader = self.engine.query_batches(q, params, batch_rows=batch_rows)
+        if self.explain:
+            self._record(QueryResult(reader.schema.empty_table(), q.name, q,
+                                     warnings=run_warnings(self.runs, tables_read(q.sql))))
+        return reader
+
+    def _record(self, out: QueryResult, text=None) -> None:
+        if out.empty_reason is not None:
+            self.empty[out.name or str(text)] = out.empty_reason
+        self.warnings.extend(w for w in out.warnings if w not in self.warnings)
+
+    def close(self) -> None:
+        self.engine.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

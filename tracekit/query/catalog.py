@@ -4,7 +4,8 @@ messages (what a misspelt name may have meant).
 
 - the run-folder tables of :mod:`tracekit.schema` and the views ``runs`` and ``run_tables``;
 - the macros of every ``_macros.sql`` that all connections load (:func:`macro_statements`);
-- the roofline tables and macros (:mod:`tracekit.roofline`), created together on first use;
+- the names extensions provide (:mod:`tracekit.query.hooks`: the roofline tables and macros, the
+  critical path), each created with what it reads, on first use;
 - named queries' parameters (``getvariable('top')``) and output units are declared in each
   query's header (:mod:`tracekit.query.named_queries`).
 """
@@ -15,18 +16,10 @@ import functools
 import re
 
 from tracekit import schema
+from tracekit.query import hooks
 from tracekit.query.named_queries import macro_topics, macros_sql
 
 RUN_VIEWS = ("runs", "run_tables")
-ROOFLINE = "<roofline>"  # marker in the set of needed names: tracekit.roofline.register must run
-# the tables tracekit.roofline.register creates beside the macros of queries/roofline/_macros.sql
-ROOFLINE_TABLES = frozenset({"gpu_peaks", "gpu_aliases", "tensor_factors", "tk_ncu_spec"})
-# tk_critical_path, the table tracekit.whatif.critical.register computes for the named queries
-# critical_path and critical_path_summary, comes from the dependency graph these macros build
-# (queries/whatif/_macros.sql): a query over it reads the tables they read
-CRITICAL_PATH = "tk_critical_path"
-CRITICAL_PATH_SOURCES = ("tk_wi_nodes", "tk_wi_launch_edges", "tk_wi_sync_edges", "tk_wi_event_edges",
-                         "tk_wi_collectives", "tk_wi_step_nodes", "tk_wi_ranks")
 _IDENT = re.compile(r"[a-z_][a-z0-9_]*")
 _COMMENT = re.compile(r"--[^\n]*")
 _MACRO = re.compile(r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?MACRO\s+(\w+)",
@@ -50,32 +43,16 @@ def macro_statements() -> dict[str, str]:
     return {m.group(1).lower(): text[m.start():end] for m, end in zip(starts, ends)}
 
 
-@functools.cache
-def roofline_identifiers() -> frozenset[str]:
-    """The words of the roofline macros (the names they use in turn)."""
-    from tracekit.roofline import macros_text
-
-    return frozenset(identifiers(macros_text()))
-
-
-@functools.cache
-def roofline_names() -> frozenset[str]:
-    """Names that need the roofline tables and macros: its tables and every macro its
-    queries/roofline/_macros.sql creates."""
-    from tracekit.roofline import macros_text
-
-    return ROOFLINE_TABLES | {m.group(1).lower() for m in _MACRO.finditer(macros_text())}
-
-
 def all_names() -> list[str]:
     """Every table, view and macro a statement may name (for "did you mean" hints)."""
-    return (list(schema.TABLES) + list(RUN_VIEWS) + list(macro_statements())
-            + sorted(roofline_names()))
+    provided = {n for e in hooks.extensions() for n in e.provides}
+    return list(schema.TABLES) + list(RUN_VIEWS) + list(macro_statements()) + sorted(provided)
 
 
 def needed(text: str) -> set[str]:
-    """The tables, run views and macros ``text`` uses, directly or through the macros it calls,
-    plus :data:`ROOFLINE` when it uses the roofline tables or macros."""
+    """The tables, run views and macros ``text`` uses, directly or through the macros and
+    extensions it calls, plus the :attr:`~tracekit.query.hooks.Extension.marker` of every
+    extension whose names it uses."""
     macros = macro_statements()
     want: set[str] = set()
     todo = identifiers(text)
@@ -85,25 +62,24 @@ def needed(text: str) -> set[str]:
         if name in seen:
             continue
         seen.add(name)
-        if name == CRITICAL_PATH:
-            todo |= set(CRITICAL_PATH_SOURCES)
-        elif name in macros:
+        if name in macros:
             want.add(name)
             todo |= identifiers(macros[name])
-        elif name in roofline_names():
-            want.add(ROOFLINE)
-            todo |= roofline_identifiers()
+        elif (ext := hooks.provider(name)) is not None:
+            want.add(ext.marker)
+            todo |= ext.reads
         elif name in schema.TABLES or name in RUN_VIEWS:
             want.add(name)
     return want
 
 
 def everything() -> set[str]:
-    """What :attr:`Engine.con` creates: every table, run view, macro and the roofline."""
-    return set(schema.TABLES) | set(RUN_VIEWS) | {ROOFLINE} | set(macro_statements())
+    """What :attr:`Engine.con` creates: every table, run view, macro and ``in_full`` extension."""
+    return (set(schema.TABLES) | set(RUN_VIEWS) | set(macro_statements())
+            | {e.marker for e in hooks.extensions() if e.in_full})
 
 
 def tables_read(text: str) -> set[str]:
     """The run-folder tables ``text`` (SQL) reads, directly or through the macros of
-    ``queries/_macros.sql`` and the roofline macros it calls."""
+    ``queries/_macros.sql`` and the extensions it uses."""
     return {n for n in needed(text) if n in schema.TABLES}

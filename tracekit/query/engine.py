@@ -11,10 +11,10 @@ column types. Two more views describe the runs themselves:
 
 The macros of ``queries/_macros.sql`` (``tk_steps()``, ``tk_busy_islands(set)``, ``tk_gpu_gaps()``,
 ... — shared definitions of steps, GPU busy intervals and idle gaps; see docs/metrics.md) and the
-roofline tables and macros (:mod:`tracekit.roofline`) are there too, so named and ad-hoc SQL can
-call them.
+names extensions provide (:mod:`tracekit.query.hooks`: the roofline tables and macros, the
+critical path) are there too, so named and ad-hoc SQL can call them.
 
-Views, macros and roofline tables are created on demand: before a statement runs, the ones whose
+Views, macros and extensions' names are created on demand: before a statement runs, the ones whose
 names it (or a macro it calls) mentions are created, so a query that reads one table does not pay
 for binding sixteen Parquet views and every macro (a third of a `tracekit query` run's time on a
 small query). :attr:`Engine.con` creates all of them first, for direct DuckDB use.
@@ -35,11 +35,9 @@ import pyarrow as pa
 from tracekit import schema
 from tracekit.duck import fetch_arrow, glob_literal, lit
 from tracekit.errors import QueryError, one_line
-from tracekit.query import catalog, interruptible
+from tracekit.query import catalog, hooks, interruptible
 from tracekit.query.named_queries import NamedQuery, get_query
 from tracekit.runfolder import Run, open_run
-
-_CRITICAL = "tk_critical_path"  # the table tracekit.whatif.critical.register creates
 
 __all__ = ["Engine", "duck_type", "fetch_arrow", "glob_literal", "resolve_step_pattern",
            "set_step_pattern", "STEP_PATTERN_ENV"]
@@ -77,9 +75,9 @@ class Engine:
     first source a run has: tracekit's ``step N`` ranges, PyTorch's ``ProfilerStep#N``, this
     pattern, else iterations detected in the kernel sequence (``tk_steps()``, docs/metrics.md).
 
-    ``filters``: a :class:`tracekit.filters.Filters` (``--step``, ``--window``, ``--rank``,
+    ``filters``: a :class:`tracekit.query.filters.Filters` (``--step``, ``--window``, ``--rank``,
     ``--device``, ``--nvtx``) narrowing every table's view; None: those of the caller's context
-    (:func:`tracekit.filters.use`, none by default).
+    (:func:`tracekit.query.filters.use`, none by default).
     """
 
     def __init__(self, run_dirs: Sequence[str | os.PathLike], *, threads: int | None = None,
@@ -115,7 +113,7 @@ class Engine:
             except duckdb.Error as exc:
                 self.close()
                 raise QueryError(f"memory limit {memory_limit!r}: {one_line(exc)}") from None
-        self._created: set[str] = set()  # views, macros and "roofline" created so far
+        self._created: set[str] = set()  # views, macros and extension markers created so far
         self._external = external_access  # False: sql() reads only the run folders' tables
         self._locked = False
         if not external_access:  # the views read through the read-only file system (sql_guard)
@@ -130,14 +128,14 @@ class Engine:
                 self.close()
                 raise
         self.notices: list[str] = []  # lines of the last named query's @notice statements
-        if filters is None:  # the filters of the caller's context (tracekit.filters.use)
-            from tracekit.filters import current
+        if filters is None:  # the filters of the caller's context (tracekit.query.filters.use)
+            from tracekit.query.filters import current
 
             filters = current()
-        self.filters = None  # tracekit.filters.Filters: narrowed views
+        self.filters = None  # tracekit.query.filters.Filters: narrowed views
         self._steps_pending = False  # filtered, and tk_filter_steps not made yet
         if filters:
-            from tracekit.filters import prepare
+            from tracekit.query.filters import prepare
 
             try:  # what the filter needs, from this connection's views while still unfiltered
                 prepare(self._con, filters, self._prepare)
@@ -150,25 +148,21 @@ class Engine:
 
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
-        """The DuckDB connection, with every view, macro and roofline table created."""
+        """The DuckDB connection, with every view, macro and extension (the roofline tables; not
+        the critical path, made on first use) created."""
         self._prepare(None)
         return self._con
 
     # -- views and macros, on demand -------------------------------------------------------
     def _prepare(self, text: str | None) -> None:
-        """Create the views, macros and roofline tables that ``text`` needs (all for None)."""
+        """Create the views, macros and extensions' names that ``text`` needs (all for None;
+        :mod:`tracekit.query.hooks`): the names an extension reads first, then the extension."""
         macros = catalog.macro_statements()
         want = catalog.everything() if text is None else catalog.needed(text)
-        if self._steps_pending and ("tk_steps" in want
-                                    or (text is not None and _CRITICAL in catalog.identifiers(text))):
+        exts = [e for e in hooks.extensions() if e.marker in want and e.marker not in self._created]
+        if self._steps_pending and ("tk_steps" in want or any(e.steps for e in exts)):
             self._filter_steps()
         want -= self._created
-        if text is not None and _CRITICAL in catalog.identifiers(text) and _CRITICAL not in self._created:
-            from tracekit.whatif.critical import register as _register_critical
-
-            self._created.add(_CRITICAL)
-            _register_critical(self)  # the replay's critical path as a table (docs/whatif.md)
-            want -= self._created  # the replay created every view and macro
         if not want:
             return
         for name in schema.TABLES:
@@ -185,17 +179,19 @@ class Engine:
                 raise QueryError(f"queries/_macros.sql failed: {one_line(exc)}") from None
         if "tk_steps" in want:
             self._cache_steps()
-        if catalog.ROOFLINE in want:
-            from tracekit.roofline import register as _register_roofline
-
-            _register_roofline(self._con)  # gpu_peaks table + roofline macros (docs/roofline.md)
         self._created |= want
+        for ext in exts:  # e.g. the roofline tables (docs/roofline.md), the critical path
+            try:  # marked first: its prepare may ask for Engine.con, which must not re-enter it
+                ext.prepare(self, self._con)
+            except BaseException:
+                self._created.discard(ext.marker)
+                raise
 
     def _filter_steps(self) -> None:
-        """The kept steps of a filtered engine (:func:`tracekit.filters.prepare_steps`), from the
+        """The kept steps of a filtered engine (:func:`tracekit.query.filters.prepare_steps`), from the
         unfiltered views, made when a statement first calls tk_steps(): the views created so far
         are dropped, created unfiltered for the steps, and dropped again."""
-        from tracekit.filters import prepare_steps
+        from tracekit.query.filters import prepare_steps
 
         filters, self.filters, self._steps_pending = self.filters, None, False
         try:
@@ -207,7 +203,7 @@ class Engine:
 
     def _drop_views(self) -> None:
         """Forget the table views, the macros and the tk_steps() cache created so far (the
-        unfiltered ones :func:`tracekit.filters.prepare` read): the next statement creates them
+        unfiltered ones :func:`tracekit.query.filters.prepare` read): the next statement creates them
         anew, narrowed by ``self.filters``. The runs and run_tables tables stay."""
         for name in self._created & set(schema.TABLES):
             self._con.execute(f"DROP VIEW {name}")
@@ -243,8 +239,8 @@ class Engine:
             self._con.execute(f"CREATE VIEW {name} AS SELECT {cols} WHERE false")
             return
         select = _files_select(name, files, tdef)
-        if self.filters is not None:  # tracekit.filters: rows outside the filter are not there
-            from tracekit.filters import narrowed
+        if self.filters is not None:  # tracekit.query.filters: rows outside the filter are not there
+            from tracekit.query.filters import narrowed
 
             select = narrowed(select, name, self.filters, {"run_id", *tdef.column_names})
         self._con.execute(f"CREATE VIEW {name} AS " + select)

@@ -70,7 +70,7 @@ def sql_error(message: str) -> str:
     return message[:m.start()] + f"{kind} {name} does not exist{hint}" + message[m.end():]
 
 
-# what run folders converted before notes existed (tracekit.integrity.notes) hold as warnings
+# what run folders converted before notes existed (tracekit.runfolder.integrity.notes) hold as warnings
 _SAID_AT_CONVERT = re.compile(r"row\(s\) of \w+ have a zero or negative duration$|duplicate row\(s\) in \w+ ")
 
 

@@ -34,6 +34,14 @@ DOUBLE) and in the optional bracketed domain after the default: ``[>=0]``, ``[<=
 Every output column must have an ``@column`` line with a unit from :data:`tracekit.schema.UNITS`
 (tests enforce it).
 
+``-- @include MODULE ...`` lines name the macro modules (and query-core extensions) whose names
+the query uses, as Perfetto's ``INCLUDE PERFETTO MODULE`` does: ``core`` is ``queries/_macros.sql``,
+``TOPIC`` is ``queries/TOPIC/_macros.sql``, ``roofline`` and ``critical_path`` are extensions
+(:mod:`tracekit.query.hooks`). A ``_macros.sql`` declares its own includes the same way (they
+fix the order modules load in, :func:`macro_topics`) and names its private helpers, which no
+other file may call, on ``-- @private NAME ...`` lines (tests/test_sql_includes.py checks both
+against what each file calls).
+
 Two optional lines say what an empty result means (``tracekit query`` prints it on stderr,
 :mod:`tracekit.query.explain`): ``@requires`` names the tables that must have rows for the query to
 return any (default: every table the SQL reads), ``@empty`` the condition that selected none of
@@ -58,6 +66,7 @@ _BOOL = {"true": "true", "t": "true", "1": "true", "yes": "true",
          "false": "false", "f": "false", "0": "false", "no": "false"}
 _COLUMN = re.compile(r"^@column\s+(\w+)\s+(\S+)\s*(.*)$")
 _NOTICE = re.compile(r"^@notice\s+(SELECT\b.*)$", re.IGNORECASE)
+_DECLARATION = re.compile(r"^--\s*@(include|private)\s+(.*)$")
 
 
 @dataclass(frozen=True)
@@ -138,6 +147,7 @@ class NamedQuery:
     notices: tuple[str, ...] = ()
     keys: tuple[str, ...] = ()  # the main measures (@key)
     optional: tuple[str, ...] = ()  # columns NULL unless a parameter asks for them (@optional)
+    includes: tuple[str, ...] = ()  # macro modules and extensions it uses (@include)
     _params_by_name: dict = field(default=None, init=False, repr=False, compare=False)
 
     def param(self, name: str) -> Param:
@@ -168,6 +178,8 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
     details, params, columns, requires, empty, notices, keys = [], [], [], [], "", [], []
     optional: list[str] = []
     for line in header[1:]:
+        if line.startswith("@include") or line.startswith("@private"):
+            continue  # declarations(): what the file includes
         if line.startswith("@key"):
             keys += line[len("@key"):].split()
         elif line.startswith("@optional"):
@@ -212,7 +224,20 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
         notices=tuple(notices),
         keys=tuple(keys),
         optional=tuple(optional),
+        includes=declarations(text)["include"],
     )
+
+
+def declarations(text: str) -> dict[str, tuple[str, ...]]:
+    """The ``-- @include`` and ``-- @private`` names of a SQL file's leading comment block, as
+    {"include": (...), "private": (...)} (names separated by spaces or commas)."""
+    out: dict[str, list[str]] = {"include": [], "private": []}
+    for line in text.splitlines():
+        if not line.startswith("--") and line.strip():
+            break
+        if m := _DECLARATION.match(line):
+            out[m.group(1)] += [w for w in re.split(r"[\s,]+", m.group(2)) if w]
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def macros_sql(topic: str = "") -> str:
@@ -224,15 +249,42 @@ def macros_sql(topic: str = "") -> str:
     return f.read_text(encoding="utf-8") if f.is_file() else ""
 
 
-def macro_topics() -> list[str]:
-    """The topics whose folder holds a ``_macros.sql`` that every connection may need, in load
-    order: '' (``queries/_macros.sql``) first, then the topic folders by name. ``roofline`` is
-    not among them: its macros need its data tables and are loaded with them
-    (:mod:`tracekit.roofline`)."""
+def macro_modules() -> dict[str, str]:
+    """Every macro module as {name: topic}: ``core`` is ``queries/_macros.sql`` (topic ''),
+    ``TOPIC`` is ``queries/TOPIC/_macros.sql``."""
     root = resources.files("tracekit.queries")
-    topics = sorted(d.name for d in root.iterdir()
-                    if d.is_dir() and d.name != "roofline" and (d / "_macros.sql").is_file())
-    return [""] + topics
+    topics = sorted(d.name for d in root.iterdir() if d.is_dir() and (d / "_macros.sql").is_file())
+    return {"core": "", **{t: t for t in topics}}
+
+
+def macro_topics() -> list[str]:
+    """The topics whose ``_macros.sql`` every connection may need ('' for ``queries/_macros.sql``),
+    in load order: each after the modules its ``-- @include`` lines name (a module's macros may
+    call those), else by name. ``roofline`` is not among them: its macros need its data tables
+    and are loaded with them (the roofline extension, :mod:`tracekit.roofline`).
+    :class:`QueryError` for a module that includes an unknown module or itself, in a circle."""
+    modules = {m: t for m, t in macro_modules().items() if m != "roofline"}
+    deps = {m: [d for d in declarations(macros_sql(t))["include"] if d != "roofline"]
+            for m, t in modules.items()}
+    order: list[str] = []
+    visiting: set[str] = set()
+
+    def visit(m: str, via: str) -> None:
+        if m in order:
+            return
+        if m not in modules:
+            raise QueryError(f"{via}: @include {m}: no such macro module (queries/{m}/_macros.sql)")
+        if m in visiting:
+            raise QueryError(f"queries: the @include lines of the macro modules form a circle through {m}")
+        visiting.add(m)
+        for d in deps[m]:
+            visit(d, f"the {m} macro module")
+        visiting.discard(m)
+        order.append(m)
+
+    for m in modules:
+        visit(m, "queries")
+    return [modules[m] for m in order]
 
 
 def data_file(name: str) -> str:

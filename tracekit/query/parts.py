@@ -1,19 +1,18 @@
 """A named query computed in parts: the run folders cut into chunks, each chunk's result computed
-on a worker (local processes or a Dask scheduler's, :mod:`tracekit.convert.cluster`), the parts
+on a worker (local processes or a Dask scheduler's, :mod:`tracekit.workers`), the parts
 concatenated. Called by :func:`tracekit.query.run` with ``jobs`` > 1 or a ``scheduler``.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 
 import pyarrow as pa
 
-from tracekit.convert.cluster import connect, default_jobs, run_parts
 from tracekit.query.named_queries import NamedQuery
 from tracekit.runfolder import Run
+from tracekit.workers import connect, default_jobs, run_parts
 
 
 def query_chunk(run_dirs: list[str], name: str, params: dict, memory_limit: str | None,
@@ -23,23 +22,6 @@ def query_chunk(run_dirs: list[str], name: str, params: dict, memory_limit: str 
 
     with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as e:
         return e.query(name, params)
-
-
-def query_runs(run_dirs: Sequence[str | os.PathLike], name: str, params: dict | None = None, *,
-               jobs: int | None = None, scheduler: str | None = None,
-               memory_limit: str | None = None, step_pattern: str | None = None) -> pa.Table:
-    """A named query over many run folders, computed in parts on workers and concatenated
-    (:func:`compute_in_parts`); the run ids must be distinct and the parameters valid."""
-    from tracekit.query.engine import Engine
-    from tracekit.query.named_queries import get_query
-
-    q = get_query(name)
-    with Engine(run_dirs) as e:  # checks run_ids are distinct and params valid
-        e.set_params(q, params or {})
-        runs = list(e.runs)
-    return compute_in_parts(runs, q, params, jobs=jobs,
-                            scheduler=scheduler, memory_limit=memory_limit,
-                            step_pattern=step_pattern)
 
 
 def compute_in_parts(runs: Sequence[Run], q: NamedQuery, params: dict | None = None, *,

@@ -61,7 +61,10 @@ def _refuse(*args, **kwargs):
     raise PermissionError(f"{READ_ONLY_MARK}: {path}")
 
 
-def _read_only_fs():
+def _read_only_fs(files: frozenset | None = None, dirs: tuple = ()):
+    """The ``tkro://`` file system; with ``files``, a glob lists only those files and what lies
+    under ``dirs``: a run folder named ``*`` (``g/*/kernels.parquet``) is a literal, never a
+    pattern that lists its siblings' files."""
     from fsspec.implementations.local import LocalFileSystem
 
     class ReadOnlyFS(LocalFileSystem):
@@ -69,6 +72,13 @@ def _read_only_fs():
 
         protocol = (PROTOCOL,)
         cachable = False
+
+        def glob(self, path, **kwargs):
+            found = super().glob(path, **kwargs)
+            if files is None:
+                return found
+            return [f for f in found if (f if isinstance(f, str) else str(f)) in files
+                    or str(f).startswith(dirs)]
 
         @classmethod
         def _strip_protocol(cls, path):
@@ -95,11 +105,9 @@ def mount(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _data_dirs() -> list[str]:
-    try:
-        from tracekit.roofline import peaks_path
-    except ImportError:  # pragma: no cover - moved by a layout change
-        return []
-    return [url(os.path.dirname(peaks_path())) + os.sep]
+    from tracekit.query.named_queries import data_file
+
+    return [url(os.path.dirname(data_file("gpu_peaks.csv"))) + os.sep]
 
 
 def lock(con: duckdb.DuckDBPyConnection, runs: Iterable, spill: str) -> None:
@@ -113,6 +121,10 @@ def lock(con: duckdb.DuckDBPyConnection, runs: Iterable, spill: str) -> None:
                 # the engine reads each file through its literal glob pattern (run[12] -> run[[]12])
                 paths += [url(p), glob_literal(url(p))]
     dirs = [spill.rstrip(os.sep) + os.sep] + _data_dirs()
+    con.unregister_filesystem(PROTOCOL)  # again, its globs limited to the files allowed here
+    con.register_filesystem(_read_only_fs(frozenset(os.path.realpath(p) for run in runs
+                                                    for name in schema.TABLES for p in run.table_files(name)),
+                                          tuple(d[len(PROTOCOL) + 3:] for d in _data_dirs())))
     for setting in ("autoload_known_extensions", "autoinstall_known_extensions",
                     "allow_community_extensions", "allow_persistent_secrets"):
         con.execute(f"SET {setting} = false")

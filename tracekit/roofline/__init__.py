@@ -2,8 +2,9 @@
 which live with the other SQL under ``queries/`` (``queries/data/gpu_peaks.csv``,
 ``queries/data/tensor_factors.csv``, ``queries/roofline/_macros.sql``).
 
-:func:`register` is called by :class:`tracekit.query.engine.Engine` on a connection whose statement names
-one of these (on demand). It creates
+:func:`prepare` is the query core's extension (:mod:`tracekit.query.hooks`, listed in
+``tracekit/extensions.py`` with the names of :func:`provides` and :func:`reads`): the engine calls
+it on a connection whose statement names one of these (on demand). It creates
 
 - ``gpu_peaks``: the documented per-GPU ceilings of ``gpu_peaks.csv`` (device_name as ncu's
   ``device__attribute_display_name`` prints it, resource ``flop``/``tensor``/``dram``, datatype,
@@ -21,6 +22,9 @@ The named queries in ``queries/roofline/`` build on these; docs/roofline.md docu
 """
 
 from __future__ import annotations
+
+import functools
+import re
 
 import duckdb
 
@@ -44,6 +48,32 @@ def load_peaks():
 def macros_text() -> str:
     """Text of the roofline macros (``queries/roofline/_macros.sql``)."""
     return macros_sql("roofline")
+
+
+# the tables register() creates beside the macros of queries/roofline/_macros.sql
+TABLES = frozenset({"gpu_peaks", "gpu_aliases", "tensor_factors", "kernel_name_tags", "tk_ncu_spec"})
+_MACRO = re.compile(r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?MACRO\s+(\w+)",
+                    re.IGNORECASE | re.MULTILINE)
+_IDENT = re.compile(r"[a-z_][a-z0-9_]*")
+_COMMENT = re.compile(r"--[^\n]*")
+
+
+@functools.cache
+def provides() -> frozenset[str]:
+    """The names :func:`register` creates: its tables and every macro of the roofline macros."""
+    return TABLES | {m.group(1).lower() for m in _MACRO.finditer(macros_text())}
+
+
+@functools.cache
+def reads() -> frozenset[str]:
+    """The words of the roofline macros: the run-folder tables and core macros they use."""
+    return frozenset(_IDENT.findall(_COMMENT.sub("", macros_text()).lower()))
+
+
+def prepare(engine, con: duckdb.DuckDBPyConnection) -> None:
+    """The query core's extension hook (:class:`tracekit.query.hooks.Extension`): :func:`register`
+    on the engine's connection."""
+    register(con)
 
 
 def register(con: duckdb.DuckDBPyConnection) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from tracekit.errors import SchemaError
 from tracekit.schema import comm as _comm
 from tracekit.schema import memory as _memory
+from tracekit.schema import mlperf as _mlperf
 from tracekit.schema import ncu as _ncu
 from tracekit.schema import system, timeline
 from tracekit.schema.core import UNITS, Column, Table
@@ -22,6 +23,7 @@ _ALL: tuple[Table, ...] = timeline.TABLES + system.TABLES
 _ALL += _ncu.TABLES
 _ALL += _comm.TABLES
 _ALL += _memory.TABLES
+_ALL += _mlperf.TABLES
 
 TABLES: dict[str, Table] = {t.name: t for t in _ALL}
 

@@ -17,6 +17,8 @@ from tracekit.errors import SchemaError
 # (``start_ns``, ``bytes``, ``..._bytes_per_s``); this list documents the vocabulary.
 UNITS = {
     "ns": "nanoseconds (int64); timestamps are on the profiler's own clock, see the manifest",
+    "s": "seconds (float64)",
+    "min": "minutes (float64)",
     "bytes": "bytes",
     "bytes/s": "bytes per second",
     "Hz": "cycles per second",

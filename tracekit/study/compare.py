@@ -1,8 +1,14 @@
 """``tracekit compare RUN_A RUN_B``: what changed from run A to run B.
 
 - step time: mean ``step_summary.wall_ns`` over measured steps (and samples/s), A, B, delta;
-- kernels matched by name (``kernel_summary``): new (only in B), missing (only in A), slower,
-  faster (total time changed by more than ``threshold``, relative to A) or same;
+- kernels matched by name, judged per launch and per step, never by their totals over windows
+  that may hold different numbers of steps: per launch the mean and median duration
+  (``kernel_summary`` over each run's window), per step the launches and the kernel time per
+  measured step of one rank (``study_kernel_steps``, where both runs have steps). ``status``:
+  new (only in B), missing (only in A), slower / faster (mean time per launch changed by more
+  than ``threshold``, relative to A), else more launches / fewer launches (launches per step
+  changed by more than ``threshold``), else same. The totals over each run's window stay as
+  ``window_*`` columns; ``window_note`` says when the windows differ in steps or length;
 - GPU idle (``gpu_idle`` scope 'run', summed over GPUs, by cause) and overlap
   (``gpu_utilization`` kernel/copy overlap, ``nccl`` overlap of communication with compute);
 - copies per kind (``memcpy_summary``): ``memcpy_KIND_ns`` and ``memcpy_KIND_bytes`` for HtoD, DtoH,
@@ -28,7 +34,8 @@ from tracekit.query import Engine
 from tracekit.runfolder import open_run
 
 
-def _metric_rows(eng: Engine, a: str, b: str) -> pd.DataFrame:
+def _metric_rows(eng: Engine, a: str, b: str, windows: dict) -> pd.DataFrame:
+    """The metric rows; fills ``windows`` (:func:`_windows`) from the same query results."""
     rows = []
 
     def add(metric, unit, query, va, vb):
@@ -56,6 +63,7 @@ def _metric_rows(eng: Engine, a: str, b: str) -> pd.DataFrame:
     add("gpu_idle_fraction", "fraction", "gpu_idle", g.get(a), g.get(b))
     gu = eng.query("gpu_utilization").to_pandas()
     gu = gu[gu.scope == "run"]
+    windows.update(_windows(gu, s, (a, b)))
     for col in ("kernel_busy_ns", "copy_busy_ns", "overlap_ns"):
         g = gu.groupby("run_id")[col].sum()
         add(f"gpu_{col}", "ns", "gpu_utilization", g.get(a), g.get(b))
@@ -72,26 +80,91 @@ def _metric_rows(eng: Engine, a: str, b: str) -> pd.DataFrame:
     nc = eng.query("nccl").to_pandas().drop_duplicates(["run_id", "pid", "device_id"])
     for col in ("nccl_ns", "overlap_ns", "exposed_ns"):
         g = nc.groupby("run_id")[f"gpu_{col}"].sum()
-        add(f"nccl_{col}", "ns", "nccl", g.get(a), g.get(b))
+        add("nccl_ns" if col == "nccl_ns" else f"nccl_{col}", "ns", "nccl", g.get(a), g.get(b))
     return pd.DataFrame(rows)
 
 
+KERNEL_COLUMNS = ["status", "name", "mean_ns_a", "mean_ns_b", "per_launch", "med_ns_a", "med_ns_b",
+                  "launches_per_step_a", "launches_per_step_b", "step_ns_a", "step_ns_b",
+                  "step_delta_ns", "per_step", "window_launches_a", "window_launches_b",
+                  "window_total_ns_a", "window_total_ns_b", "window_delta_ns"]
+STATUSES = ("new", "missing", "slower", "faster", "more launches", "fewer launches", "same")
+
+
+def _rel(b, a):
+    """b / a - 1 (NaN where a is 0 or missing)."""
+    return (b / a.where(a != 0)) - 1
+
+
 def _kernel_rows(eng: Engine, a: str, b: str, threshold: float) -> pd.DataFrame:
+    """One row per kernel name of either run (see the module docstring): per launch from
+    ``kernel_summary`` over each run's window, per step from ``study_kernel_steps``."""
     ks = eng.query("kernel_summary").to_pandas()
-    ka = ks[ks.run_id == a][["name", "instances", "total_ns"]]
-    kb = ks[ks.run_id == b][["name", "instances", "total_ns"]]
+    cols = {"instances": "window_launches", "total_ns": "window_total_ns", "avg_ns": "mean_ns",
+            "med_ns": "med_ns"}
+    ka = ks[ks.run_id == a][["name", *cols]].rename(columns=cols)
+    kb = ks[ks.run_id == b][["name", *cols]].rename(columns=cols)
     m = ka.merge(kb, on="name", how="outer", suffixes=("_a", "_b"))
-    m["delta_ns"] = m["total_ns_b"].fillna(0) - m["total_ns_a"].fillna(0)
-    m["relative"] = m["delta_ns"] / m["total_ns_a"]
-    rel = m["relative"]
+    st = eng.query("study_kernel_steps").to_pandas() if len(ks) else pd.DataFrame(columns=["run_id"])
+    both = {a, b} <= set(st.run_id)  # per step only where both runs have steps
+    for run, sfx in ((a, "_a"), (b, "_b")):
+        s = st[st.run_id == run][["name", "launches_per_step", "step_ns"]] if both else \
+            pd.DataFrame(columns=["name", "launches_per_step", "step_ns"])
+        m = m.merge(s.rename(columns={"launches_per_step": f"launches_per_step{sfx}",
+                                      "step_ns": f"step_ns{sfx}"}), on="name", how="left")
+        if both:  # a kernel of the run with no launch in its steps: 0 per step
+            has = m[f"window_launches{sfx}"].notna()
+            for c in (f"launches_per_step{sfx}", f"step_ns{sfx}"):
+                m[c] = m[c].astype(float).where(~has | m[c].notna(), 0.0)
+    for c in ("step_ns_a", "step_ns_b", "launches_per_step_a", "launches_per_step_b"):
+        m[c] = m[c].astype(float)
+    m["per_launch"] = _rel(m.mean_ns_b, m.mean_ns_a)
+    m["step_delta_ns"] = m.step_ns_b.fillna(0) - m.step_ns_a.fillna(0) if both else np.nan
+    m["per_step"] = _rel(m.step_ns_b, m.step_ns_a)
+    m["window_delta_ns"] = m.window_total_ns_b.fillna(0) - m.window_total_ns_a.fillna(0)
+    count = _rel(m.launches_per_step_b, m.launches_per_step_a)
+    more = (count > threshold) | ((m.launches_per_step_a == 0) & (m.launches_per_step_b > 0))
+    fewer = (count < -threshold) | ((m.launches_per_step_b == 0) & (m.launches_per_step_a > 0))
+    pl = m.per_launch
     m["status"] = np.select(
-        [m.total_ns_a.isna(), m.total_ns_b.isna(), rel > threshold, rel < -threshold],
-        ["new", "missing", "slower", "faster"], "same")
-    for c in ("instances_a", "instances_b"):
+        [m.window_total_ns_a.isna(), m.window_total_ns_b.isna(), pl > threshold, pl < -threshold,
+         more, fewer], list(STATUSES[:6]), "same")
+    for c in ("window_launches_a", "window_launches_b", "window_total_ns_a", "window_total_ns_b"):
         m[c] = m[c].astype("Int64")
-    m = m.assign(_abs=m.delta_ns.abs()).sort_values(["_abs", "name"], ascending=[False, True])
-    return m.drop(columns="_abs")[["status", "name", "instances_a", "instances_b", "total_ns_a",
-                                   "total_ns_b", "delta_ns", "relative"]].reset_index(drop=True)
+    # what the kernel changes: per step where both runs have steps; else B's launches at B's
+    # time per launch minus A's (a kernel only one run has: its total)
+    impact = m.step_delta_ns if both else \
+        ((m.mean_ns_b - m.mean_ns_a) * m.window_launches_b.astype(float)).fillna(m.window_delta_ns)
+    m = m.assign(_abs=impact.abs()).sort_values(["_abs", "name"], ascending=[False, True])
+    return m[KERNEL_COLUMNS].reset_index(drop=True)
+
+
+def _windows(gu: pd.DataFrame, st: pd.DataFrame, runs: tuple[str, str]) -> dict:
+    """Per run: the window the kernel totals cover (first GPU activity to the last, over its GPUs:
+    ``gpu_utilization`` scope 'run' rows ``gu``), its number of GPUs and of measured steps
+    (``step_summary`` rows ``st`` without warm-up, summed over ranks)."""
+    out = {}
+    for r in runs:
+        g = gu[gu.run_id == r]
+        span = int((g.window_start_ns + g.wall_ns).max() - g.window_start_ns.min()) if len(g) else None
+        out[r] = {"window_ns": span, "gpus": int(len(g)), "steps": int((st.run_id == r).sum())}
+    return out
+
+
+def window_note(windows: dict, a: str, b: str, threshold: float) -> str | None:
+    """One line when the runs' windows differ in their number of steps, or in length by more
+    than ``threshold`` of A's: the kernel totals over them do not compare."""
+    wa, wb = windows[a], windows[b]
+    la, lb = wa["window_ns"], wb["window_ns"]
+    longer = la and lb and abs(lb - la) > threshold * la
+    if wa["steps"] == wb["steps"] and not longer:
+        return None
+
+    def one(w):
+        span = "no GPU activity" if w["window_ns"] is None else f"{w['window_ns'] / 1e6:,.3f} ms"
+        return f"{span} with {w['steps']} step{'' if w['steps'] == 1 else 's'}"
+    return (f"the runs cover different windows: a {one(wa)}, b {one(wb)}; kernels are compared "
+            f"per launch and per step, and window_* columns are totals over each run's window")
 
 
 _KIND_TEXT = {"timeline": "a timeline pass (nsys or PyTorch profiler)",
@@ -128,12 +201,15 @@ def compare_runs(run_a: str | os.PathLike, run_b: str | os.PathLike, *,
     if ra.run_id == rb.run_id and not same:
         raise InputError(f"both runs have run_id {ra.run_id!r}: compare two different runs")
     with Engine([ra.path] if same else [ra.path, rb.path], step_pattern=step_pattern) as eng:
-        metrics = _metric_rows(eng, ra.run_id, rb.run_id)
+        windows: dict = {}
+        metrics = _metric_rows(eng, ra.run_id, rb.run_id, windows)
         kernels = _kernel_rows(eng, ra.run_id, rb.run_id, threshold)
-    counts = {k: int((kernels.status == k).sum()) for k in ("new", "missing", "slower", "faster", "same")}
+    counts = {k: int((kernels.status == k).sum()) for k in STATUSES}
     loss, found, why = _loss(ra, rb, step_pattern)
     return {"a": ra.run_id, "b": rb.run_id, "metrics": metrics, "kernels": kernels,
-            "kernel_counts": counts, "loss": loss, "findings": found, "loss_reason": why}
+            "kernel_counts": counts, "windows": windows,
+            "window_note": window_note(windows, ra.run_id, rb.run_id, threshold), "loss": loss,
+            "findings": found, "loss_reason": why}
 
 
 def _loss(ra, rb, step_pattern):

@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracekit.labels import html_text
-from tracekit.plots.study import TITLES, figures
+from tracekit.plots.study import TITLES, figures, memory_unit
+from tracekit.study import mlperf as _mlperf
 from tracekit.study.tables import (
     COLUMNS,
     NOT_TENSOR_CORE_NAME_RE,
@@ -39,7 +40,7 @@ body{font-family:sans-serif;max-width:1360px;margin:1em auto;color:#222;font-siz
 h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ccc;margin-top:2em}
 table{border-collapse:collapse;font-size:12px;margin:.5em 0;max-width:100%}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f3f3f3}
-td.t{text-align:left;max-width:26em;overflow-wrap:anywhere}figure{margin:.5em 0}img{max-width:100%}
+td.t{text-align:left;max-width:26em;overflow-wrap:break-word}figure{margin:.5em 0}img{max-width:100%}
 figcaption,.src{font-size:12px;color:#555}.why{color:#a33}
 code{background:#f5f5f5;padding:0 2px;overflow-wrap:anywhere}
 """
@@ -66,12 +67,22 @@ def _fmt(v) -> str:
 
 def display_frame(df: pd.DataFrame) -> pd.DataFrame:
     """The table as the report shows it: every ``*_ns`` column in milliseconds, renamed
-    ``* (ms)`` (step_ns -> step (ms)); the CSV and Parquet files keep nanoseconds."""
+    ``* (ms)`` (step_ns -> step (ms)); ``*_bytes`` columns in the unit of the memory figure's
+    axis (:func:`tracekit.plots.study.memory_unit`: peak_allocated_bytes -> peak allocated
+    (GiB)); run lists with a space after each comma, so they wrap between run ids. The CSV and
+    Parquet files keep nanoseconds and bytes."""
     out = df.copy()
+    sizes = [c for c in df.columns if c.endswith("_bytes")]
+    unit, f = memory_unit(v for c in sizes for v in df[c])
     for c in df.columns:
         if c.endswith("_ns") or c == "ns":
             out[c] = pd.to_numeric(df[c], errors="coerce") / 1e6
             out = out.rename(columns={c: (c[:-3].replace("_", " ") if c != "ns" else "time") + " (ms)"})
+        elif c in sizes:
+            out[c] = pd.to_numeric(df[c], errors="coerce") / f
+            out = out.rename(columns={c: c[:-6].replace("_", " ") + f" ({unit})"})
+        elif c == "runs":
+            out[c] = [v.replace(",", ", ") if isinstance(v, str) else v for v in df[c]]
     return out
 
 
@@ -133,13 +144,17 @@ def render_html(study: Study, figs: dict[str, list[tuple[str, str]]], title: str
                  "with equal keys with --pool).") + " Keys a manifest lacks are inferred from the "
                  "trace (docs/study.md); <i>unknown</i> is shown as such, never replaced by a "
                  "default.</p>")
-    parts.append("<ul>" + "".join(f"<li><a href='#{n}'>{esc(TITLES[n])}</a></li>" for n in TITLES)
+    shown = [n for n in TITLES if n != "mlperf_scaling" or _mlperf.shown(study)]  # MLPerf: with its logs
+    parts.append("<ul>" + "".join(f"<li><a href='#{n}'>{esc(TITLES[n])}</a></li>" for n in shown)
                  + "</ul>")
-    for name in TITLES:
+    for name in shown:
         parts.append(f"<h2 id='{name}'>{esc(TITLES[name])}</h2>")
         runs = _runs_of(study, name)
         queries = ", ".join(f"{q} ({PARAMS[q]})" if q in PARAMS else q for q in SOURCES[name])
         for b64, alt in figs.get(name, []):
+            if b64 is None:  # a figure or panel left out for want of data
+                parts.append(f"<p class='src'>Not drawn: {esc(alt)}.</p>")
+                continue
             parts.append(f"<figure><img alt='{esc(alt)}' src='data:image/png;base64,{b64}'>"
                          f"<figcaption>Runs: {esc(', '.join(runs) or 'none')}. "
                          f"Queries: {esc(queries)}.</figcaption></figure>")
@@ -170,9 +185,9 @@ def _findings_html(study: Study) -> str:
 
 # -- writing ------------------------------------------------------------------------------------
 INT_COLUMNS = {"world_size", "batch_size", "steps", "kernels", "cpus", "threads_per_rank",
-               "peak_allocated_bytes", "peak_reserved_bytes"}
+               "peak_allocated_bytes", "peak_reserved_bytes"} | _mlperf.INT
 TEXT_COLUMNS = {"workload", "suite", "precision", "interconnect", "source", "tensor_core_source", "runs",
-                "device", "run", "baseline_run", "part"}
+                "device", "run", "baseline_run", "part"} | _mlperf.TEXT
 def _arrow(df: pd.DataFrame, name: str) -> pa.Table:
     df = df[COLUMNS[name]]
     fields = []

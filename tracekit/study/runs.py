@@ -107,6 +107,17 @@ def load_override(path: str | os.PathLike | None) -> dict:
     return {"defaults": defaults, "runs": runs}
 
 
+_SOURCE_PROFILER = {"nsys": "nsys", "kineto": "torch", "ncu": "ncu", "memsnapshot": "torch memory snapshot"}
+
+
+def profiler_of(manifest: dict) -> str | None:
+    """The profiler(s) a converted run's inputs came from, by the manifest's ``sources`` (nsys,
+    torch for a PyTorch profiler trace, ncu; several joined with ``+``), as ``collect.profiler``
+    names them; None when the manifest names none."""
+    names = [_SOURCE_PROFILER.get(k, k) for k in (manifest.get("sources") or {})]
+    return "+".join(names) or None
+
+
 def _kind(run: Run, profiler: str | None) -> str:
     tables = run.manifest.get("tables", {})
     if profiler == "ncu" or ("ncu_launches" in tables and "nvtx_ranges" not in tables
@@ -212,7 +223,8 @@ def run_info(run: Run, override: dict, inv: dict | None = None) -> RunInfo:
     return RunInfo(run_id=run.run_id, path=run.path, workload=label(values["workload"], WORKLOAD_CHARS),
                    suite=values.get("suite"), precision=str(values.get("precision") or "unknown"),
                    world_size=ws, batch_size=None if bs is None else int(bs),
-                   interconnect=values.get("interconnect"), kind=kind, profiler=profiler,
+                   interconnect=values.get("interconnect"), kind=kind,
+                   profiler=profiler or profiler_of(m),
                    samples_per_step=spp, origin=origin,
                    threads_per_rank=int(tpr) if isinstance(tpr, int) else None,
                    step_source=(inv or {}).get("step_source"))
@@ -220,9 +232,9 @@ def run_info(run: Run, override: dict, inv: dict | None = None) -> RunInfo:
 
 def _inventory(runs: list[Run], step_pattern: str | None) -> dict[str, dict]:
     """``run_inventory`` rows by run_id (one engine over every run)."""
-    from tracekit.query import Engine
+    from tracekit.query import Session
 
-    with Engine([r.path for r in runs], step_pattern=step_pattern) as eng:
+    with Session([r.path for r in runs], step_pattern=step_pattern) as eng:
         return {row["run_id"]: row for row in eng.query("run_inventory").to_pylist()}
 
 

@@ -1,6 +1,6 @@
 """The study's tables, computed from the named queries' results on the study's runs.
 
-Every number comes from a named query (``queries/``) run by :class:`tracekit.query.engine.Engine` over
+Every number comes from a named query (``queries/``) run by :class:`tracekit.query.Session` over
 all runs at once, then aggregated per run and per group (workload, precision, world size,
 interconnect); :data:`SOURCES` names the query behind each table. Definitions (docs/study.md):
 
@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from tracekit.query import Engine, run
+from tracekit.query import Session
 from tracekit.query.named_queries import macros_sql
 from tracekit.study import memory as _memory
+from tracekit.study import mlperf as _mlperf
 from tracekit.study import scaling_loss as _loss
 from tracekit.study.runs import RunInfo
 
@@ -71,6 +72,7 @@ SOURCES = {
     "interconnect": ["step_summary", "nccl", "gpu_utilization"],
     "memory": _memory.SOURCES,
     "scaling_loss": _loss.SOURCES,
+    "mlperf_scaling": _mlperf.SOURCES,
 }
 
 COLUMNS = {
@@ -88,6 +90,7 @@ COLUMNS = {
                      "step_ns", "comm_share", "exposed_comm_ns", "runs"],
     "memory": _memory.COLUMNS,
     "scaling_loss": _loss.COLUMNS,
+    "mlperf_scaling": _mlperf.COLUMNS,
 }
 
 
@@ -106,9 +109,9 @@ def _runs_col(s: pd.Series) -> str:
     return ",".join(sorted(set(s)))
 
 
-def _q(eng: Engine, name: str, params: dict | None = None) -> pd.DataFrame:
+def _q(eng: Session, name: str, params: dict | None = None) -> pd.DataFrame:
     """The rows of the named query ``name`` over the study's runs, through the front door."""
-    return run(name, params=params or {}, engine=eng, explain=False).table.to_pandas()
+    return eng.run(name, params or {}).table.to_pandas()
 
 
 def _empty(name: str) -> pd.DataFrame:
@@ -126,7 +129,7 @@ def _keys(infos: list[RunInfo], pool: bool) -> pd.DataFrame:
     } for i in infos])
 
 
-def per_run_steps(eng: Engine, keys: pd.DataFrame) -> pd.DataFrame:
+def per_run_steps(eng: Session, keys: pd.DataFrame) -> pd.DataFrame:
     """step_summary aggregated per run: step_ns (mean wall of measured steps), comm_ns, steps."""
     s = _q(eng, "step_summary", {"include_warmup": "false"})
     if s.empty:
@@ -153,7 +156,7 @@ def build_tables(infos: list[RunInfo], *, pool: bool = False,
     keys = _keys(infos, pool)
     timeline = keys[keys.kind == "timeline"]
     ncu = keys[keys.kind == "ncu"]
-    with Engine([i.path for i in infos], step_pattern=step_pattern) as eng:
+    with Session([i.path for i in infos], step_pattern=step_pattern) as eng:
         steps = per_run_steps(eng, keys)
         rf = roofline_per_kernel(eng, ncu.run_id) if len(ncu) else None
         pr = timeline.merge(steps, on="run_id", how="left")
@@ -168,6 +171,9 @@ def build_tables(infos: list[RunInfo], *, pool: bool = False,
         study.tables["memory"], why = _memory.memory_table(eng, keys)
         if why:
             study.reasons["memory"] = why
+        study.tables["mlperf_scaling"], why = _mlperf.mlperf_table(eng)
+        if why:
+            study.reasons["mlperf_scaling"] = why
     study.tables["scaling_loss"], study.findings, why = _loss.scaling_loss(
         study.per_run, {i.run_id: i.path for i in infos}, step_pattern)
     if why:
@@ -254,12 +260,12 @@ def _tensor_share_ncu(rf: pd.DataFrame | None, ncu: pd.DataFrame) -> pd.DataFram
     return g[["run_id", "tc_share"]]
 
 
-def _tensor_share_names(eng: Engine) -> pd.DataFrame:
+def _tensor_share_names(eng: Session) -> pd.DataFrame:
     """Per run: the name-based tensor-core share of kernel time (study_tensor_core_names)."""
     return _q(eng, "study_tensor_core_names")[["run_id", "tc_share"]]
 
 
-def _precision(study: Study, eng: Engine, pr: pd.DataFrame, ncu: pd.DataFrame,
+def _precision(study: Study, eng: Session, pr: pd.DataFrame, ncu: pd.DataFrame,
                rf: pd.DataFrame | None) -> None:
     sc = study.scaling_points
     if sc is None or sc.empty:
@@ -297,7 +303,7 @@ def _precision(study: Study, eng: Engine, pr: pd.DataFrame, ncu: pd.DataFrame,
 
 
 # -- cpu ----------------------------------------------------------------------------------------
-def _cpu(study: Study, eng: Engine, timeline: pd.DataFrame) -> None:
+def _cpu(study: Study, eng: Session, timeline: pd.DataFrame) -> None:
     h = _q(eng, "host_cpu_utilization")
     h = h[(h.scope == "run") & (h.level == "all") & h.run_id.isin(timeline.run_id)]
     h = h[h.cores_busy.notna()]
@@ -316,7 +322,7 @@ def _cpu(study: Study, eng: Engine, timeline: pd.DataFrame) -> None:
 
 
 # -- characterization ---------------------------------------------------------------------------
-def roofline_per_kernel(eng: Engine, run_ids) -> pd.DataFrame:
+def roofline_per_kernel(eng: Session, run_ids) -> pd.DataFrame:
     """``roofline`` per kernel on the runs ``run_ids``; runs whose ncu rows come from several
     files pool their passes (``merge_passes``: separate ncu runs for DRAM and FLOP counters)."""
     files = _q(eng, "study_ncu_passes").rename(columns={"files": "n"})
@@ -329,7 +335,7 @@ def roofline_per_kernel(eng: Engine, run_ids) -> pd.DataFrame:
     return pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True)
 
 
-def _characterization(study: Study, eng: Engine, ncu: pd.DataFrame, keys: pd.DataFrame,
+def _characterization(study: Study, eng: Session, ncu: pd.DataFrame, keys: pd.DataFrame,
                       rf: pd.DataFrame | None) -> None:
     """Compute rate against memory traffic per workload: from the ncu counters of an ncu pass, or,
     for a workload and precision without one, from the operator model (op_flops) of its timeline
@@ -364,7 +370,7 @@ def _characterization(study: Study, eng: Engine, ncu: pd.DataFrame, keys: pd.Dat
         ["suite", "workload", "precision"], kind="stable").reset_index(drop=True)
 
 
-def _ncu_rates(eng: Engine, rf: pd.DataFrame) -> pd.DataFrame:
+def _ncu_rates(eng: Session, rf: pd.DataFrame) -> pd.DataFrame:
     """Per ncu run: summed roofline FLOP and DRAM bytes over the profiled kernels' summed time."""
     g = rf.groupby("run_id").agg(
         time_ns=("time_ns", "sum"),
@@ -389,7 +395,7 @@ MODEL_SOURCE = ("operator model (op_flops: FLOP and bytes from the recorded shap
                 "transactions = bytes / 32")
 
 
-def _model_rates(eng: Engine, run_ids) -> pd.DataFrame:
+def _model_rates(eng: Session, run_ids) -> pd.DataFrame:
     """Per timeline run: op_flops' counted calls that launched kernels: summed flop and bytes over
     their summed gpu_ns (calls without kernels, e.g. on a CPU, do not count)."""
     ops = _q(eng, "op_flops")
@@ -407,7 +413,7 @@ def _model_rates(eng: Engine, run_ids) -> pd.DataFrame:
 
 
 # -- communication ------------------------------------------------------------------------------
-def _communication(study: Study, eng: Engine, pr: pd.DataFrame) -> None:
+def _communication(study: Study, eng: Session, pr: pd.DataFrame) -> None:
     pr = pr[pr.step_ns.notna()]
     if pr.empty:
         study.reasons["communication"] = "no run has training steps"

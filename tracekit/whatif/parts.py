@@ -15,7 +15,7 @@ mapped into memory past :data:`tracekit.whatif.store.DEFAULT_DISK_NODES` event r
 
 Parts run in this process one after the other (``jobs`` 1), on local worker processes, or on
 the workers of a Dask scheduler (``scheduler``, as convert and query do;
-:mod:`tracekit.convert.cluster`). A run without per-rank files (one rank, an nsys export of
+:mod:`tracekit.workers`). A run without per-rank files (one rank, an nsys export of
 several processes), a run in which some process has no rank, and an engine with filters are
 built whole.
 """
@@ -28,10 +28,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracekit.convert.cluster import default_jobs, run_parts
 from tracekit.runfolder import Run
 from tracekit.whatif import graph as _graph
 from tracekit.whatif.store import Store, disk_nodes
+from tracekit.workers import default_jobs, run_parts
 
 PART_ROWS = 1_000_000
 """Event rows (API calls, GPU activities, NVTX ranges) per part: a part's DuckDB work is bounded
@@ -106,8 +106,8 @@ def build_part(path: str, manifest: dict, steps: pa.Table, arrivals: pa.Table,
     """The graph part of the run folder ``path`` whose tables are those of ``manifest`` (a
     :func:`part_manifest`), with the job's ``steps`` and matched collective ``arrivals``
     (run on a worker)."""
-    from tracekit.filters import NO_FILTER
     from tracekit.query.engine import Engine
+    from tracekit.query.filters import NO_FILTER
 
     with Engine([path], memory_limit=memory_limit, step_pattern=step_pattern,
                 filters=NO_FILTER) as e:

@@ -11,8 +11,8 @@ A scenario is text (``tracekit whatif -s``); several joined with ``+`` combine (
 - ``comm=F``: every collective's transfer time x F (the wait for the last rank is not transfer);
 - ``launch=0``: launch API calls take no host time and GPU work starts as soon as its stream and
   its dependencies allow (no launch latency, no gap on the stream);
-- ``kernels:REGEX=F``: kernels whose name matches REGEX (Python ``re.search``) x F; NCCL kernels
-  are communication (``comm=F``), not matched;
+- ``kernels:REGEX=F``: kernels whose name matches REGEX (RE2, searched; a ``+`` in it is written
+  ``\\+``: :mod:`~tracekit.whatif.limits`) x F; NCCL kernels are communication (``comm=F``), not matched;
 - ``host=F``: host time between the calls of every host thread x F.
 """
 
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit.errors import InputError
+from tracekit.whatif import limits
 from tracekit.whatif.graph import CAT, NEG, Graph, rank_key
 from tracekit.whatif.store import chunks, nonzero
 
@@ -52,17 +53,14 @@ def _factor(text: str, spec: str) -> float:
 def parse(spec: str) -> list[Change]:
     """The changes of one scenario text; :class:`InputError` naming what is wrong."""
     out = []
-    for part in spec.split("+"):
+    for part in limits.split(spec):
         p = part.strip()
         if p == "baseline":
             out.append(Change("baseline"))
         elif p == "no-straggler":
             out.append(Change("no-straggler"))
         elif (m := _KERNELS.match(p)):
-            try:
-                re.compile(m.group(1))
-            except re.error as exc:
-                raise InputError(f"scenario {spec!r}: bad regular expression {m.group(1)!r}: {exc}") from None
+            limits.check_pattern(spec, m.group(1))
             out.append(Change("kernels", _factor(m.group(2), spec), m.group(1)))
         elif (m := _FACTOR.match(p)):
             f = _factor(m.group(2), spec)
@@ -87,12 +85,12 @@ def apply(g: Graph, changes: list[Change]):
             hit = _name_hits(g, c.pattern) if c.kind == "kernels" else None
             for a, b in chunks(g.n):
                 _change(c, g, slice(a, b), lead, d1, hit)
+    limits.check_times(changes, lead, d1, d2, anchor)
     return lead, d1, d2, anchor
 
 
 def _name_hits(g: Graph, pattern: str) -> np.ndarray:
-    rx = re.compile(pattern)
-    return np.array([bool(rx.search(n)) for n in g.names], dtype=bool)
+    return limits.name_hits(g.names, pattern)
 
 
 def _change(c: Change, g: Graph, at: slice, lead, d1, hit) -> None:
@@ -101,16 +99,16 @@ def _change(c: Change, g: Graph, at: slice, lead, d1, hit) -> None:
     ld, dd = np.asarray(lead[at]), np.asarray(d1[at])
     if c.kind == "comm":
         x = cat == CAT["transfer"]
-        dd[x] = np.rint(dd[x] * c.factor).astype(np.int64)
+        dd[x] = limits.scaled(dd[x], c.factor, c)
     elif c.kind == "host":
         x = (cat <= CAT["sync"]) & ~np.asarray(g.first[at]) & (ld > 0)
-        ld[x] = np.rint(ld[x] * c.factor).astype(np.int64)
+        ld[x] = limits.scaled(ld[x], c.factor, c)
     elif c.kind == "launch":
         dd[cat == CAT["launch"]] = 0
         ld[(cat >= CAT["kernel"]) & (cat <= CAT["collective"]) & (ld > 0)] = 0
     elif c.kind == "kernels":
         x = (cat == CAT["kernel"]) & hit[g.name_idx[at]]
-        dd[x] = np.rint(dd[x] * c.factor).astype(np.int64)
+        dd[x] = limits.scaled(dd[x], c.factor, c)
     lead[at], d1[at] = ld, dd
 
 
@@ -229,8 +227,7 @@ def describe(g: Graph, changes: list[Change]) -> list[str]:
     for c in changes:
         if c.kind != "kernels":
             continue
-        rx = re.compile(c.pattern)
-        hit = np.array([bool(rx.search(n)) for n in g.names], dtype=bool)
+        hit = limits.name_hits(g.names, c.pattern)
         x = (g.cat == CAT["kernel"]) & hit[g.name_idx]
         if not x.any():
             total = int((g.cat == CAT["kernel"]).sum())

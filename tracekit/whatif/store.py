@@ -80,9 +80,9 @@ class Store:
         if not self.disk or n == 0:
             return np.empty(n, dtype=dtype)
         name = self._new_file()
-        with open(name, "wb") as f:
+        with _open(name) as f:
             _reserve(f, n * np.dtype(dtype).itemsize)
-        return _unlinked(np.memmap(name, dtype=dtype, mode="r+", shape=(n,)), name)
+        return _unlinked(_map(name, dtype, n), name)
 
     def full(self, n: int, value, dtype) -> np.ndarray:
         """An array of ``n`` entries, each ``value``."""
@@ -121,7 +121,7 @@ class Appender:
         self._file = None
         if store.disk:
             self._name = store._new_file()
-            self._file = open(self._name, "wb")  # noqa: SIM115 - closed by finish()
+            self._file = _open(self._name)  # closed by finish()
 
     def add(self, x: np.ndarray) -> None:
         """Append the entries of ``x`` (converted to the array's dtype). :class:`InputError`
@@ -151,8 +151,7 @@ class Appender:
         self._file.flush()
         _reserve(self._file, total * self.dtype.itemsize)  # the extra entries: zeros
         self._file.close()
-        return _unlinked(np.memmap(self._name, dtype=self.dtype, mode="r+", shape=(total,)),
-                         self._name)
+        return _unlinked(_map(self._name, self.dtype, total), self._name)
 
 
 def _reserve(f, size: int) -> None:
@@ -166,7 +165,26 @@ def _reserve(f, size: int) -> None:
         raise _full(exc, os.path.dirname(f.name)) from None
 
 
+def _open(name: str):
+    """``name`` opened for writing; :class:`InputError` (one line) when it cannot be, e.g. the
+    store's folder was removed while tracekit ran (a temporary-file cleaner)."""
+    try:
+        return open(name, "wb")  # noqa: SIM115 - the caller closes it
+    except OSError as exc:
+        raise _full(exc, os.path.dirname(name)) from None
+
+
+def _map(name: str, dtype, n: int) -> np.memmap:
+    try:
+        return np.memmap(name, dtype=dtype, mode="r+", shape=(n,))
+    except OSError as exc:
+        raise _full(exc, os.path.dirname(name)) from None
+
+
 def _full(exc: OSError, folder: str | None) -> InputError:
+    if folder and not os.path.isdir(folder):
+        return InputError(f"the folder of the replay's arrays {folder} was removed while tracekit "
+                          "ran (by a temporary-file cleaner?); nothing was written: run again")
     return InputError(f"cannot hold the replay's arrays in {folder}: {exc.strerror or exc} (set "
                       "TMPDIR to a folder on a disk with room: about 150 bytes per event, or "
                       f"${DISK_NODES_ENV} to a larger number to keep them in memory)")

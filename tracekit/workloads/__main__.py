@@ -39,6 +39,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--profile-memory", action="store_true",
                    help="with --torch-profile: record every allocation and free "
                    "(torch.profiler profile_memory=True)")
+    p.add_argument("--mllog", metavar="PATH", default=None,
+                   help="rank 0 writes an MLPerf log (:::MLLOG lines, mlperf_logging.mllog) here")
     return p
 
 
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     config = RunConfig(workload=a.workload, preset=a.preset, steps=a.steps, warmup_steps=a.warmup_steps,
                        batch_size=a.batch_size, precision=a.precision, channels_last=a.channels_last,
                        compile=a.compile, device=a.device, seed=a.seed, result_json=a.result_json,
-                       torch_profile=a.torch_profile, profile_memory=a.profile_memory,
+                       torch_profile=a.torch_profile, profile_memory=a.profile_memory, mllog=a.mllog,
                        command=[sys.executable, "-m", "tracekit.workloads", *argv])
     try:
         r = run(config)

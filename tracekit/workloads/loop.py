@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tracekit.errors import InputError, ToolNotFoundError
 from tracekit.workloads import annotate as _annotate
+from tracekit.workloads import mlperflog as _mlperflog
 from tracekit.workloads.annotate import COMM, MEASURE, backend, end_range, start_range, step_message
 from tracekit.workloads.registry import PRESETS, REGISTRY
 
@@ -46,6 +47,7 @@ class RunConfig:
     result_json: str | None = None
     torch_profile: str | None = None  # folder for torch.profiler Chrome traces (rank{N}.json)
     profile_memory: bool = False  # torch.profiler profile_memory=True ([memory] events)
+    mllog: str | None = None  # rank 0 writes an MLPerf log (:::MLLOG lines) here (mlperflog.py)
     command: list[str] = field(default_factory=list)
 
     def validate(self) -> RunConfig:
@@ -248,6 +250,8 @@ def _train(torch, dist, config, spec, device, batch_size, world, rank, local_ran
     if cuda:
         torch.backends.cudnn.benchmark = True
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    ml = _mlperflog.open_log(config.mllog, rank)
+    ml.begin(spec.name, world, device.type)
     torch.manual_seed(config.seed)  # same initial weights on every rank
     task = spec.build(config.preset, batch_size, device)
     model = task.model.to(device)
@@ -276,6 +280,7 @@ def _train(torch, dist, config, spec, device, batch_size, world, rank, local_ran
     nvtx_range = _annotate.nvtx_range if prof is None else _recorded_range(torch)
     step_ns, losses = [], []
     model.train()
+    ml.run_start(batch_size * world)
     for i in range(total):
         if i == config.warmup_steps:  # the measured steps start: profilers' capture range
             backend().push(MEASURE)
@@ -318,6 +323,7 @@ def _train(torch, dist, config, spec, device, batch_size, world, rank, local_ran
         Path(config.torch_profile).mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(Path(config.torch_profile) / f"rank{rank}.json"))
 
+    ml.run_stop(step_ns, config.warmup_steps, batch_size * world, losses)
     return _result(torch, dist, config, spec, device, batch_size, world, rank,
                    step_ns=step_ns, losses=losses, channels_last=channels_last, started=started,
                    sampler=sampler)

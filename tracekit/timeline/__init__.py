@@ -182,7 +182,7 @@ def _params(**kw) -> dict[str, str]:
 
 def _ranges(numbers: str) -> str:
     """'0,1,2,3,7,9,10' -> '0-3, 7, 9-10'."""
-    from tracekit.filters import number_ranges
+    from tracekit.query.filters import number_ranges
 
     return number_ranges(x for x in numbers.split(",") if x.strip().lstrip("-").isdigit())
 
@@ -231,7 +231,7 @@ def write_timeline(run_dir: str | os.PathLike, output: str | os.PathLike, *, sta
     Raises :class:`InputError` for a bad option, an existing output without ``force``, or a
     window with no events; :class:`~tracekit.errors.RunFolderError` for a bad run folder.
     """
-    from tracekit.query import Engine
+    from tracekit.query import Session
     from tracekit.runfolder import open_run
 
     open_run(run_dir)  # a bad run folder is the first thing to report
@@ -246,7 +246,7 @@ def write_timeline(run_dir: str | os.PathLike, output: str | os.PathLike, *, sta
             ranks = ",".join(str(int(r)) for r in str(ranks).split(",") if r.strip())
         except ValueError:
             raise InputError(f"--ranks {ranks!r}: expected comma-separated integers, e.g. 0,3") from None
-    with Engine([run_dir], memory_limit=memory_limit) as eng:
+    with Session([run_dir], memory_limit=memory_limit) as eng:
         w = resolve_window(eng, start_ns=start_ns, end_ns=end_ns, step=step, ranks=ranks,
                            max_events=max_events)
         w0, w1 = w["start_ns"], (w["cut_ns"] if w["cut_ns"] is not None else w["end_ns"])
@@ -366,7 +366,7 @@ def _write(eng, f, names: dict, origin: int, params: dict, critical: bool = Fals
             first = False
     if counters:
         by_cat["gpu_metrics"] = counters
-    from tracekit.timeline_memory import write_memory_counters
+    from tracekit.timeline.memory import write_memory_counters
 
     mem, first, mem_meta = write_memory_counters(eng, f, tracks, params, us, origin, first)
     if mem:

@@ -27,8 +27,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import tracekit
-from tracekit import checksums, schema
+from tracekit import schema
 from tracekit.errors import InputError, RunFolderError, one_line
+from tracekit.runfolder import checksums
 
 MANIFEST = "manifest.json"
 PARQUET_COMPRESSION = "zstd"
@@ -248,7 +249,11 @@ class RunWriter:
                 raise RunFolderError("was created by another process meanwhile; not replaced", path=self.run_dir)
             check_replaceable(self.run_dir, force=self.force, inputs=self.inputs)
             old = self.run_dir.parent / f".{self.run_dir.name}.old-{uuid.uuid4().hex[:12]}"
-            os.rename(self.run_dir, old)
+            try:
+                os.rename(self.run_dir, old)
+            except OSError as exc:  # a mount point (EBUSY), a read-only parent (EROFS), ...
+                raise RunFolderError(f"cannot replace it: {exc.strerror} (a mount point, or a folder "
+                                     "in use?); nothing was changed", path=self.run_dir) from None
         try:
             os.rename(self._tmp, self.run_dir)
         except OSError as exc:
