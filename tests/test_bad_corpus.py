@@ -320,7 +320,9 @@ def test_nonpositive_durations_counted_kept_in_summaries_excluded_from_time(sem_
     m = _manifest(run_dir)
     assert m["sources"]["nsys"]["stats"]["nonpositive_duration_rows"]["kernels"] == 2
     assert m["nonpositive_duration_rows"] == {"kernels": 2}
-    assert m["warnings"].count("2 row(s) of kernels have a zero or negative duration") == 1
+    assert m["zero_duration_rows"] == {"kernels": 1}
+    assert m["warnings"].count("1 row(s) of kernels end before they start (negative duration); "
+                               "kept, time metrics leave them out") == 1
     k = _table(run_dir, "kernels").to_pylist()
     assert sorted(x["duration_ns"] for x in k)[:2] == [-100, 0]
     e = Engine([run_dir])
@@ -335,7 +337,10 @@ def test_duplicate_rows_detected(sem_run):
     run_dir, _ = sem_run
     m = _manifest(run_dir)
     assert m["duplicate_rows"] == {"kernels": 1}
-    assert any(w.startswith("1 duplicate row(s) in kernels") for w in m["warnings"])
+    assert not any("duplicate" in w for w in m["warnings"])  # said once at convert, not repeated
+    from tracekit.runfolder.integrity import notes
+
+    assert any(n.startswith("1 duplicate row(s) in kernels") for n in notes(m))
 
 
 def test_nonpositive_durations_counted_for_kineto_too(tmp_path):
@@ -348,5 +353,7 @@ def test_nonpositive_durations_counted_for_kineto_too(tmp_path):
     p.write_text(json.dumps({"traceEvents": ev}))
     m = _manifest(convert([p], tmp_path / "run"))
     assert m["nonpositive_duration_rows"] == {"kernels": 2}
-    assert "2 row(s) of kernels have a zero or negative duration" in m["warnings"]
+    assert m["warnings"][-1:] == ["1 row(s) of kernels end before they start (negative duration); kept, "
+                                  "time metrics leave them out"]
+    assert m["zero_duration_rows"] == {"kernels": 1} and m["microsecond_tables"] == ["kernels"]
     assert m["tables"]["kernels"]["rows"] == 4

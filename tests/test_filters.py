@@ -102,3 +102,48 @@ def test_filters_reach_plots_and_bad_values_exit_2(run_factory, tmp_path, capsys
                                      ("30us", 30_000), ("30µs", 30_000), ("2e3", 2000)])
 def test_time_units(text, ns):
     assert parse_time(text) == ns
+
+
+def test_one_notion_of_a_step_for_every_command(nsys_run, kineto_run, capsys):
+    # issue 36 item 2: the slice's steps are iterations 0-23 detected in the kernels (per
+    # process); --step 5 narrows the replay to them as it narrows step_summary
+    run = nsys_run(SLICE)
+    with Engine([run], filters=Filters.parse(step="5")) as eng:
+        steps = eng.query("step_summary").to_pylist()
+        cp = eng.query("critical_path_summary").to_pylist()
+    assert sorted((r["pid"], r["step"]) for r in steps) == [(111, 5), (112, 5)]
+    assert cp and {r["step"] for r in cp} == {5}
+    # the replayed step ends at its last kernel's end: within 2 µs of the measured step
+    assert {r["wall_ns"] for r in cp} == {29400995}
+    assert max(r["wall_ns"] for r in steps) - 29400995 < 2000
+    # a step the run does not have: one line listing those it has, for query, sql, plot, timeline
+    k = kineto_run("kineto_mi300_resnet_actckpt_train")  # ProfilerStep#15-17
+    for argv in (["query", "step_summary", str(k), "--step", "1"],
+                 ["sql", "SELECT count(*) FROM kernels", str(k), "--step", "1"],
+                 ["plot", "steps", str(k), "--step", "1", "-o", str(run.parent / "s.png")]):
+        assert cli(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err == ["tracekit: error: --step 1: no step 1 in the run (steps: 15-17)"], argv
+    assert cli(["timeline", str(k), "--step", "1", "-o", str(run.parent / "t.json")]) == 2
+    assert capsys.readouterr().err.strip().endswith("no step 1 in the run (it has steps 15-17)")
+
+
+def test_rank_filter_on_a_run_without_ranks_says_so(nsys_run, capsys):
+    # issue 36 item 9: the 2xV100 export is one process (pid 71914) on devices 0 and 3, with no
+    # rank: --rank 1 was an empty result ("no row matched"); now one line pointing to --device
+    run = nsys_run("nsys2020.5_2xv100_p2p_nvlink")
+    assert cli(["query", "kernel_summary", str(run), "--rank", "1"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "tracekit: error: --rank 1: the run records no ranks (no distributed rank in the trace or the "
+        "manifest); --device 0, 3 picks its GPUs; its GPU work comes from process 71914"]
+
+
+def test_filters_echo_times_as_the_user_writes_them():
+    # issue 36 item 8: `--window 0.2s:0.3s` was echoed as "window 200000000 ns:300000000 ns"
+    assert Filters.parse(window="0.2s:0.3s").describe() == "window 200ms:300ms after the run start"
+    assert Filters.parse(window="1.5s:").describe() == "window 1.5s: after the run start"
+    assert Filters.parse(window=":2500us").describe() == "window :2.5ms after the run start"
+    for text in ("200ms", "1.5s", "2.5ms", "7ns", "1234.567us"):  # what it echoes, it reads back
+        from tracekit.query.filters import format_time
+
+        assert format_time(parse_time(text)) == text

@@ -35,7 +35,7 @@
 -- @column oom_events             count  Failed allocations ('oom') in the scope.
 -- @column source                 enum   'kineto', 'nsys' or 'snapshot' (memory_events.source).
 -- @column pid                    id     Process (null for a snapshot: the file does not say).
--- @key peak_allocated_bytes peak_reserved_bytes
+-- @key peak_allocated_bytes peak_reserved_bytes peak_op
 -- @requires memory_events
 -- @empty no memory events (a Kineto trace taken without profile_memory=True, an nsys report without --cuda-memory-usage=true)
 WITH ev AS MATERIALIZED (

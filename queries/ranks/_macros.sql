@@ -126,20 +126,37 @@ parts AS (
            row_number() OVER (PARTITION BY p.run_id ORDER BY p.pid, p.device_id) - 1 AS ordinal
     FROM (SELECT DISTINCT run_id, pid, device_id FROM calls) p
     LEFT JOIN tk_ranks() r ON r.run_id = p.run_id AND r.pid = p.pid
+),
+ranked AS (
+    SELECT c.*, CAST(CASE WHEN p.known_in_run > 0 THEN p.known_rank ELSE p.ordinal END AS INTEGER) AS rank
+    FROM calls c JOIN parts p
+      ON p.run_id = c.run_id AND p.pid IS NOT DISTINCT FROM c.pid AND p.device_id IS NOT DISTINCT FROM c.device_id
+),
+-- a communicator (process group; the run when none is recorded) of exactly two ranks: the peer of
+-- a point-to-point call whose peer the trace does not record is the other rank (issue 36)
+pairs AS (
+    SELECT run_id, process_group, min(rank) AS lo, max(rank) AS hi FROM ranked
+    GROUP BY run_id, process_group HAVING count(DISTINCT rank) = 2 AND coalesce(max(group_size), 2) = 2
+),
+with_peer AS (
+    SELECT c.* REPLACE (coalesce(c.peer_rank, CASE WHEN c.collective IN ('Send', 'Recv')
+                                                   THEN q.lo + q.hi - c.rank END) AS peer_rank),
+           q.lo AS pair_lo, q.hi AS pair_hi
+    FROM ranked c LEFT JOIN pairs q
+      ON q.run_id = c.run_id AND q.process_group IS NOT DISTINCT FROM c.process_group
 )
-SELECT c.*, CASE WHEN c.collective IN ('SendRecv', 'Send', 'Recv') THEN 'p2p' ELSE 'collective' END AS kind,
-       CAST(CASE WHEN p.known_in_run > 0 THEN p.known_rank ELSE p.ordinal END AS INTEGER) AS rank,
-       CAST(CASE WHEN c.collective = 'Send' THEN CASE WHEN p.known_in_run > 0 THEN p.known_rank ELSE p.ordinal END
-                 WHEN c.collective = 'Recv' THEN c.peer_rank END AS INTEGER) AS sender,
-       CAST(CASE WHEN c.collective = 'Recv' THEN CASE WHEN p.known_in_run > 0 THEN p.known_rank ELSE p.ordinal END
-                 WHEN c.collective = 'Send' THEN c.peer_rank END AS INTEGER) AS receiver,
+SELECT c.* EXCLUDE (pair_lo, pair_hi),
+       CASE WHEN c.collective IN ('SendRecv', 'Send', 'Recv') THEN 'p2p' ELSE 'collective' END AS kind,
+       CAST(CASE WHEN c.collective = 'Send' THEN c.rank WHEN c.collective = 'Recv' THEN c.peer_rank
+                 WHEN c.collective = 'SendRecv' AND c.peer_rank IS NULL THEN c.pair_lo END AS INTEGER) AS sender,
+       CAST(CASE WHEN c.collective = 'Recv' THEN c.rank WHEN c.collective = 'Send' THEN c.peer_rank
+                 WHEN c.collective = 'SendRecv' AND c.peer_rank IS NULL THEN c.pair_hi END AS INTEGER) AS receiver,
        CASE WHEN c.collective IN ('Send', 'Recv')
             THEN row_number() OVER (PARTITION BY c.run_id, c.pid, c.device_id, c.process_group, c.collective,
                                                  c.peer_rank ORDER BY c.start_ns, c.end_ns)
             ELSE coalesce(c.pg_seq, row_number() OVER (PARTITION BY c.run_id, c.pid, c.device_id, c.process_group,
                                                                 c.collective ORDER BY c.start_ns, c.end_ns)) END AS seq
-FROM calls c JOIN parts p
-  ON p.run_id = c.run_id AND p.pid IS NOT DISTINCT FROM c.pid AND p.device_id IS NOT DISTINCT FROM c.device_id;
+FROM with_peer c;
 
 -- tk_clock_true(t, m): timestamp t of a rank on rank 0's clock, with the rank's clock_model row
 -- m (offset_ns, drift_ppm, t0_ns): t - offset - drift * 1e-6 * (t - t0), rounded to ns; t itself

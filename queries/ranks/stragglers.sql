@@ -54,7 +54,7 @@
 -- @column delay_caused_per_step_ns ns  delay_caused_ns / the rank's steps (warm-up included); null without steps.
 -- @column mean_wait_ns      ns     Mean over its collectives of the last arrival - its arrival.
 -- @column step_ns_vs_median value  Mean step time of the rank / median over ranks of the mean step time.
--- @key delay_caused_ns
+-- @key delay_caused_per_step_ns last_arrivals
 -- @column lateness_ns       ns     Median over its collectives of its arrival - the instance's median arrival.
 -- @column jitter_ns         ns     The run's arrival jitter: 90th percentile of |lateness in an instance - the rank's lateness_ns| over every arrival.
 -- @column bound_ns          ns     Clock uncertainty of lateness_ns (0: one clock; null: a clock not estimated).

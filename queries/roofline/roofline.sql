@@ -63,7 +63,7 @@
 -- @column missing  text  What is absent and why (the NULL columns), '; '-separated; NULL when nothing is.
 -- @column notes  text  How derived values were obtained (rates x time, cycles / clock, estimates).
 -- @column ceiling_note  text  Why the row has no ceilings (GPU not in the peak table, or not named by the report) and how to add them; NULL when it has them.
--- @key flop dram_bytes pct_of_roof missing
+-- @key dram_intensity flop_per_s pct_of_roof bound
 -- @requires ncu_launches ncu_metrics
 -- @empty no profiled launch matched
 WITH l AS (

@@ -216,12 +216,18 @@ d_start AS (
       ON k.run_id = d.run_id AND k.pid = d.pid AND k.start_ns = d.start_ns
     QUALIFY row_number() OVER (PARTITION BY d.run_id, d.pid, d.step ORDER BY k.node_id) = 1
 ),
+-- (--step N keeps the kernels that start inside step N: without the next iteration's first
+-- kernel the step ends at the end of its last kernel, the last to end by its end: ASOF)
 d_end AS (
-    SELECT d.run_id, d.pid, d.step, k.node_id AS end_node,
-           CASE WHEN k.start_ns = d.end_ns THEN 0 ELSE 1 END AS end_point
-    FROM d JOIN k ON k.run_id = d.run_id AND k.pid = d.pid AND (k.start_ns = d.end_ns OR k.end_ns = d.end_ns)
-    QUALIFY row_number() OVER (PARTITION BY d.run_id, d.pid, d.step
-                               ORDER BY CASE WHEN k.start_ns = d.end_ns THEN 0 ELSE 1 END, k.node_id) = 1
+    SELECT run_id, pid, step, end_node, end_point FROM (
+        SELECT d.run_id, d.pid, d.step, k.node_id AS end_node, 0 AS end_point
+        FROM d JOIN k ON k.run_id = d.run_id AND k.pid = d.pid AND k.start_ns = d.end_ns
+        UNION ALL
+        SELECT d.run_id, d.pid, d.step, k.node_id, 1
+        FROM d ASOF JOIN (SELECT * FROM k WHERE end_ns IS NOT NULL) k
+          ON k.run_id = d.run_id AND k.pid = d.pid AND d.end_ns >= k.end_ns
+        WHERE k.end_ns > d.start_ns)
+    QUALIFY row_number() OVER (PARTITION BY run_id, pid, step ORDER BY end_point, end_node) = 1
 ),
 detected AS (
     SELECT a.run_id, a.rank, a.step, a.start_node, b.end_node, b.end_point,

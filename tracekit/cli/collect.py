@@ -72,7 +72,7 @@ def collect(
     for w in m.get("warnings") or []:
         warn(w)
     info(f"wrote {output} ({m['collect']['profiler']}, {m['workload']['world_size']} rank(s), "
-         f"{m['collect']['wall_s']:.1f} s; {rows or 'no rows'})")
+         f"{m['collect']['wall_s']:.1f} s under the profiler, start to stop; {rows or 'no rows'})")
 
 
 def _steps(text: str | None) -> tuple[int, ...] | None:

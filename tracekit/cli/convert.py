@@ -51,14 +51,16 @@ def convert(
 ):
     """Convert profiler output files into one run folder (manifest.json + Parquet tables).
 
-    The warnings the conversion records in the manifest (rows with zero or negative durations,
-    duplicate rows, an export schema newer than tested, skipped ranks) also print on stderr.
+    The warnings the conversion records in the manifest (negative durations, an export schema
+    newer than tested, skipped ranks) print on stderr, as every later command that reads the
+    table does; what needs no action (0 ns rows, duplicate rows) prints once, here, as a note.
     """
 
-    from tracekit.cli.messages import info, warn
+    from tracekit.cli.messages import info, note, warn
     from tracekit.convert import convert as do_convert
     from tracekit.progress import Progress
     from tracekit.runfolder import open_run
+    from tracekit.runfolder.integrity import notes
 
     if rank_pattern is not None:  # a Python and RE2 regular expression, checked before any work
         from tracekit.convert.rank_names import search_rank
@@ -78,5 +80,7 @@ def convert(
     set_quiet(quiet)
     for w in run.manifest.get("warnings") or []:
         warn(w)
+    for line in notes(run.manifest):  # said here once; queries do not repeat them
+        note(line)
     info(f"wrote {output} ({job}{len(tables)} tables: {rows or 'no rows'}; "
          f"not captured: {', '.join(run.manifest['not_captured']) or 'none'})")

@@ -1,12 +1,13 @@
-"""Display units of the terminal table: durations in ns/µs/ms/s, bytes in B/KB/MB/GB, rates in
-GB/s or TFLOP/s, fractions as %. Only the ``table`` format uses them; CSV, JSON and Parquet keep
-the raw values and column names.
+"""Display units of the terminal table: durations in ns/µs/ms/s, sizes in B/KiB/MiB/GiB (binary,
+as PyTorch, nvidia-smi and ``tracekit plot memory``; size columns of like magnitude in one unit),
+rates in decimal GB/s (bandwidths, as NVIDIA quotes them) or TFLOP/s, fractions as %. Only the
+``table`` format uses them; CSV, JSON and Parquet keep the raw values and column names.
 
 Each column gets one unit for all its rows, the one that shows its largest value with at most
 four digits before the point (``12345678`` ns -> ``12.346 ms``), and the header says it:
 ``total_ns`` becomes ``total ms``, ``time_pct`` becomes ``time %``. Timestamps (``start_ns``,
 ``*_start_ns``, ``*_end_ns``, ``first_ns``, ``last_ns``) stay in integer ns: they are positions on
-the profiler's clock, not durations.
+the profiler's clock, not durations (the table leaves them out unless they are main measures).
 
 The kind of a column comes from its documented unit (the ``@column`` lines of a named query, see
 :mod:`tracekit.query.named_queries`), refined by its name and description (a ``value`` that is "a
@@ -74,11 +75,16 @@ def _scale(kind: str, maxabs: float) -> tuple[str, float, int]:
         for label, f in _TIME:
             if maxabs / f < 1e4 or label == "s":
                 return label, f, 0 if label == "ns" else 3
-    base = {"bytes": "B", "bytes/s": "B/s", "FLOP": "FLOP", "FLOP/s": "FLOP/s"}[kind]
+    if kind == "bytes":  # sizes in binary units, as PyTorch, nvidia-smi and `tracekit plot memory`
+        for i, label in enumerate(("B", "KiB", "MiB", "GiB", "TiB", "PiB")):
+            f = 1024.0 ** i
+            if maxabs / f < 1e4 or label == "PiB":
+                return label, f, 0 if i == 0 else 2
+    base = {"bytes/s": "B/s", "FLOP": "FLOP", "FLOP/s": "FLOP/s"}[kind]
     for i, prefix in enumerate(_SI):
         f = 1000.0 ** i
         if maxabs / f < 1e4 or i == len(_SI) - 1:
-            return (prefix + base if prefix or kind != "bytes" else "B"), f, 0 if i == 0 else 2
+            return prefix + base, f, 0 if i == 0 else 2
     raise AssertionError
 
 
@@ -146,11 +152,13 @@ def priority(name: str, kind: str) -> float:
     """Drop order when a table is too wide (lowest first): timestamps 0, standard deviations 1,
     min/max/median/percentiles and secondary identifiers (range_id, tid, correlation_id, ...) 2,
     other text 2.5, counts and other values 3, durations 3.5, percentages, fractions, totals and
-    deltas 4, identifiers (run_id, pid, rank, device_id, enumerations, steps) 5; the column naming
+    deltas 4, flags 4.5, identifiers (run_id, pid, rank, device_id, enumerations, steps) 5; the column naming
     the rows is 6 (see :func:`columns_of`)."""
     n = name.lower()
     if kind == "timestamp":
         return 0
+    if kind == "flag":  # warmup: says which rows are not like the others
+        return 4.5
     if "stddev" in n:
         return 1
     if n in _SECONDARY_IDS or n.startswith("parent_"):
@@ -166,11 +174,13 @@ def priority(name: str, kind: str) -> float:
     return 3.5 if kind == "duration" else 3
 
 
-def column(name: str, values: list, kind: str) -> Col:
-    """A displayed column of ``values`` shown as ``kind`` (see :func:`kind_of`)."""
+def column(name: str, values: list, kind: str, maxabs: float | None = None) -> Col:
+    """A displayed column of ``values`` shown as ``kind`` (see :func:`kind_of`); ``maxabs``: the
+    magnitude its unit is chosen for (default: its own largest value)."""
     if kind in ("duration", "bytes", "bytes/s", "FLOP", "FLOP/s"):
         nums = [_num(v) for v in values]
-        maxabs = max((abs(x) for x in nums if x is not None), default=0.0)
+        if maxabs is None:
+            maxabs = max((abs(x) for x in nums if x is not None), default=0.0)
         label, f, dec = _scale(kind, maxabs)
         cells = ["" if x is None else (f"{x / f:.{dec}f}" if dec else str(round(x / f)))
                  for x in nums]
@@ -211,8 +221,14 @@ def columns_of(table: pa.Table, units: dict[str, tuple[str, str]] | None = None)
     texts = [f.name for f, k in zip(table.schema, kinds) if k == "text"]
     naming = next((n for n in _NAMING if n in texts), texts[0] if texts else None)
     out = []
+    # size columns of like magnitude in one unit, the one of the largest (peak allocated and
+    # reserved side by side in GiB, not MiB beside GiB); a column 1024 times smaller keeps its own
+    tops = {f.name: max((abs(x) for x in (_num(v) for v in col.to_pylist()) if x is not None), default=0.0)
+            for f, col, kind in zip(table.schema, table.columns, kinds) if kind == "bytes"}
     for f, col, kind in zip(table.schema, table.columns, kinds):
-        c = column(f.name, col.to_pylist(), kind)
+        top = tops.get(f.name)
+        shared = None if top is None else max(t for t in tops.values() if t <= top * 1024)
+        c = column(f.name, col.to_pylist(), kind, shared)
         if f.name == naming:  # names the rows (kernel, range, API call): kept longest and widest
             c.kind, c.priority, c.min_width = "key", 6, MIN_NAME
         out.append(c)

@@ -37,6 +37,13 @@ def _done(output: Path, what: str) -> None:
     info(f"wrote {output} ({what})")
 
 
+def _bin(ns: int) -> str:
+    """A bin width as the user would write it (``5ms``, not 5,000,000 ns)."""
+    from tracekit.query.filters import format_time
+
+    return format_time(int(ns))
+
+
 @_command("utilization")
 def utilization(run_dirs: list[Path] = _RUNS, output: Path = _out("utilization.png"),
                 bins: int = typer.Option(200, "--bins", help="At most N time bins (width a 1-2-5 step "
@@ -48,7 +55,7 @@ def utilization(run_dirs: list[Path] = _RUNS, output: Path = _out("utilization.p
     from tracekit.plots.utilization import plot_utilization
 
     info = plot_utilization(run_dirs, output, bins=bins, bin_ns=bin_ns, title=title)
-    _done(output, f"{info['gpus']} GPUs, {info['bins']} bins of {info['bin_ns']:,} ns")
+    _done(output, f"{info['gpus']} GPUs, {info['bins']} bins of {_bin(info['bin_ns'])}")
 
 
 @_command("kernels")
@@ -117,7 +124,7 @@ def memory(run_dirs: list[Path] = _RUNS, output: Path = _out("memory.png"),
     from tracekit.plots.memory import plot_memory
 
     info = plot_memory(run_dirs, output, bins=bins, bin_ns=bin_ns, title=title)
-    _done(output, f"{info['devices']} of {info['of']} device(s), {info['bins']} bins of {info['bin_ns']:,} ns")
+    _done(output, f"{info['devices']} of {info['of']} device(s), {info['bins']} bins of {_bin(info['bin_ns'])}")
 
 
 _CRITICAL_OUT = _out("critical-path.png")

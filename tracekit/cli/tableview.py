@@ -2,9 +2,11 @@
 
 Rules, on top of :mod:`tracekit.cli.termtable`'s layout:
 
-- the query's main measures (its ``@key`` columns, :mod:`tracekit.query.named_queries`) are never left
-  out, not even when they are empty: they are dropped last, after everything but the column
-  naming the rows;
+- the query's main measures (its ``@key`` columns, :mod:`tracekit.query.named_queries`) are dropped
+  last, after everything but the column naming the rows; one empty in every row is named in the
+  note under the table (``gpu_busy_ns (empty in every row)``), not shown as a column of dashes;
+- trace timestamps (``start_ns``: ns since the epoch) are left out and named in the note, unless
+  they are main measures;
 - a column with the same value in every row (two rows or more) is not a column: it moves into a
   line under the title, ``same in every row: pid 111, coverage 93.6 %`` (a ``run_id`` with one
   value goes into the title itself, ``kernel_summary (run r1)``). Main measures stay in the table;
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from tracekit.cli.display import columns_of
+from tracekit.cli.display import columns_of, is_timestamp
 from tracekit.cli.termtable import (
     Col,
     cell_len,
@@ -156,9 +158,6 @@ def table_lines(result: pa.Table, title: str | None = None, units: dict | None =
     for c in cols:
         if c.name in keys:
             c.priority = max(c.priority, KEY_PRIORITY)
-    empty_keys = [c for c in cols if c.name in keys and c.cells and all(v == "" for v in c.cells)]
-    for c in empty_keys:  # termtable leaves out empty columns; a main measure shows as "—"
-        c.cells = ["—"] * len(c.cells)
     constant = constant_columns(full) if full is not None and full.num_rows > result.num_rows else None
     cols, const = split_constants(cols, keys, constant)
     head: list[str] = []
@@ -174,12 +173,19 @@ def table_lines(result: pa.Table, title: str | None = None, units: dict | None =
         return lines
     quiet = set(optional)
     cols = [c for c in cols if not (c.name in quiet and all(v == "" for v in c.cells))]
+    # a trace timestamp (19 digits of ns since the epoch) tells a reader nothing a row's other
+    # columns do not: left out unless it is a main measure (`-f csv` and --columns show it)
+    stamps = [c.name for c in cols if c.name not in keys and is_timestamp(c.name)
+              and (units or {}).get(c.name, ("ns",))[0] == "ns" and len(cols) > 2]
+    cols = [c for c in cols if c.name not in stamps]
     lines, lay = render_lines(cols, width)
     notes = []
     if lay.dropped:
         notes.append(f"{', '.join(lay.dropped)} (no room in {width} columns)")
     if lay.empty:
         notes.append(f"{', '.join(lay.empty)} (empty in every row)")
+    if stamps:
+        notes.append(f"{', '.join(stamps)} (trace timestamps)")
     lines = head + lines
     lines += _full_texts(lay.cols, keys, width)
     if notes:

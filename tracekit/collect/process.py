@@ -80,8 +80,8 @@ class Stalled(ProfilerError):
 # detached agent spins; seen in about one run in five on a busy 2-core machine, with and without
 # CPU sampling). Normal shutdown after the program exits takes seconds; while nsys imports its
 # stream, a QdstrmImporter process runs. A run whose workload has written all its results, and
-# whose nsys has neither exited nor started importing for NSYS_STALL_S seconds, is killed and
-# profiled again, up to NSYS_ATTEMPTS times in all.
+# whose nsys has neither exited nor started importing for NSYS_STALL_S seconds, or for as long as
+# the workload ran when that is longer, is killed and profiled again, up to NSYS_ATTEMPTS times.
 NSYS_STALL_S = float(os.environ.get("TRACEKIT_NSYS_STALL_S", "45"))
 NSYS_ATTEMPTS = 3
 # nsys output of agent failures that leave no report and pass when profiled again
@@ -104,7 +104,8 @@ def run_logged(cmd: list[str], what: str, log: Path, timeout: float | None, env:
     when it fails or runs past ``timeout`` seconds (then it and its nsys agent are killed).
 
     ``stall=result_files``: once every result file exists (the workload is done), the command
-    must exit within :data:`NSYS_STALL_S` seconds during which no QdstrmImporter runs, else it is
+    must exit within :data:`NSYS_STALL_S` seconds (or the workload's own time, when longer) during
+    which no QdstrmImporter runs, else it is
     killed and :class:`Stalled` raised. Returns the output."""
     with open(log, "ab") as f:
         f.write(("$ " + shlex.join(cmd) + "\n").encode())
@@ -151,7 +152,11 @@ def _wait(p: subprocess.Popen, timeout: float | None, files: list[Path] | None) 
             raise subprocess.TimeoutExpired(p.args, timeout)
         if all(f.is_file() for f in files) and not importing():
             idle_since = idle_since or now
-            if now - idle_since > NSYS_STALL_S:
-                raise Stalled(f"nsys did not exit {NSYS_STALL_S:.0f} s after the workload had finished")
+            # as long as the workload took, at least NSYS_STALL_S: on a busy machine nsys's
+            # shutdown is slow in proportion (a 50 s quick start was killed after 45 s and rerun)
+            limit = max(NSYS_STALL_S, idle_since - start)
+            if now - idle_since > limit:
+                raise Stalled(f"nsys did not exit {limit:.0f} s after the workload had finished "
+                              f"(it ran {idle_since - start:.0f} s)")
         else:
             idle_since = None

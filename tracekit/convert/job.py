@@ -365,7 +365,10 @@ def _merge_manifests(parts: list[dict], writer: RunWriter) -> None:
         for name, reason in pm.get("not_captured", {}).items():
             if name not in m["tables"]:
                 m["not_captured"].setdefault(name, reason)
-        for key in ("duplicate_rows", "nonpositive_duration_rows"):
+        for t in pm.get("microsecond_tables") or []:
+            if t not in m.setdefault("microsecond_tables", []):
+                m["microsecond_tables"].append(t)
+        for key in ("duplicate_rows", "nonpositive_duration_rows", "zero_duration_rows"):
             if isinstance(pm.get(key), dict):
                 acc = m.setdefault(key, {})
                 for t, n in pm[key].items():

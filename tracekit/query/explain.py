@@ -70,12 +70,19 @@ def sql_error(message: str) -> str:
     return message[:m.start()] + f"{kind} {name} does not exist{hint}" + message[m.end():]
 
 
+# what run folders converted before notes existed (tracekit.runfolder.integrity.notes) hold as warnings
+_SAID_AT_CONVERT = re.compile(r"row\(s\) of \w+ have a zero or negative duration$|duplicate row\(s\) in \w+ ")
+
+
 def run_warnings(runs: Sequence[Run], tables: set[str] | None = None) -> list[str]:
     """``run RUN_ID: WARNING`` for every manifest warning of ``runs``; with ``tables``, only the
-    warnings that name one of them or name no table at all (e.g. a newer export schema)."""
+    warnings that name one of them or name no table at all (e.g. a newer export schema). Counts
+    of 0 ns and duplicate rows are not warnings: ``tracekit convert`` said them once."""
     out = []
     for r in runs:
         for w in r.manifest.get("warnings") or []:
+            if _SAID_AT_CONVERT.search(str(w)):
+                continue
             named = set(_WORD.findall(str(w).lower())) & set(schema.TABLES)
             if tables is None or not named or named & tables:
                 out.append(f"run {r.run_id}: {w}")

@@ -55,6 +55,15 @@ HAS_DEVICE = ("kernels", "memcpy", "memset", "cuda_sync", "gpu_metrics", "collec
               "devices", "ncu_launches")
 
 
+def format_time(ns: int) -> str:
+    """Integer ns in the largest unit that keeps it exact to 3 decimals, as --window takes it:
+    200000000 -> '200ms', 1500000000 -> '1.5s', 5000000 -> '5ms', 1500 -> '1.5us', 7 -> '7ns'."""
+    for unit, f in (("s", 1_000_000_000), ("ms", 1_000_000), ("us", 1_000)):
+        if abs(ns) >= f and ns % (f // 1000 or 1) == 0:
+            return f"{ns / f:.3f}".rstrip("0").rstrip(".") + unit
+    return f"{ns}ns"
+
+
 def parse_time(text: str, what: str = "--window") -> int:
     """``1.5s`` / ``200ms`` / ``30us`` / ``1500`` (ns) as integer nanoseconds."""
     m = _TIME.match(text)
@@ -123,8 +132,8 @@ class Filters:
             parts.append(f"step {a}" if a == b else f"steps {a}-{b}")
         if self.window:
             lo, hi = self.window
-            parts.append(f"window {'' if lo is None else f'{lo} ns'}:{'' if hi is None else f'{hi} ns'}"
-                         " after the run start")
+            parts.append(f"window {'' if lo is None else format_time(lo)}:"
+                         f"{'' if hi is None else format_time(hi)} after the run start")
         if self.ranks:
             parts.append("rank " + ",".join(map(str, self.ranks)))
         if self.devices:
@@ -159,13 +168,15 @@ def prepare(con, filters: Filters, need) -> None:
            + ("s.t0 + " + str(filters.window[1]) if filters.window and filters.window[1] is not None
               else "9223372036854775807") + " AS w1 FROM tk_filter_starts s"]
     con.execute("CREATE TEMP TABLE tk_filter_run_windows AS " + win[0])
+    if filters.ranks:
+        table("tk_filter_pids", "SELECT run_id, pid FROM tk_ranks() WHERE rank IN ("
+              + ", ".join(map(str, filters.ranks)) + ")")
+        if not con.execute("SELECT count(*) FROM tk_filter_pids").fetchall()[0][0]:
+            _no_such_rank(con, filters, need)
     if filters.steps:  # the windows are the kept steps
         prepare_steps(con, filters, need)
     else:  # tk_filter_steps: prepare_steps, when a statement first calls tk_steps()
         con.execute("CREATE TEMP TABLE tk_filter_windows AS SELECT * FROM tk_filter_run_windows")
-    if filters.ranks:
-        table("tk_filter_pids", "SELECT run_id, pid FROM tk_ranks() WHERE rank IN ("
-              + ", ".join(map(str, filters.ranks)) + ")")
     if filters.nvtx:
         table("tk_filter_ranges",
               "SELECT run_id, pid, tid, start_ns AS w0, coalesce(end_ns, 9223372036854775807) AS w1 "
@@ -194,10 +205,67 @@ def prepare_steps(con, filters: Filters, need) -> None:
             SELECT st.run_id, st.pid, greatest(st.start_ns, w.w0) AS w0, least(st.end_ns, w.w1) AS w1
             FROM tk_filter_all_steps st JOIN tk_filter_run_windows w USING (run_id)
             WHERE st.step_number BETWEEN {a} AND {b} AND st.start_ns < w.w1 AND st.end_ns > w.w0""")
-    con.execute("""CREATE TEMP TABLE tk_filter_steps AS
+        if not con.execute("SELECT count(*) FROM tk_filter_windows").fetchall()[0][0]:
+            need("SELECT * FROM runs")
+            _no_such_step(con, filters)
+    ranks = ("" if not filters.ranks else "\n        AND EXISTS (SELECT 1 FROM tk_filter_pids p "
+             "WHERE p.run_id = st.run_id AND p.pid = st.pid)")
+    con.execute(f"""CREATE TEMP TABLE tk_filter_steps AS
         SELECT st.* FROM tk_filter_all_steps st
         WHERE EXISTS (SELECT 1 FROM tk_filter_windows w WHERE w.run_id = st.run_id
-                      AND (w.pid IS NULL OR w.pid = st.pid) AND st.start_ns >= w.w0 AND st.start_ns < w.w1)""")
+                      AND (w.pid IS NULL OR w.pid = st.pid) AND st.start_ns >= w.w0 AND st.start_ns < w.w1){ranks}""")
+
+
+def _no_such_step(con, filters: Filters) -> None:
+    """InputError: no run has the ``--step`` asked for; one line naming the steps each run has
+    (``steps: 1009-1014``), the same steps (tk_steps()) every command and query uses."""
+    a, b = filters.steps
+    rows = con.execute("SELECT r.run_id, list(DISTINCT s.step_number ORDER BY s.step_number) "
+                       "FROM runs r LEFT JOIN tk_filter_all_steps s USING (run_id) "
+                       "GROUP BY r.run_id ORDER BY r.run_id").fetchall()
+    have = [f"steps: {number_ranges(ns)}" if ns and ns[0] is not None else "no steps (docs/metrics.md, Steps)"
+            for _, ns in rows]
+    if len(rows) > 1:
+        have = [f"run {run_id} {h}" for (run_id, _), h in zip(rows, have)]
+    what = f"step {a}" if a == b else f"steps {a}-{b}"
+    raise InputError(f"--step {a if a == b else f'{a}-{b}'}: no {what} in the run{'s' if len(rows) > 1 else ''} "
+                     f"({'; '.join(have)})")
+
+
+def _no_such_rank(con, filters: Filters, need) -> None:
+    """InputError: no run has the ``--rank`` asked for; one line naming the ranks the runs have,
+    or, for runs without ranks (one process, or processes that recorded none), the GPUs and
+    processes ``--device`` and ``tracekit sql ... WHERE pid = ...`` can pick instead."""
+    asked = ",".join(map(str, filters.ranks))
+    need("SELECT * FROM tk_ranks(), kernels, runs")
+    ranks = [r for (r,) in con.execute("SELECT DISTINCT rank FROM tk_ranks() WHERE rank IS NOT NULL "
+                                       "ORDER BY rank").fetchall()]
+    if ranks:
+        raise InputError(f"--rank {asked}: no such rank in the run (ranks: {number_ranges(ranks)})")
+    devices, pids = con.execute("SELECT list(DISTINCT device_id ORDER BY device_id), "
+                                "list(DISTINCT pid ORDER BY pid) FROM kernels").fetchall()[0]
+    devices, pids = [d for d in devices or [] if d is not None], [p for p in pids or [] if p is not None]
+    hint = []
+    if devices:
+        hint.append(f"--device {number_ranges(devices)} picks its GPU{'s' if len(devices) > 1 else ''}")
+    if pids:
+        hint.append("its GPU work comes from process" + ("es " if len(pids) > 1 else " ")
+                    + ", ".join(map(str, pids[:8])) + (", ..." if len(pids) > 8 else ""))
+    raise InputError(f"--rank {asked}: the run records no ranks (no distributed rank in the trace "
+                     f"or the manifest){'; ' + '; '.join(hint) if hint else ''}")
+
+
+def number_ranges(numbers) -> str:
+    """[0, 1, 2, 3, 7, 9, 10] -> '0-3, 7, 9-10' (sorted whole numbers)."""
+    ns = sorted(int(x) for x in numbers)
+    out, i = [], 0
+    while i < len(ns):
+        j = i
+        while j + 1 < len(ns) and ns[j + 1] == ns[j] + 1:
+            j += 1
+        out.append(str(ns[i]) if i == j else f"{ns[i]}-{ns[j]}")
+        i = j + 1
+    return ", ".join(out)
 
 
 def _merged(table: str, keys: str) -> str:

@@ -5,8 +5,8 @@ whatever the collector (manifest ``nonpositive_duration_rows``).
 
 :func:`count_duplicates` finds rows identical in every column (a profiler that flushed a buffer
 twice, a trace concatenated with itself). They are kept -- dropping rows silently would change
-totals that ``nsys stats`` reports -- and counted in the manifest (``duplicate_rows``) with a
-warning, so a doubled total can be explained.
+totals that ``nsys stats`` reports -- and counted in the manifest (``duplicate_rows``), said once
+at convert (:func:`notes`), so a doubled total can be explained.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ EVENT_TABLES = {
 
 def count_duplicates(writer) -> dict[str, int]:
     """Count duplicated rows of the event tables written so far by ``writer`` (a RunWriter
-    inside its with-block); record them in its manifest and warn. Returns {table: extra rows}."""
+    inside its with-block); record them in its manifest (:func:`notes` says them). Returns
+    {table: extra rows}."""
     from tracekit import schema
     from tracekit.duck import file_literal, scratch
 
@@ -47,9 +48,7 @@ def count_duplicates(writer) -> dict[str, int]:
                     f"SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {cols} "
                     f"FROM read_parquet({path}))) FROM read_parquet({path})").fetchall()[0][0]
             if n:
-                found[name] = int(n)
-                writer.warn(f"{n} duplicate row(s) in {name} (identical to another row in every "
-                            "column); kept, so totals count them")
+                found[name] = int(n)  # said once at convert (notes)
     finally:
         con.close()
         shutil.rmtree(writer.path / ".dupcheck", ignore_errors=True)
@@ -59,12 +58,17 @@ def count_duplicates(writer) -> dict[str, int]:
 
 def count_nonpositive(writer) -> dict[str, int]:
     """Count rows with ``duration_ns <= 0`` per event table, for every collector (manifest
-    ``nonpositive_duration_rows``). Such rows are kept; interval-based time metrics leave them
-    out (docs/robustness.md). Warns unless the collector already warned about that table."""
+    ``nonpositive_duration_rows``; of them, those of exactly 0 ns in ``zero_duration_rows``, and
+    the tables whose durations are all whole microseconds in ``microsecond_tables``). Such rows
+    are kept; interval-based time metrics leave them out (docs/robustness.md). A negative
+    duration is a warning (repeated by every command that reads the table); 0 ns rows are a
+    note said once, at convert (:func:`notes`)."""
     from tracekit import schema
     from tracekit.duck import file_literal, scratch
 
     found: dict[str, int] = {}
+    zero: dict[str, int] = {}
+    coarse: list[str] = []
     con = scratch()
     try:
         for name in EVENT_TABLES:
@@ -72,14 +76,37 @@ def count_nonpositive(writer) -> dict[str, int]:
             if not info or not info["rows"] or "duration_ns" not in schema.table(name).column_names:
                 continue  # nvtx_marks: instants, no duration
             path = file_literal(writer.path / info["file"])
-            n = con.execute(f"SELECT count(*) FROM read_parquet({path}) "
-                            "WHERE duration_ns <= 0").fetchall()[0][0]
-            if n:
-                found[name] = int(n)
-                if not any(f"of {name} have a zero or negative duration" in w
-                           for w in writer.manifest["warnings"]):
-                    writer.warn(f"{n} row(s) of {name} have a zero or negative duration")
+            n0, neg, fine = con.execute(
+                f"SELECT count(*) FILTER (duration_ns = 0), count(*) FILTER (duration_ns < 0), "
+                f"count(*) FILTER (duration_ns % 1000 <> 0) FROM read_parquet({path})").fetchall()[0]
+            if n0 or neg:
+                found[name] = int(n0 + neg)
+            if n0:
+                zero[name] = int(n0)
+                if not fine:
+                    coarse.append(name)
+            if neg:
+                writer.warn(f"{neg} row(s) of {name} end before they start (negative duration); "
+                            "kept, time metrics leave them out")
     finally:
         con.close()
     writer.manifest["nonpositive_duration_rows"] = found
+    writer.manifest["zero_duration_rows"] = zero
+    writer.manifest["microsecond_tables"] = coarse
     return found
+
+
+def notes(manifest: dict) -> list[str]:
+    """What the conversion found that needs no action, said once by ``tracekit convert`` (not
+    repeated by every command, as warnings are): rows of 0 ns (events shorter than a trace's
+    1 µs resolution, as the PyTorch profiler writes them) and duplicate rows, per table."""
+    out = []
+    coarse = set(manifest.get("microsecond_tables") or [])
+    for name, n in (manifest.get("zero_duration_rows") or {}).items():
+        why = ("shorter than the trace's 1 µs resolution" if name in coarse
+               else "start and end on the same timestamp")
+        out.append(f"{n} row(s) of {name} last 0 ns ({why}); kept, they add no time")
+    for name, n in (manifest.get("duplicate_rows") or {}).items():
+        out.append(f"{n} duplicate row(s) in {name} (identical to another row in every column); "
+                   "kept, so totals count them")
+    return out

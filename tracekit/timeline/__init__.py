@@ -182,15 +182,9 @@ def _params(**kw) -> dict[str, str]:
 
 def _ranges(numbers: str) -> str:
     """'0,1,2,3,7,9,10' -> '0-3, 7, 9-10'."""
-    ns = [int(x) for x in numbers.split(",") if x.strip().lstrip("-").isdigit()]
-    out, i = [], 0
-    while i < len(ns):
-        j = i
-        while j + 1 < len(ns) and ns[j + 1] == ns[j] + 1:
-            j += 1
-        out.append(str(ns[i]) if i == j else f"{ns[i]}-{ns[j]}")
-        i = j + 1
-    return ", ".join(out)
+    from tracekit.query.filters import number_ranges
+
+    return number_ranges(x for x in numbers.split(",") if x.strip().lstrip("-").isdigit())
 
 
 def resolve_window(eng, *, start_ns=None, end_ns=None, step=None, ranks=None,
