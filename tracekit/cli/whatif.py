@@ -10,11 +10,22 @@ from tracekit.cli.app import QUIET, app, jobs_option, scheduler_option, schedule
 from tracekit.cli.options import COLUMNS, FORMAT, MEMORY_LIMIT, OUTPUT, ROWS, STEP_PATTERN
 from tracekit.cli.output import Format, render, select_columns
 from tracekit.outfile import check_output
-from tracekit.whatif.scenarios import help_epilog, parse_all
 
 # from the scenario registry (tracekit.whatif.scenarios.SCENARIOS): the list goes at the foot of
 # --help, at full width, not in the option's narrow column
 _SCENARIO_HELP = "Scenario (repeatable; combine with +); the list is below."
+
+
+class _ScenarioEpilog(typer.core.TyperCommand):
+    """``whatif``'s command: its epilog (the scenario list) is read from the registry when the
+    help is shown, so that importing the CLI (``tracekit --help``, every other command) does not
+    import the registry and with it NumPy (issue 39)."""
+
+    def format_epilog(self, ctx, formatter) -> None:
+        from tracekit.whatif.scenarios import help_epilog
+
+        self.epilog = help_epilog()
+        super().format_epilog(ctx, formatter)
 
 
 _RUN_DIRS = typer.Argument(..., help="Run folder (one rank or a job), or several.", show_default=False)
@@ -22,7 +33,7 @@ _SCENARIOS = typer.Option(["baseline"], "--scenario", "-s", help=_SCENARIO_HELP)
 
 
 @app.command(short_help="Predict step times under changes: replay the run's dependency graph.",
-             epilog=help_epilog())
+             cls=_ScenarioEpilog)
 def whatif(
     run_dirs: list[Path] = _RUN_DIRS,
     scenario: list[str] = _SCENARIOS,
@@ -52,6 +63,8 @@ def whatif(
     from tracekit.whatif import whatif as run_whatif
 
     set_quiet(quiet)
+    from tracekit.whatif.scenarios import parse_all
+
     parsed = parse_all(scenario)  # once: an unknown scenario fails before any run folder is read
     if output is not None and str(output) != "-":
         check_output(output, protect=run_dirs)
