@@ -45,9 +45,9 @@ def _pred(run, scenario):
 
 def test_kernel_regex_runs_in_linear_time(plus_run):
     """Item 5: Python's re took more than 120 s on (.*a){20}x; RE2 answers at once (no match:
-    the baseline's 1000 ns)."""
+    the scenario cannot act, n/a: no prediction, issue 34)."""
     t = time.monotonic()
-    assert _pred(plus_run, "kernels:(.*a){20}x=0.5") == [1000]
+    assert _pred(plus_run, "kernels:(.*a){20}x=0.5") == [None]
     assert time.monotonic() - t < 20
     assert _pred(plus_run, "kernels:^a{40}_k2$=0") == [870 - 350 + 30 + 100]  # K2 gone: sync at 550
 
@@ -69,7 +69,7 @@ def test_regex_re2_refuses_is_one_line_exit_2(plus_run, capsys):
     one_error_line(capsys, "'('", "missing )")
 
 
-@pytest.mark.parametrize("scenario", ["kernels:.=1e308", "host=1e308", "kernels:.=1e16", "comm=1+kernels:.=4e15"])
+@pytest.mark.parametrize("scenario", ["kernels:.=1e308", "host=1e308", "kernels:.=1e16", "host=1+kernels:.=4e15"])
 def test_factors_past_int64_are_refused(plus_run, capsys, scenario):
     """Item 6: kernels:.=1e308 predicted -9.2e18 ns, host=1e308 0 ns, each with NumPy
     RuntimeWarnings; 1e13 exited 1 OverflowError. 1e16 x 400 ns passes 2^61 ns; 4e15 keeps each
