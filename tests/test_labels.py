@@ -107,14 +107,3 @@ def test_sql_column_names_escaped_in_the_terminal_table(tmp_path, capsys):
     out = capsys.readouterr().out
     assert ESC not in out and "\x07" not in out
     assert "a\\x1b[31mb" in out
-
-
-def test_note_figure_breaks_lines_and_escapes_only_trace_text(monkeypatch):
-    """The study's 'no data' notes are wrapped with line breaks; escaped whole, each break was
-    drawn as '\\n' and the note ran out of the figure (seen in report.html in Chromium)."""
-    from tracekit.plots import study as S
-
-    drawn = []
-    monkeypatch.setattr(S, "_png", lambda fig: drawn.extend(t.get_text() for t in fig.axes[0].texts))
-    S._note_figure(S._plt(), "t", "no data in\nrun(s) evil\x1b[2J", "x", "y")
-    assert drawn == ["no data in\nrun(s) evil\\x1b[2J"]
