@@ -59,15 +59,28 @@ class Raw:
             self.api_ns[e["name"]] += _us_to_ns(e.get("dur", 0))
         sizes = {e["args"]["correlation"]: int(e["args"]["size"]) for e in api
                  if "size" in e.get("args", {}) and "correlation" in e["args"]}
-        self.copy_bytes = defaultdict(int)
+        # a copy's bytes: args.bytes, else (ROCm) args.size of the API call with the same
+        # correlation id; with neither (the MI300X trace's DtoD copies) the collector writes NULL
+        # bytes, which the summary's sum skips: total_bytes is None when no copy of a kind has bytes
+        self.copy_bytes = {}
         self.copy_count = Counter()
+        self.copy_unsized = 0
         for e in x:
             if e.get("cat") == "gpu_memcpy":
                 kind = e["name"].split()[1]
                 a = e["args"]
-                self.copy_bytes[kind] += int(a["bytes"]) if "bytes" in a else sizes[a["correlation"]]
+                n = int(a["bytes"]) if "bytes" in a else sizes.get(a.get("correlation"))
                 self.copy_count[kind] += 1
-        self.memset_bytes = sum(int(e["args"]["bytes"]) for e in x if e.get("cat") == "gpu_memset")
+                self.copy_bytes.setdefault(kind, None)
+                if n is None:
+                    self.copy_unsized += 1
+                else:
+                    self.copy_bytes[kind] = (self.copy_bytes[kind] or 0) + n
+        sets = [e for e in x if e.get("cat") == "gpu_memset"]
+        self.memset_count = len(sets)
+        self.memset_unsized = sum("bytes" not in e.get("args", {}) for e in sets)
+        sized = [int(e["args"]["bytes"]) for e in sets if "bytes" in e.get("args", {})]
+        self.memset_bytes = sum(sized) if sized else None
         self.ops = Counter(e.get("cat") for e in x)
         self.rank = (doc.get("distributedInfo") or {}).get("rank")
 
@@ -101,7 +114,9 @@ def _has_query(name: str) -> bool:
 # --- every fixture --------------------------------------------------------------------------
 
 def test_fixtures_present():
-    assert len(KINETO_FIXTURES) == 6
+    assert len(KINETO_FIXTURES) == 8
+    assert {p.name for p in KINETO_FIXTURES} >= {"kineto_mi300_resnet_actckpt_train.json.gz",
+                                                 "kineto_h100_timesformer_infer.json.gz"}
 
 
 @pytest.mark.parametrize("name", FIXTURE_IDS)
@@ -140,14 +155,26 @@ def test_api_calls_match_raw_json(name, runs):
 def test_memcpy_bytes_match_raw_json(name, runs):
     raw = Raw(KINETO_FIXTURES[FIXTURE_IDS.index(name)])
     eng = Engine([runs(name)])
-    if not raw.copy_count and not raw.memset_bytes:
+    if not raw.copy_count and not raw.memset_count:
         return
     rows = eng.query("memcpy_summary").to_pylist()
     copies = {r["kind"]: r for r in rows if r["kind"] != "memset"}
     assert {k: r["count"] for k, r in copies.items()} == dict(raw.copy_count)
-    assert {k: r["total_bytes"] for k, r in copies.items()} == dict(raw.copy_bytes)
+    assert {k: r["total_bytes"] for k, r in copies.items()} == raw.copy_bytes
+    # copies with no size anywhere in the trace keep NULL bytes (not 0, not guessed)
+    assert _sql(eng, "SELECT count(*) FROM memcpy WHERE bytes IS NULL")[0][0] == raw.copy_unsized
     memset = [r for r in rows if r["kind"] == "memset"]
-    assert (memset[0]["total_bytes"] if memset else 0) == raw.memset_bytes
+    assert (memset[0]["count"] if memset else 0) == raw.memset_count
+    assert (memset[0]["total_bytes"] if memset else None) == raw.memset_bytes
+    if raw.memset_count:
+        assert _sql(eng, "SELECT count(*) FROM memset WHERE bytes IS NULL")[0][0] == raw.memset_unsized
+
+
+def test_mi300_copies_without_a_size_keep_null_bytes():
+    """The MI300X trace: DtoD copies with no args.bytes and no API call of their correlation id
+    (ROCm) are counted from the raw JSON here, so a change in the fixture shows."""
+    raw = Raw(KINETO_FIXTURES[FIXTURE_IDS.index("kineto_mi300_resnet_actckpt_train")])
+    assert raw.copy_count == {"DtoD": 550} and raw.copy_unsized == 184
 
 
 @pytest.mark.parametrize("name", FIXTURE_IDS)
@@ -503,6 +530,9 @@ HTA_0_6_1 = {
 
 @pytest.mark.parametrize("name", FIXTURE_IDS)
 def test_kernel_totals_match_hta_recorded(name, runs):
+    if name not in HTA_0_6_1:
+        pytest.skip(f"no HTA 0.6.1 value recorded for {name} (HTA not installed when it was added; "
+                    "test_kernel_totals_match_hta_live checks it when traceinsight is installed)")
     n, total = _sql(Engine([runs(name)]), "SELECT count(*), coalesce(sum(duration_ns), 0) FROM kernels")[0]
     assert (n, Decimal(total) / 1000) == HTA_0_6_1[name]
 

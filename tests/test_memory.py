@@ -3,8 +3,9 @@ memory_timeline, checked against an independent reading of the raw JSON (json mo
 of the allocations in Python) on a real PyTorch profiler trace recorded here with
 profile_memory=True, and against hand arithmetic on a small GPU trace written here.
 
-None of the shared Kineto fixtures holds [memory] events (counted in test_fixtures_have_no_memory),
-so the real trace is made by the installed torch in this session."""
+Of the shared Kineto fixtures only the H100 TimeSformer trace holds [memory] events (checked in
+test_fixtures_have_no_memory; its memory_events are recounted from the raw JSON), so the real
+CPU trace is made by the installed torch in this session."""
 
 from __future__ import annotations
 
@@ -77,12 +78,45 @@ def _device(a) -> str:
     return "cpu" if a["Device Type"] == 0 else f"cuda:{a['Device Id']}"
 
 
+# the shared Kineto fixtures recorded with profile_memory=True (the others have no [memory] event).
+# The fixtures README says both new traces carry [memory] events; the MI300X trace has none.
+WITH_MEMORY = {"kineto_h100_timesformer_infer.json.gz"}
+
+
 def test_fixtures_have_no_memory():
-    """The shared Kineto fixtures were recorded without profile_memory: no [memory] events; they
-    convert with memory_events not captured (and the memory queries say why on an empty result)."""
+    """The shared Kineto fixtures other than WITH_MEMORY were recorded without profile_memory: no
+    [memory] events; they convert with memory_events not captured (and the memory queries say why
+    on an empty result)."""
     for p in KINETO_FIXTURES:
         with gzip.open(p, "rt") as f:
-            assert '"[memory]"' not in f.read()
+            assert ('"[memory]"' in f.read()) == (p.name in WITH_MEMORY), p.name
+
+
+@pytest.mark.parametrize("name", sorted(WITH_MEMORY))
+def test_fixture_memory_events_equal_raw(name, kineto_run):
+    """memory_events of a shared fixture with [memory] events against a recount of the raw JSON:
+    per (device, action) the number of events, the summed abs(Bytes) and the largest
+    'Total Allocated'."""
+    path = next(p for p in KINETO_FIXTURES if p.name == name)
+    with gzip.open(path, "rt") as f:
+        ev = json.load(f, parse_float=Decimal)["traceEvents"]
+    mem = [e for e in ev if e.get("ph") == "i" and e.get("name") == "[memory]"]
+    assert mem
+    want = defaultdict(lambda: [0, 0, 0])
+    for e in mem:
+        a = e["args"]
+        w = want[(_device(a), "alloc" if a["Bytes"] > 0 else "free")]
+        w[0] += 1
+        w[1] += abs(int(a["Bytes"]))
+        w[2] = max(w[2], int(a["Total Allocated"]))
+    run = kineto_run(name.replace(".json.gz", ""))
+    with Engine([run]) as eng:
+        t = eng.sql("SELECT CASE WHEN device_type = 'cpu' THEN 'cpu' ELSE 'cuda:' || device_id END, "
+                    "action, count(*), sum(bytes), max(total_allocated_bytes) FROM memory_events "
+                    "GROUP BY 1, 2").to_pylist()
+    got = {tuple(r.values())[:2]: [int(v) for v in tuple(r.values())[2:]] for r in t}
+    assert got == dict(want)
+    assert sum(v[0] for v in got.values()) == len(mem)
 
 
 def test_summary_peaks_equal_raw(real):

@@ -154,9 +154,11 @@ def _mkn(name, dims):
 
 
 def test_fixtures_with_shapes_are_found():
-    # the ROCm trace, the CPU-only rank and the Triton trace record shapes; the others do not
+    # the ROCm traces (MI250, MI300X), the CPU-only rank, the Triton trace and the H100 TimeSformer
+    # trace record shapes; the others do not
     assert [p.name for p in SHAPED] == ["kineto_a100_triton.json.gz", "kineto_cpu_only_rank.json.gz",
-                                        "kineto_mi250_rocm.json.gz"]
+                                        "kineto_h100_timesformer_infer.json.gz", "kineto_mi250_rocm.json.gz",
+                                        "kineto_mi300_resnet_actckpt_train.json.gz"]
 
 
 @pytest.mark.parametrize("path", SHAPED, ids=lambda p: p.name.split(".")[0])
