@@ -21,7 +21,9 @@ from tracekit.query.named_queries import macro_topics, macros_sql
 
 RUN_VIEWS = ("runs", "run_tables")
 _IDENT = re.compile(r"[a-z_][a-z0-9_]*")
-_COMMENT = re.compile(r"--[^\n]*")
+# a string literal (kept: its words count) or a -- comment (dropped): a "--" inside a literal,
+# e.g. a notice's "--step-pattern REGEX", starts no comment
+_COMMENT = re.compile(r"('(?:[^']|'')*')|--[^\n]*")
 _MACRO = re.compile(r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?MACRO\s+(\w+)",
                     re.IGNORECASE | re.MULTILINE)
 
@@ -29,7 +31,7 @@ _MACRO = re.compile(r"^CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP(?:ORARY)?\s+)?MACRO\
 def identifiers(text: str) -> set[str]:
     """Every word of ``text`` outside ``--`` comments that could name a view or macro (lower case;
     words in string literals count too, which can only create more than needed)."""
-    return set(_IDENT.findall(_COMMENT.sub("", text).lower()))
+    return set(_IDENT.findall(_COMMENT.sub(lambda m: m.group(1) or "", text).lower()))
 
 
 @functools.cache
