@@ -54,6 +54,16 @@ def test_memory_limit_and_private_spill_folder(nsys_run, tmp_path, monkeypatch):
         assert tight.sql("SELECT current_setting('memory_limit') AS m").column("m")[0].as_py() == "61.0 MiB"
         assert tight.query(q).equals(want)
     assert not Path(spill).exists() and not (tmp_path / ".tmp").exists()
+    # an engine no one closes removes its spill folder when it is collected (228 empty
+    # tracekit-spill-* folders were left in /tmp by one run of the test suite)
+    import gc
+
+    dropped = Engine([nsys_run(STEM)])
+    spill = dropped._spill
+    assert Path(spill).is_dir()
+    del dropped
+    gc.collect()
+    assert not Path(spill).exists()
 
 
 def test_every_macro_statement_is_found():

@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -93,8 +94,10 @@ class Engine:
             seen[r.run_id] = r
         self._con = duckdb.connect(":memory:")
         # joins and sorts past the memory limit spill here (DuckDB's default for an in-memory
-        # database is .tmp in the working directory); removed by close()
+        # database is .tmp in the working directory); removed by close(), or when the engine is
+        # collected or Python exits if no one closes it
         self._spill = tempfile.mkdtemp(prefix="tracekit-spill-")
+        self._remove_spill = weakref.finalize(self, shutil.rmtree, self._spill, True)
         self._con.execute(f"SET temp_directory = {lit(self._spill)}")
         # DuckDB picks quadratic join algorithms for inputs it estimates small: an ASOF join with
         # <= 64 rows on its left as a nested-loop join plus a group-by, a range join with <= 1000
@@ -385,7 +388,7 @@ class Engine:
 
     def close(self):
         self._con.close()
-        shutil.rmtree(self._spill, ignore_errors=True)
+        self._remove_spill()
 
     def __enter__(self):
         return self
