@@ -9,8 +9,11 @@ HTA is never a tracekit dependency: it runs in its own venv (``python3 -m venv /
 /work/htavenv/bin/pip install traceinsight 'pandas==2.2.*' psutil``) as a subprocess
 (benchmarks/hta_critical_path.py); without it the HTA columns say so. tracekit runs as its CLI
 (public query names and whatif's output columns only), the raw figures come from
-tests/helpers/kineto_steps.py (the JSON read directly). Writes only under ``-o`` (the converted
-run folders, reused when present) and prints three Markdown tables.
+tests/helpers/kineto_steps.py (the JSON read directly; tests/helpers/nsys_steps.py the CUPTI
+tables of the nsys exports). Writes only under ``-o`` (the converted run folders, reused when
+present) and prints four Markdown tables: tracekit's and HTA's path per Kineto step, the path
+against the raw trace per Kineto step, the floors of every scenario per Kineto trace, and per nsys
+export with steps the path and the raw GPU busy time and launch-to-start latency.
 
 Sides. tracekit's path (from the step's host range end back to its start, so its length is the
 step's wall time): GPU = kernel + memcpy + memset + collective transfer, host = host + launch +
@@ -33,9 +36,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+from helpers import nsys_steps  # noqa: E402
 from helpers.kineto_steps import step_figures  # noqa: E402
 
 FIXTURES = ROOT.parent / "shared" / "fixtures" / "kineto"
+NSYS = ROOT.parent / "shared" / "fixtures" / "nsys"
+NO_STEPS = ("nsys2022.4export_8gpu_jax_no_kernels", "nsys2025.5_rtx4060_no_kernels")
 TRACES = ["kineto_h100_timesformer_infer", "kineto_mi300_resnet_actckpt_train",
           "kineto_a100_nccl_2ranks_rank0", "kineto_a100_triton"]
 SCENARIOS = ["baseline", "launch=0", "host=0.5", "host=2", "kernels:.=0.5", "kernels:gemm=0.5",
@@ -53,11 +59,33 @@ def _tk(*args: str) -> str:
                           capture_output=True, text=True).stdout
 
 
-def _run(out: Path, stem: str) -> Path:
+def _run(out: Path, stem: str, src: Path | None = None) -> Path:
     run = out / stem
     if not (run / "manifest.json").exists():
-        _tk("convert", str(FIXTURES / f"{stem}.json.gz"), "-o", str(run))
+        _tk("convert", str(src or FIXTURES / f"{stem}.json.gz"), "-o", str(run))
     return run
+
+
+def _median(v):
+    v = sorted(x for x in v if x is not None)
+    return (v[(len(v) - 1) // 2] + v[len(v) // 2]) / 2 if v else None
+
+
+def _nsys_row(out: Path, stem: str) -> str:
+    """One row per nsys export: its steps (detected: windows of GPU work) recounted from the
+    CUPTI tables (tests/helpers/nsys_steps.py) beside step_summary and critical_path_summary."""
+    src = NSYS / f"{stem}.sqlite"
+    run = _run(out, stem, src)
+    steps = json.loads(_tk("query", "step_summary", str(run), "-f", "json"))
+    raw = nsys_steps.step_figures(src, [(r["start_ns"], r["start_ns"] + r["wall_ns"], r["pid"]) for r in steps])
+    exact = sum(a["gpu_busy_ns"] == r["gpu_busy_ns"] for a, r in zip(raw, steps))
+    tk = _tk_path(run)
+    gpu = _median(100 * tk[n]["gpu"] / tk[n]["wall"] for n in tk if tk[n]["wall"])
+    busy = _median(100 * a["gpu_busy_any_ns"] / r["wall_ns"] for a, r in zip(raw, steps) if r["wall_ns"])
+    q = _median(a["queue_delay_ns_median"] for a in raw)
+    qs = "" if q is None else f"{q / 1e3:.1f}"
+    return (f"| {stem} | {len(steps)} | {exact}/{len(steps)} | {gpu:.1f} | {busy:.1f} | {qs} | "
+            f"{sum(a['queue_delay_ns_median'] is not None for a in raw)} |")
 
 
 def _tk_path(run: Path) -> dict:
@@ -150,11 +178,14 @@ def main(argv=None) -> int:
     ap.add_argument("--hta-python", default="/work/htavenv/bin/python",
                     help="HTA's Python; several, comma-separated, compare HTA versions")
     ap.add_argument("--no-floors", action="store_true", help="skip the whatif floors table")
+    ap.add_argument("--nsys", default=",".join(sorted(p.name[:-7] for p in NSYS.glob("*.sqlite")
+                                                      if p.name[:-7] not in NO_STEPS)),
+                    help="nsys exports (stems) for the per-trace table; '' for none")
     ap.add_argument("--traces", default=",".join(TRACES))
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     hta_rows, raw_rows, floor_rows = [], [], []
-    for stem in a.traces.split(","):
+    for stem in filter(None, a.traces.split(",")):
         run = _run(a.out, stem)
         raw = {r["step"]: r for r in step_figures(FIXTURES / f"{stem}.json.gz")}
         tk = _tk_path(run)
@@ -172,6 +203,12 @@ def main(argv=None) -> int:
           " | removing, slower | floor = raw busiest stream | n/a |")
     print("|---|---|---|---|---|---|---|---|---|")
     print("\n".join(floor_rows))
+    print()
+    print("| nsys export | steps | step_summary gpu_busy_ns = recount | path on GPU work % (median) | raw GPU busy %"
+          " (any GPU, median) | launch-to-start median us | steps with a launch in the export |")
+    print("|---|---|---|---|---|---|---|")
+    for stem in filter(None, a.nsys.split(",")):
+        print(_nsys_row(a.out, stem), flush=True)
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import SHARED
+from helpers import nsys_steps
 from helpers.kineto_steps import step_figures
 
 from tracekit.query import Engine
@@ -89,3 +90,26 @@ def test_every_scenario_keeps_its_floors(measured):
             assert r["predicted_ns"] <= r["baseline_ns"], (stem, r)
         if r["scenario"] == "baseline":
             assert r["predicted_ns"] == r["measured_ns"], (stem, r)
+
+
+def test_nsys_steps_match_the_raw_export(nsys_run):
+    """The 2-GPU H100 nsys slice: its 48 detected steps' GPU busy time (per process and device,
+    summed over devices) equals the CUPTI tables' recount; the critical path's GPU time stays
+    within the time any GPU was busy in the step (the path of a step of process 111 runs on
+    process 112's GPU in most steps: 69 of the 76 rows of critical_path_summary are rank 1); and the host runs 429 ms ahead of the GPU (kernels that start in the last steps'
+    windows were launched a median 428.5-429.2 ms before; the first steps' were launched before
+    the 1 s slice began)."""
+    stem = "nsys2026_h100_2gpu_pytorch_slice"
+    with Engine([nsys_run(stem)]) as e:
+        steps = e.query("step_summary").to_pylist()
+        path = e.query("critical_path_summary").to_pylist()
+    raw = nsys_steps.step_figures(SHARED / "fixtures" / "nsys" / f"{stem}.sqlite",
+                                  [(r["start_ns"], r["start_ns"] + r["wall_ns"], r["pid"]) for r in steps])
+    assert len(steps) == 48
+    assert [a["gpu_busy_ns"] for a in raw] == [r["gpu_busy_ns"] for r in steps]
+    by_step = {r["step"]: a["gpu_busy_any_ns"] for r, a in zip(steps, raw)}
+    for n, busy in by_step.items():
+        mine = [r for r in path if r["step"] == n]
+        assert sum(r["time_ns"] for r in mine if r["category"] in GPU) <= busy
+    q = [a["queue_delay_ns_median"] for a in raw if a["queue_delay_ns_median"] is not None]
+    assert len(q) == 20 and all(428_000_000 < v < 430_000_000 for v in q)
