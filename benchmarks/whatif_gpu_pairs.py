@@ -125,7 +125,7 @@ def main(argv=None) -> int:
         if a.device == "cpu" and (second.get("graphs") or second.get("amp")):
             # CUDA graphs need a GPU; CPU bfloat16 autocast has no tensor-core kernels to scale
             # (a CPU run has no kernels table) and took 13x the fp32 step on the smoke machine
-            print(f"{name} | {scenario} | skipped on CPU | | |")
+            print(f"{name} | {scenario or 'kernels:gemm|conv|xmma|cutlass=F'} | skipped on CPU | | |")
             continue
         runs = []
         for j, kw in enumerate((first, second)):
