@@ -29,7 +29,13 @@ def test_sendrecv_of_two_ranks_are_paired(tmp_path):
     run = convert(job.paths, tmp_path / "run", jobs=1, clock_model="none")
     with Engine([run]) as eng:
         skew = eng.query("collective_skew").to_pylist()
+        strag = eng.query("stragglers").to_pylist()
     want = [c["skew_ns"] for c in job.truth.collectives]  # true arrival skews, rank 0's clock
     assert [(r["kind"], r["collective"], r["peers"]) for r in skew] == [("p2p", "Send/Recv", "0->1")] * 21
     assert sorted(r["skew_ns"] for r in skew) == sorted(want)
     assert {r["last_rank"] for r in skew} == {1}
+    # stragglers judges the pairs too (it said "no row matched"): rank 1, last at all 21, held
+    # rank 0 up by each pair's true skew (2 ranks: the hold is the whole skew)
+    assert [(r["rank"], r["straggler"], r["collectives"], r["last_arrivals"]) for r in strag] == \
+        [(1, True, 21, 21), (0, False, 21, 0)]
+    assert strag[0]["delay_caused_ns"] == sum(want)
