@@ -1,7 +1,7 @@
 -- stragglers: One row per rank: how often it arrived last at a collective, the delay it caused, its typical lateness, and whether that is beyond the clock uncertainty and jitter (straggler).
 -- @include core ranks
 --
--- Built on the collective instances of `collective_skew` (tk_comm_arrivals in queries/ranks/_macros.sql:
+-- Built on the collective instances of `collective_skew` (tk_judged_arrivals in queries/ranks/_macros.sql:
 -- NCCL kernels on GPUs, Gloo ranges on CPUs, matched across ranks by process group, type and
 -- order). Only instances with two or more participants count: collectives, and the point-to-point
 -- pairs (Send/Recv, SendRecv) of a communicator of exactly two ranks, whose peer is provable
@@ -64,11 +64,7 @@
 -- @notice SELECT 'stragglers: run ' || run_id || ': its ' || count(*) || ' ranks are on one host (' || any_value(host) || '): one clock, so bound_ns is 0' FROM clock_model GROUP BY run_id HAVING count(*) > 1 AND count(DISTINCT clock_id) = 1 AND bool_and(host IS NOT NULL) ORDER BY run_id
 -- @notice SELECT 'stragglers: run ' || run_id || ': no straggler beyond the clock uncertainty (clock bound up to ' || coalesce(printf('%.1f', max(bound_ns) / 1e3) || ' µs', 'unknown: a clock was not estimated') || ', arrival jitter ' || printf('%.1f', max(jitter_ns) / 1e3) || ' µs)' FROM result GROUP BY run_id HAVING NOT bool_or(coalesce(straggler, false)) ORDER BY run_id
 -- @notice SELECT 'stragglers: run ' || run_id || ': its inputs may not be one job (merged with --merge-unrelated: ' || json_extract_string(manifest, '$.job.identity_conflicts[0]') || '); cross-rank results may be meaningless' FROM runs WHERE json_array_length(json_extract(manifest, '$.job.identity_conflicts')) > 0 ORDER BY run_id
-WITH a00 AS (
-    SELECT *, count(DISTINCT rank) OVER (PARTITION BY run_id, process_group) AS members
-    FROM tk_comm_arrivals() WHERE ranks > 1
-),
-a0 AS (SELECT * EXCLUDE (members) FROM a00 WHERE kind = 'collective' OR (kind = 'p2p' AND members = 2)),
+WITH a0 AS (SELECT * FROM tk_judged_arrivals()),
 a1 AS (
     -- relative to the first arrival: a median of epoch ns as a double would round to 256 ns
     SELECT *, (arrival_ns - first_start_ns)
