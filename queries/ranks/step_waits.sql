@@ -28,6 +28,7 @@
 -- @column last_arrivals count  Of which it arrived last, strictly after every other participant.
 -- @column held_ns       ns     Union over its last arrivals of [the next-latest arrival, its arrival], clipped to the step's end.
 -- @key wait_ns held_ns
+-- @notice SELECT 'step_waits: run ' || run_id || ': each of its ' || count(*) || ' collective calls has one participant (one rank''s trace): waits across ranks need every rank''s trace in one run folder (tracekit convert TRACE... of the job)' FROM tk_comm_arrivals() GROUP BY run_id HAVING max(ranks) = 1 ORDER BY run_id
 WITH arr AS (SELECT * FROM tk_judged_arrivals()),
 st AS (
     SELECT s.run_id, s.pid, s.step_number AS step, s.is_warmup AS warmup,

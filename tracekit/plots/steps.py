@@ -68,7 +68,8 @@ def _wait_panel(ax, waits: list[dict], many_runs: bool) -> None:
         low = min(here, key=lambda r: r["wait_ns"])
         if len(here) > 1 and low["wait_ns"] < 0.5 * float(np.median([r["wait_ns"] for r in here])):
             ax.annotate(style.text(f"rank {low['rank']} waits {low['wait_ns'] / div:.3g} {unit}"),
-                        (st, low["wait_ns"] / div), textcoords="offset points", xytext=(4, 6), fontsize=7)
+                        (st, low["wait_ns"] / div), textcoords="offset points", fontsize=7,
+                        xytext=(-4, 6) if st == steps[-1] else (4, 6), ha="right" if st == steps[-1] else "left")
     ax.set_ylabel(f"waiting at\ncollectives ({unit})")
     top = max(r["wait_ns"] for r in waits) / div
     ax.set_ylim(-0.05 * top, 1.15 * top if top > 0 else 1)  # a rank at 0 stays visible
