@@ -63,13 +63,22 @@ def _wait_panel(ax, waits: list[dict], many_runs: bool) -> None:
         lab = f"rank {rank}" + (" (waits least)" if len(series) == 1 and len(steps) else "")
         ax.plot([r["step"] for r in s], [r["wait_ns"] / div for r in s], marker="o", ms=3,
                 label=style.text(f"{run_id} {lab}" if many_runs else lab))
-    for st in steps:  # name the rank the others wait for: it waits least, under half the median
+    flagged = []  # (step, row) of the rank the others wait for: it waits least, under half the median
+    for st in steps:
         here = [r for r in waits if r["step"] == st]
         low = min(here, key=lambda r: r["wait_ns"])
         if len(here) > 1 and low["wait_ns"] < 0.5 * float(np.median([r["wait_ns"] for r in here])):
-            ax.annotate(style.text(f"rank {low['rank']} waits {low['wait_ns'] / div:.3g} {unit}"),
-                        (st, low["wait_ns"] / div), textcoords="offset points", fontsize=7,
-                        xytext=(-4, 6) if st == steps[-1] else (4, 6), ha="right" if st == steps[-1] else "left")
+            flagged.append((st, low))
+    if flagged and len({r["rank"] for _, r in flagged}) == 1:  # one label: the same rank every time
+        worst = max(r["wait_ns"] for _, r in flagged) / div
+        every = "every step" if len(flagged) == len(steps) else f"{len(flagged)} of {len(steps)} steps"
+        ax.annotate(style.text(f"rank {flagged[0][1]['rank']} waits at most {worst:.3g} {unit}: {every}"),
+                    (flagged[0][0], flagged[0][1]["wait_ns"] / div), textcoords="offset points",
+                    xytext=(4, 6), fontsize=7)
+    else:
+        for st, r in flagged:
+            ax.annotate(style.text(f"rank {r['rank']}"), (st, r["wait_ns"] / div), textcoords="offset points",
+                        xytext=(4, 6), fontsize=7)
     ax.set_ylabel(f"waiting at\ncollectives ({unit})")
     top = max(r["wait_ns"] for r in waits) / div
     ax.set_ylim(-0.05 * top, 1.15 * top if top > 0 else 1)  # a rank at 0 stays visible
