@@ -193,6 +193,7 @@ def prepare(con, filters: Filters, need) -> None:
     else:  # tk_filter_steps: prepare_steps, when a statement first calls tk_steps()
         con.execute("CREATE TEMP TABLE tk_filter_windows AS SELECT * FROM tk_filter_run_windows")
 
+
 def prepare_steps(con, filters: Filters, need) -> None:
     """The step tables of :func:`prepare`, while ``con``'s views are unfiltered:
     ``tk_filter_all_steps`` (tk_steps() of the whole run), with ``--step`` ``tk_filter_windows``
@@ -210,15 +211,15 @@ def prepare_steps(con, filters: Filters, need) -> None:
         if not con.execute("SELECT count(*) FROM tk_filter_windows").fetchall()[0][0]:
             need("SELECT * FROM runs")
             _no_such_step(con, filters)
-    ranks = ("" if not filters.ranks else "\n        AND EXISTS (SELECT 1 FROM tk_filter_pids p "
-             "WHERE p.run_id = st.run_id AND p.pid = st.pid)")
+    kept = ("" if not filters.ranks else "\n        AND EXISTS (SELECT 1 FROM tk_filter_pids p "
+            "WHERE p.run_id = st.run_id AND p.pid = st.pid)")
     if filters.nvtx:  # a step is an event: kept when it starts inside the matching ranges of its process
-        ranks += ("\n        AND EXISTS (SELECT 1 FROM tk_filter_procs r WHERE r.run_id = st.run_id "
-                  "AND r.pid = st.pid AND st.start_ns >= r.w0 AND st.start_ns < r.w1)")
+        kept += ("\n        AND EXISTS (SELECT 1 FROM tk_filter_procs r WHERE r.run_id = st.run_id "
+                 "AND r.pid = st.pid AND st.start_ns >= r.w0 AND st.start_ns < r.w1)")
     con.execute(f"""CREATE TEMP TABLE tk_filter_steps AS
         SELECT st.* FROM tk_filter_all_steps st
         WHERE EXISTS (SELECT 1 FROM tk_filter_windows w WHERE w.run_id = st.run_id
-                      AND (w.pid IS NULL OR w.pid = st.pid) AND st.start_ns >= w.w0 AND st.start_ns < w.w1){ranks}""")
+                      AND (w.pid IS NULL OR w.pid = st.pid) AND st.start_ns >= w.w0 AND st.start_ns < w.w1){kept}""")
 
 
 def _no_such_step(con, filters: Filters) -> None:
