@@ -391,29 +391,56 @@ def test_critical_path_without_steps_says_what_is_missing(nsys_run, capsys):
 
 
 def test_cli_table_on_a_job_one_row_per_step_in_80_columns(job, monkeypatch, capsys):
-    """The terminal table of a job: one row per scenario and step, the slowest rank's (by_step
-    against the per-rank rows), within 80 columns; a kernels scenario that matches nothing says
-    so on stderr."""
+    """The terminal table of a job: one row per scenario and step, within 80 columns, naming the
+    rank the step waits for (issue 36 item 3: the straggler, rank 3; the slowest rank by the
+    prediction was any of the 8, which end within microseconds); saved ms per step; a kernels
+    scenario that matches nothing is n/a in the table and says why on stderr."""
     from tracekit.whatif import by_step
 
-    run, _ = job["straggler"]
+    run, truth = job["straggler"]
     monkeypatch.setenv("COLUMNS", "80")
     assert cli(["whatif", str(run), "-s", "no-straggler", "-s", "kernels:no_such_kernel=0.5"]) == 0
     cap = capsys.readouterr()
     lines = cap.out.splitlines()
     assert lines and all(len(line) <= 80 for line in lines)
+    assert f"ranks 8, rank {truth.straggler}," in lines[1]  # the same rank in every row
+    head = lines[2].split()
+    assert head[:2] == ["scenario", "step"] and head[-1] == "note" and "saved" in head
+    div = {"ms": 1e6, "µs": 1e3}[head[head.index("saved") + 1]]
     rows = [line.split() for line in lines if line.startswith(("no-straggler", "kernels:"))]
     assert len(rows) == 2 * 3
-    assert "matches none of the" in cap.err and "whose step ends last" in cap.err
+    assert "matches none of the" in cap.err and "rank = the rank the step waits for" in cap.err
     with Engine([run]) as e:
         full = whatif(e, ["no-straggler"])
     steps = by_step(full).to_pylist()
     assert len(steps) == 3 and all(s["ranks"] == 8 for s in steps)
-    for s in steps:
-        mine = [r for r in full.to_pylist() if r["step"] == s["step"]]
-        assert s["predicted_ns"] == max(r["predicted_ns"] for r in mine)
-        assert s["rank"] in {r["rank"] for r in mine if r["predicted_ns"] == s["predicted_ns"]}
-        assert [str(s["step"]), str(s["rank"])] == rows[steps.index(s)][1:3]
+    for s, row in zip(steps, rows):
+        # step, predicted ms, speedup, saved ms: the largest over the ranks
+        assert row[1:5] == [str(s["step"]), f"{s['predicted_ns'] / 1e6:.3f}", f"{s['speedup']:.3f}",
+                            f"{s['saved_ns'] / div:.3f}"]
+    assert [r[1:] for r in rows[3:]] == [[str(s["step"]), "n/a"] for s in steps]
+
+
+def test_step_waits_and_the_steps_plot_show_the_straggler(job, tmp_path):
+    """step_waits per rank and step (issue 36 item 11): the straggler waits for nobody and holds
+    the others up by its 7 collectives' delays; the steps plot draws it as a panel."""
+    from tracekit.plots.steps import plot_steps
+
+    run, truth = job["straggler"]
+    with Engine([run]) as e:
+        waits = e.query("step_waits").to_pylist()
+    assert len(waits) == 8 * 3 and all(r["collectives"] == 7 for r in waits)
+    steps = sorted({r["step"] for r in waits})
+    for r in waits:  # against the truth: 7 collectives a step, in step order; one clock model
+        mine = truth.collectives[7 * steps.index(r["step"]):][:7]  # bound (< 1 us) per arrival
+        if r["rank"] == truth.straggler:
+            held = sum(c["last_arrival_ns"] - sorted(c["arrival_ns"])[-2] for c in mine)
+            assert r["wait_ns"] == 0 and r["last_arrivals"] == 7 and abs(r["held_ns"] - held) <= 7_000
+        else:
+            wait = sum(c["wait_ns"][r["rank"]] for c in mine)
+            assert r["last_arrivals"] == 0 and r["held_ns"] == 0 and abs(r["wait_ns"] - wait) <= 7_000
+    info = plot_steps([run], tmp_path / "steps.png")
+    assert info["waits"] == 8 and (tmp_path / "steps.png").stat().st_size > 0
 
 
 def test_collectives_match_across_host_clocks(hosts_job, capsys):

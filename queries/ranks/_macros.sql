@@ -207,3 +207,13 @@ SELECT *,
 FROM (SELECT * REPLACE (CASE WHEN kind = 'p2p' THEN 'Send/Recv' ELSE collective END AS collective)
       FROM tk_comm_calls() WHERE kind = 'collective' OR (sender IS NOT NULL AND receiver IS NOT NULL))
 WINDOW inst AS (PARTITION BY run_id, process_group, collective, sender, receiver, seq);
+
+-- tk_judged_arrivals(): the arrivals stragglers and step_waits judge: tk_comm_arrivals() of
+-- instances with two or more participants that are collectives, or point-to-point pairs of a
+-- communicator (process group; the run when none is recorded) of exactly two ranks, whose peer is
+-- provable (issue 36). Pairs of larger communicators (pipeline stages) are left out.
+CREATE OR REPLACE TEMP MACRO tk_judged_arrivals() AS TABLE
+SELECT * EXCLUDE (members)
+FROM (SELECT *, count(DISTINCT rank) OVER (PARTITION BY run_id, process_group) AS members
+      FROM tk_comm_arrivals() WHERE ranks > 1)
+WHERE kind = 'collective' OR (kind = 'p2p' AND members = 2);

@@ -1,10 +1,13 @@
 -- stragglers: One row per rank: how often it arrived last at a collective, the delay it caused, its typical lateness, and whether that is beyond the clock uncertainty and jitter (straggler).
 -- @include core ranks
 --
--- Built on the collective instances of `collective_skew` (tk_comm_arrivals in queries/ranks/_macros.sql:
+-- Built on the collective instances of `collective_skew` (tk_judged_arrivals in queries/ranks/_macros.sql:
 -- NCCL kernels on GPUs, Gloo ranges on CPUs, matched across ranks by process group, type and
--- order). Only collective instances with two or more participants count (point-to-point pairs
--- are shown by collective_skew, never averaged in here).
+-- order). Only instances with two or more participants count: collectives, and the point-to-point
+-- pairs (Send/Recv, SendRecv) of a communicator of exactly two ranks, whose peer is provable
+-- (the other rank; NCCL matches a pair's sends and receives in issue order), so a 2-rank job of
+-- point-to-point calls only is still judged. Point-to-point pairs of larger communicators
+-- (pipeline stages) are shown by collective_skew, never averaged in here.
 --   collectives       = instances the rank took part in;
 --   last_arrivals     = instances where it arrived last, strictly after every other participant
 --                       (when two ranks tie for last, neither alone held the collective up);
@@ -48,7 +51,7 @@
 -- @column run_id            id     Run folder the row comes from.
 -- @column rank              id     Distributed rank (processes.rank / manifest; else the participant ordinal, see collective_skew).
 -- @column straggler         enum   true when last at >= half its collectives and lateness_ns > 3 x jitter_ns / sqrt(collectives) + bound_ns; else false.
--- @column collectives       count  Collective instances with two or more participants that the rank took part in.
+-- @column collectives       count  Instances with two or more participants (collectives; point-to-point pairs of a 2-rank communicator) that the rank took part in.
 -- @column last_arrivals     count  Of which it arrived last.
 -- @column delay_caused_ns   ns     Sum over its last arrivals of its arrival - the next-latest arrival, overlapping holds counted once (the longest).
 -- @column delay_caused_per_step_ns ns  delay_caused_ns / the rank's steps (warm-up included); null without steps.
@@ -61,7 +64,7 @@
 -- @notice SELECT 'stragglers: run ' || run_id || ': its ' || count(*) || ' ranks are on one host (' || any_value(host) || '): one clock, so bound_ns is 0' FROM clock_model GROUP BY run_id HAVING count(*) > 1 AND count(DISTINCT clock_id) = 1 AND bool_and(host IS NOT NULL) ORDER BY run_id
 -- @notice SELECT 'stragglers: run ' || run_id || ': no straggler beyond the clock uncertainty (clock bound up to ' || coalesce(printf('%.1f', max(bound_ns) / 1e3) || ' µs', 'unknown: a clock was not estimated') || ', arrival jitter ' || printf('%.1f', max(jitter_ns) / 1e3) || ' µs)' FROM result GROUP BY run_id HAVING NOT bool_or(coalesce(straggler, false)) ORDER BY run_id
 -- @notice SELECT 'stragglers: run ' || run_id || ': its inputs may not be one job (merged with --merge-unrelated: ' || json_extract_string(manifest, '$.job.identity_conflicts[0]') || '); cross-rank results may be meaningless' FROM runs WHERE json_array_length(json_extract(manifest, '$.job.identity_conflicts')) > 0 ORDER BY run_id
-WITH a0 AS (SELECT * FROM tk_comm_arrivals() WHERE ranks > 1 AND kind = 'collective'),
+WITH a0 AS (SELECT * FROM tk_judged_arrivals()),
 a1 AS (
     -- relative to the first arrival: a median of epoch ns as a double would round to 256 ns
     SELECT *, (arrival_ns - first_start_ns)

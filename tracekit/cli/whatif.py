@@ -68,29 +68,24 @@ def whatif(
     parsed = parse_all(scenario)  # once: an unknown scenario fails before any run folder is read
     if output is not None and str(output) != "-":
         check_output(output, protect=run_dirs)
+    terminal = columns is None and format == Format.table and (output is None or str(output) == "-")
     with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as eng:
         result = run_whatif(eng, parsed, jobs=jobs or 1, scheduler=scheduler_address(scheduler))
+        # the terminal table names the rank each step waits for (issue 36, item 3)
+        waits = eng.query("step_waits") if terminal else None
     from tracekit.cli.messages import note, warn
-    from tracekit.whatif import by_step, notes
+    from tracekit.whatif import notes
 
     for line in notes(result):
         warn(line.removeprefix("warning: ")) if line.startswith("warning: ") else note(line)
-    if columns is None and format == Format.table and (output is None or str(output) == "-"):
+    if terminal:
         from tracekit.cli.termtable import terminal_width
+        from tracekit.cli.whatif_output import job_rows, short_notes, table_columns
 
-        keep = ["run_id", "scenario", "step", "rank", "predicted_ns", "speedup", "saved_ns", "baseline_err_pct"]
-        per_step = by_step(result)
-        if per_step.num_rows < result.num_rows:  # a job: one row per step, its slowest rank
-            result = per_step
-            keep.insert(3, "ranks")
-            note(f"one row per scenario and step: rank = the one of its {max(result.column('ranks').to_pylist())} "
-                 "ranks whose step ends last in the prediction; -f csv or json gives every rank's row")
-        if any(v is not None for v in result.column("note").to_pylist()):
-            keep.append("note")  # n/a and why, or the floor that set the prediction
-        if terminal_width() >= 100:  # else the speedup would be the column left out
-            keep.append("measured_ns")
-        if all(v is None for v in result.column("rank").to_pylist()):
-            keep.append("pid")  # no rank known: the process tells the steps apart
-        columns = ",".join(keep)
+        result, lines = job_rows(result, waits)
+        for line in lines:
+            note(line)
+        columns = ",".join(table_columns(result, terminal_width() >= 100))
+        result = short_notes(result)
     result = select_columns(result, columns)
     render(result, format, output, title="whatif", units=UNITS, protect=run_dirs, rows=rows)

@@ -3,9 +3,11 @@
 Data: the ``step_summary`` named query (steps are the `step N` NVTX ranges; phases the `data`,
 `forward`, `backward`, `optimizer` and `comm ...` ranges inside them; GPU busy time from the
 kernels). Top: the wall time of every step, one line per rank (more than :data:`MAX_RANK_LINES`
-ranks: the median with the min-max band). Bottom: each phase's time per step (mean over ranks);
-phases may overlap (communication runs during the backward pass), so they are drawn side by
-side, not stacked.
+ranks: the median with the min-max band). On a job with collectives, below it: the time each rank
+waited at collectives in each step (the ``step_waits`` query, from the arrivals ``stragglers``
+judges), so a straggler is the rank whose line stays at 0 while the others wait for it. Bottom:
+each phase's time per step (mean over ranks); phases may overlap (communication runs during the
+backward pass), so they are drawn side by side, not stacked.
 """
 
 from __future__ import annotations
@@ -22,11 +24,70 @@ PHASES = (("data_ns", "data"), ("forward_ns", "forward"), ("backward_ns", "backw
 
 
 def steps_data(run_dirs: Sequence[str | os.PathLike], *, include_warmup: bool = True):
+    """(step_summary rows, GPU names, run ids) of ``run_dirs``."""
+    rows, _, gpus, runs = steps_and_waits(run_dirs, include_warmup=include_warmup)
+    return rows, gpus, runs
+
+
+def steps_and_waits(run_dirs: Sequence[str | os.PathLike], *, include_warmup: bool = True):
+    """(step_summary rows, step_waits rows, GPU names, run ids) of ``run_dirs``, one session."""
     from tracekit.query import Session
 
+    params = {"include_warmup": str(include_warmup).lower()}
     with Session(run_dirs) as eng:
-        rows = eng.query("step_summary", {"include_warmup": str(include_warmup).lower()}).to_pylist()
-        return rows, style.gpu_names(eng), [r.run_id for r in eng.runs]
+        rows = eng.query("step_summary", params).to_pylist()
+        waits = eng.query("step_waits", params).to_pylist()
+        return rows, waits, style.gpu_names(eng), [r.run_id for r in eng.runs]
+
+
+def _wait_panel(ax, waits: list[dict], many_runs: bool) -> None:
+    """Per rank, the time it waited at collectives in each step (step_waits.wait_ns): a line per
+    rank up to :data:`MAX_RANK_LINES` ranks, else the median and min-max band with the line of
+    the rank that waited least (a straggler waits for nobody)."""
+    import numpy as np
+
+    div, unit = style.time_unit(max(max(r["wait_ns"] for r in waits), 1))
+    series: dict[tuple, list[dict]] = {}
+    for r in waits:
+        series.setdefault((r["run_id"], r["rank"]), []).append(r)
+    steps = sorted({r["step"] for r in waits})
+    if len(series) > MAX_RANK_LINES:
+        per = {st: [r["wait_ns"] / div for r in waits if r["step"] == st] for st in steps}
+        ax.fill_between(steps, [min(per[s]) for s in steps], [max(per[s]) for s in steps], alpha=0.3,
+                        label=f"min-max over {len(series)} ranks")
+        ax.plot(steps, [float(np.median(per[s])) for s in steps], marker="o", ms=3, label="median rank")
+        least = min(series, key=lambda k: sum(r["wait_ns"] for r in series[k]))
+        series = {least: series[least]}
+    for (run_id, rank), s in series.items():
+        s = sorted(s, key=lambda r: r["step"])
+        lab = f"rank {rank}" + (" (waits least)" if len(series) == 1 and len(steps) else "")
+        ax.plot([r["step"] for r in s], [r["wait_ns"] / div for r in s], marker="o", ms=3,
+                label=style.text(f"{run_id} {lab}" if many_runs else lab))
+    flagged = []  # (step, row) of the rank the others wait for: it waits least, under half the median
+    for st in steps:
+        here = [r for r in waits if r["step"] == st]
+        low = min(here, key=lambda r: r["wait_ns"])
+        if len(here) > 1 and low["wait_ns"] < 0.5 * float(np.median([r["wait_ns"] for r in here])):
+            flagged.append((st, low))
+    if flagged and len({r["rank"] for _, r in flagged}) == 1:  # one label: the same rank every time
+        worst = max(r["wait_ns"] for _, r in flagged) / div
+        every = "every step" if len(flagged) == len(steps) else f"{len(flagged)} of {len(steps)} steps"
+        ax.annotate(style.text(f"rank {flagged[0][1]['rank']} waits at most {worst:.3g} {unit}: {every}"),
+                    (flagged[0][0], flagged[0][1]["wait_ns"] / div), textcoords="offset points",
+                    xytext=(4, 6), fontsize=7)
+    else:
+        for st, r in flagged:
+            ax.annotate(style.text(f"rank {r['rank']}"), (st, r["wait_ns"] / div), textcoords="offset points",
+                        xytext=(4, 6), fontsize=7)
+    ax.set_ylabel(f"waiting at\ncollectives ({unit})")
+    top = max(r["wait_ns"] for r in waits) / div
+    ax.set_ylim(-0.05 * top, 1.15 * top if top > 0 else 1)  # a rank at 0 stays visible
+    ax.grid(alpha=0.3)
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_title("time each rank waited at collectives for the last arrival (step_waits); "
+                 "a straggler waits for nobody", fontsize=8)
+    ax.legend(fontsize=7, ncol=min(8, len(series) + 2), loc="upper center", bbox_to_anchor=(0.5, -0.25),
+              frameon=False)
 
 
 def plot_steps(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike, *,
@@ -35,7 +96,7 @@ def plot_steps(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike,
     "phases": [drawn phases]}``. :class:`InputError` when the runs have no `step N` ranges."""
     import numpy as np
 
-    rows, gpus, runs = steps_data(run_dirs, include_warmup=include_warmup)
+    rows, waits, gpus, runs = steps_and_waits(run_dirs, include_warmup=include_warmup)
     if not rows:
         raise InputError("nothing to plot: no training steps in the run folder(s) (step_summary finds "
                          "none; docs/metrics.md, Steps, says what counts as a step)", path=style.single(run_dirs))
@@ -45,8 +106,11 @@ def plot_steps(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike,
     for r in rows:
         by_series.setdefault((r["run_id"], r["rank"], r["pid"]), []).append(r)
     phases = [(col, name) for col, name in PHASES if any(r[col] for r in rows)]
-    fig, axes = plt.subplots(2 if phases else 1, 1, figsize=(10, 6.8 if phases else 3.8), squeeze=False)
+    panels = 1 + bool(waits) + bool(phases)
+    fig, axes = plt.subplots(panels, 1, figsize=(10, 3.8 + 3.0 * (panels - 1)), squeeze=False)
     ax = axes[0, 0]
+    if waits:
+        _wait_panel(axes[1, 0], waits, many_runs)
     div, unit = style.time_unit(max(r["wall_ns"] for r in rows))
     steps = sorted({r["step"] for r in rows})
     if len(by_series) <= MAX_RANK_LINES:
@@ -74,7 +138,7 @@ def plot_steps(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike,
     ax.grid(alpha=0.3)
     ax.xaxis.get_major_locator().set_params(integer=True)
     if phases:
-        axp = axes[1, 0]
+        axp = axes[panels - 1, 0]
         width = 0.8 / len(phases)
         for i, (col, name) in enumerate(phases):
             vals = []
@@ -94,4 +158,5 @@ def plot_steps(run_dirs: Sequence[str | os.PathLike], output: str | os.PathLike,
     fig.suptitle(title or style.run_title("Step time", runs, gpus), fontsize=10)
     fig.tight_layout()
     style.save(fig, output, protect=run_dirs)
-    return {"steps": len(steps), "ranks": len(by_series), "phases": [n for _, n in phases]}
+    return {"steps": len(steps), "ranks": len(by_series), "phases": [n for _, n in phases],
+            "waits": len({(r["run_id"], r["rank"]) for r in waits})}

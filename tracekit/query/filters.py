@@ -19,8 +19,11 @@ every output format (table, CSV, JSON, Parquet) and every plot sees the same eve
   stats ``--filter-nvtx``, a GPU activity belongs when the CUDA API call that launched it lies
   inside the matching ranges of its thread (their union: a call across the boundary of two
   overlapping matching ranges counts too); host events (API calls, OS runtime calls, NVTX
-  ranges and marks, scheduling) when they start inside them on the same thread (tables without
-  a thread: of the same process). Each test is one sorted (ASOF) lookup per event.
+  ranges and marks, scheduling) when they start inside them on the same thread (a row without
+  a thread, as Kineto's GPU-side annotations: inside those without one; tables without a
+  thread: of the same process). Each test is one sorted (ASOF) lookup per event. Steps
+  (tk_steps()) are events too: a step is kept when it starts inside the matching ranges of its
+  process (``--nvtx '^ProfilerStep#5$'`` keeps step 5 and its work).
 
 Filters combine with AND. Tables without times (processes, threads, devices, ncu_metrics) keep
 all rows except for the rank and device filters. Everything the filter needs (steps, run starts,
@@ -173,10 +176,6 @@ def prepare(con, filters: Filters, need) -> None:
               + ", ".join(map(str, filters.ranks)) + ")")
         if not con.execute("SELECT count(*) FROM tk_filter_pids").fetchall()[0][0]:
             _no_such_rank(con, filters, need)
-    if filters.steps:  # the windows are the kept steps
-        prepare_steps(con, filters, need)
-    else:  # tk_filter_steps: prepare_steps, when a statement first calls tk_steps()
-        con.execute("CREATE TEMP TABLE tk_filter_windows AS SELECT * FROM tk_filter_run_windows")
     if filters.nvtx:
         table("tk_filter_ranges",
               "SELECT run_id, pid, tid, start_ns AS w0, coalesce(end_ns, 9223372036854775807) AS w1 "
@@ -189,6 +188,10 @@ def prepare(con, filters: Filters, need) -> None:
               "SELECT DISTINCT c.run_id, c.pid, c.correlation_id FROM cuda_api c "
               "ASOF JOIN tk_filter_threads m ON m.run_id = c.run_id AND m.pid = c.pid AND m.tid = c.tid "
               "AND c.start_ns >= m.w0 WHERE c.end_ns <= m.w1 AND c.correlation_id IS NOT NULL")
+    if filters.steps:  # the windows are the kept steps
+        prepare_steps(con, filters, need)
+    else:  # tk_filter_steps: prepare_steps, when a statement first calls tk_steps()
+        con.execute("CREATE TEMP TABLE tk_filter_windows AS SELECT * FROM tk_filter_run_windows")
 
 
 def prepare_steps(con, filters: Filters, need) -> None:
@@ -208,12 +211,15 @@ def prepare_steps(con, filters: Filters, need) -> None:
         if not con.execute("SELECT count(*) FROM tk_filter_windows").fetchall()[0][0]:
             need("SELECT * FROM runs")
             _no_such_step(con, filters)
-    ranks = ("" if not filters.ranks else "\n        AND EXISTS (SELECT 1 FROM tk_filter_pids p "
-             "WHERE p.run_id = st.run_id AND p.pid = st.pid)")
+    kept = ("" if not filters.ranks else "\n        AND EXISTS (SELECT 1 FROM tk_filter_pids p "
+            "WHERE p.run_id = st.run_id AND p.pid = st.pid)")
+    if filters.nvtx:  # a step is an event: kept when it starts inside the matching ranges of its process
+        kept += ("\n        AND EXISTS (SELECT 1 FROM tk_filter_procs r WHERE r.run_id = st.run_id "
+                 "AND r.pid = st.pid AND st.start_ns >= r.w0 AND st.start_ns < r.w1)")
     con.execute(f"""CREATE TEMP TABLE tk_filter_steps AS
         SELECT st.* FROM tk_filter_all_steps st
         WHERE EXISTS (SELECT 1 FROM tk_filter_windows w WHERE w.run_id = st.run_id
-                      AND (w.pid IS NULL OR w.pid = st.pid) AND st.start_ns >= w.w0 AND st.start_ns < w.w1){ranks}""")
+                      AND (w.pid IS NULL OR w.pid = st.pid) AND st.start_ns >= w.w0 AND st.start_ns < w.w1){kept}""")
 
 
 def _no_such_step(con, filters: Filters) -> None:
@@ -306,7 +312,9 @@ def narrowed(select: str, name: str, filters: Filters, columns: set[str]) -> str
         elif "pid" in columns:
             by_thread = "tid" in columns and name in HAS_TID
             windows = "tk_filter_threads" if by_thread else "tk_filter_procs"
-            tid = " AND r.tid = t.tid" if by_thread else ""
+            # a row without a thread (Kineto's GPU-side annotations) against the matching
+            # ranges without one: a matching range is always inside itself
+            tid = " AND r.tid IS NOT DISTINCT FROM t.tid" if by_thread else ""
             join = (f" ASOF JOIN {windows} AS r ON r.run_id = t.run_id AND r.pid = t.pid{tid} "
                     f"AND t.{tcol} >= r.w0")
             conds.append(f"t.{tcol} < r.w1")
