@@ -170,3 +170,37 @@ def test_detected_steps_have_no_host_side(kineto_run):
     with Engine([kineto_run("kineto_a100_simple_add")]) as e:
         rows = whatif(e, ["baseline"]).to_pylist()
     assert rows and all(r["run_ahead_ns"] is None and r["bound"] is None for r in rows)
+
+
+def test_launch_queue_depth_from_a_blocked_launch(run_factory, kineto_run):
+    """Hand-made: launches at 0, 10, 20, 30 (5 ns each) queue K1-K4 on one stream (K1 starts at
+    15, each runs 100 ns); the fifth launch [40, 117] returns 2 ns after K1 ends (the long-call
+    wait edge): at its start K2, K3 and K4 were pending, the most the queue ever held, so the
+    queue is 3 deep. The MI300X trace: up to 1,847 launches pending (counted from the raw JSON
+    too), and its two launches that waited had 1,455 and 1,501 pending: not a full queue."""
+    from tracekit.whatif import notes
+    from tracekit.whatif.queue import launch_queue
+
+    i64 = pa.int64()
+    api = {"start_ns": pa.array([0, 10, 20, 30, 40], i64), "end_ns": pa.array([5, 15, 25, 35, 117], i64),
+           "duration_ns": pa.array([5, 5, 5, 5, 77], i64), "pid": pa.array([1] * 5, i64),
+           "tid": pa.array([10] * 5, i64), "correlation_id": pa.array([1, 2, 3, 4, 5], i64),
+           "name": ["cudaLaunchKernel"] * 5}
+    k = {"start_ns": pa.array([15, 115, 215, 315, 415], i64), "end_ns": pa.array([115, 215, 315, 415, 515], i64),
+         "duration_ns": pa.array([100] * 5, i64), "device_id": pa.array([0] * 5, pa.int32()),
+         "stream_id": pa.array([7] * 5, i64), "correlation_id": pa.array([1, 2, 3, 4, 5], i64),
+         "pid": pa.array([1] * 5, i64), "name": [f"k{i}" for i in range(1, 6)]}
+    nv = {"start_ns": pa.array([0], i64), "end_ns": pa.array([600], i64), "duration_ns": pa.array([600], i64),
+          "range_id": pa.array([1], i64), "pid": pa.array([1], i64), "tid": pa.array([10], i64),
+          "domain": ["pytorch.user_annotation"], "name": ["ProfilerStep#0"]}
+    run = run_factory({"cuda_api": api, "kernels": k, "nvtx_ranges": nv})
+    with Engine([run]) as e:
+        g = load_graph(e)
+        result = whatif(e, ["baseline"])
+    q = launch_queue(g)
+    assert (q.calls, q.most, q.waited.tolist(), q.depth) == (5, 3, [3], 3)
+    assert "launch queue: 1 launch call blocked on a full queue of 3 pending launches" in " ".join(notes(result))
+    assert result.column("run_ahead_ns").to_pylist() == [0]  # K5 ends at 515, before the step's end
+    with Engine([kineto_run("kineto_mi300_resnet_actckpt_train")]) as e:
+        q = launch_queue(load_graph(e))
+    assert (q.calls, q.most, q.waited.tolist(), q.depth) == (2_685, 1_847, [1_455, 1_501], None)

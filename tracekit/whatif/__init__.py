@@ -18,6 +18,7 @@ import pyarrow as pa
 from tracekit.errors import InputError
 from tracekit.whatif import floors as _floors
 from tracekit.whatif import graph as _graph
+from tracekit.whatif import queue as _queue
 from tracekit.whatif import replay as _replay
 from tracekit.whatif import scenarios as _scenarios
 
@@ -141,7 +142,8 @@ def whatif(engine, scenarios: list[str], include_warmup: bool = True, *, jobs: i
         cols["bound"] += bound
         cols["note"] += note if isinstance(note, list) else [note] * n
         cols["run_ahead_ns"] += ahead_col
-    lines = unmatched_collectives(g) + na_lines + [line for _, changes in parsed
+    queue = _queue.describe(_queue.launch_queue(g))
+    lines = unmatched_collectives(g) + ([queue] if queue else []) + na_lines + [line for _, changes in parsed
                                                    for line in _scenarios.describe(g, changes)]
     lines = list(dict.fromkeys(lines))  # a note repeated by several scenarios, once
     out = pa.table(cols, schema=RESULT_SCHEMA.with_metadata({NOTES_KEY: json.dumps(lines)}))
