@@ -113,9 +113,10 @@ def test_one_notion_of_a_step_for_every_command(nsys_run, kineto_run, capsys):
         cp = eng.query("critical_path_summary").to_pylist()
     assert sorted((r["pid"], r["step"]) for r in steps) == [(111, 5), (112, 5)]
     assert cp and {r["step"] for r in cp} == {5}
-    # the replayed step ends at its last kernel's end: within 2 µs of the measured step
-    assert {r["wall_ns"] for r in cp} == {29400995}
-    assert max(r["wall_ns"] for r in steps) - 29400995 < 2000
+    # the replayed step ends at its last kernel's end: within 2 µs of the measured step (the
+    # longer process's, pid 111: the step's wall time, docs/whatif.md "What a step is")
+    assert {r["wall_ns"] for r in cp} == {29335966}
+    assert 0 <= max(r["wall_ns"] for r in steps) - 29335966 < 2000
     # a step the run does not have: one line listing those it has, for query, sql, plot, timeline
     k = kineto_run("kineto_mi300_resnet_actckpt_train")  # ProfilerStep#15-17
     for argv in (["query", "step_summary", str(k), "--step", "1"],

@@ -15,6 +15,7 @@ import pytest
 
 from tracekit.cli import run as cli
 from tracekit.query import Engine
+from tracekit.whatif import by_step as whatif_by_step
 from tracekit.whatif import whatif
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -134,7 +135,7 @@ def test_job_critical_path_adds_up_and_sits_on_the_straggler(job):
     for step, segs in by_step.items():
         wall = segs[0]["wall_ns"]
         k = sorted(by_step).index(step)
-        true_wall = max(truth.steps[r][k][2] for r in range(8)) - min(truth.steps[r][k][1] for r in range(8))
+        true_wall = max(truth.steps[r][k][2] - truth.steps[r][k][1] for r in range(8))  # the longest rank's
         assert wall == true_wall
         assert abs(sum(s["dur_ns"] for s in segs) - wall) <= 0.001 * wall
     for step in by_step:
@@ -146,6 +147,41 @@ def test_job_critical_path_adds_up_and_sits_on_the_straggler(job):
     assert on_straggler >= 0.8 * sum(r["dur_ns"] for r in other)
 
 
+@pytest.mark.parametrize("source", ["job", "kineto_h100_timesformer_infer", "kineto_mi300_resnet_actckpt_train",
+                                    "nsys2026_h100_2gpu_pytorch_slice"])
+def test_one_wall_time_per_step(source, request):
+    """step_summary, the replay and the critical path give each step the same wall time: the
+    step range of each rank (process), and for the step of a job (or of a run of several
+    processes) its longest rank's (docs/whatif.md, "What a step is"). Before, the critical path
+    ran from the earliest start to the latest end over the ranks: 326 us over every rank's
+    step 4 in the straggler job, through an 'other' segment at its start."""
+    if source == "job":
+        run = request.getfixturevalue("job")["straggler"][0]
+    elif source.startswith("kineto"):
+        run = request.getfixturevalue("kineto_run")(source)
+    else:
+        run = request.getfixturevalue("nsys_run")(source)
+    with Engine([run]) as e:
+        ss = e.query("step_summary").to_pylist()
+        result = whatif(e, ["baseline"])
+        cp = e.query("critical_path").to_pylist()
+        cps = e.query("critical_path_summary").to_pylist()
+    rows = result.to_pylist()
+    summary = {(r["pid"], r["step"]): r["wall_ns"] for r in ss}
+    assert {(r["pid"], r["step"]): r["measured_ns"] for r in rows} == summary
+    assert all(r["baseline_ns"] == r["measured_ns"] for r in rows)
+    longest: dict = {}
+    for (_, step), wall in summary.items():
+        longest[step] = max(longest.get(step, 0), wall)
+    per_step = {r["step"]: r["baseline_ns"] for r in whatif_by_step(result).to_pylist()}
+    assert per_step == longest
+    assert {r["step"]: r["wall_ns"] for r in cps} == longest
+    path: dict = {}
+    for r in cp:
+        path[r["step"]] = path.get(r["step"], 0) + r["dur_ns"]
+    assert path == longest
+
+
 def test_cli_whatif_formats_and_errors(job, capsys):
     run, _ = job["straggler"]
     assert cli(["whatif", str(run), "-s", "baseline", "-s", "comm=0.5+launch=0", "-f", "json"]) == 0
@@ -153,7 +189,7 @@ def test_cli_whatif_formats_and_errors(job, capsys):
     assert len(rows) == 2 * 24
     assert set(rows[0]) == {"scenario", "run_id", "step", "rank", "measured_ns", "predicted_ns",
                             "speedup", "baseline_err_pct", "baseline_ns", "pid", "saved_ns", "replay_ns",
-                            "gpu_floor_ns", "host_wait_ns", "bound", "note"}
+                            "gpu_floor_ns", "host_wait_ns", "bound", "note", "run_ahead_ns"}
     assert all(r["baseline_err_pct"] == 0 for r in rows)
     assert cli(["whatif", str(run), "-s", "comm=fast"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

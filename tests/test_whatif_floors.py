@@ -4,8 +4,12 @@ scenario cannot act. Numbers from the shared traces (../shared/fixtures/kineto, 
 
 from __future__ import annotations
 
+import gzip
+import json
+
 import pyarrow as pa
 import pytest
+from conftest import FIXTURES
 
 from tracekit.cli import run as cli
 from tracekit.query import Engine
@@ -119,3 +123,84 @@ def test_critical_path_names_the_work(run_factory, timesformer):
         top = e.query("critical_path_names").to_pylist()[0]
     assert (top["side"], top["source"], top["name"]) == ("host", "python_function", "threading.py(359): wait")
     assert 225_000_000 < top["time_ns"] < 227_000_000
+
+
+def _run_ahead_from_json(stem: str) -> dict:
+    """Per ProfilerStep#N of the raw Kineto trace: the end of the last GPU activity (kernel,
+    memcpy, memset) whose runtime call (correlation ID, same process) starts inside the step
+    range, minus the range's end, 0 when it ended before; times in ns (the JSON's µs x 1000)."""
+    doc = json.loads(gzip.open(FIXTURES / "kineto" / f"{stem}.json.gz", "rt").read())
+    ns = lambda us: round(us * 1000)  # noqa: E731
+    ev = doc["traceEvents"]
+    gpu_end: dict = {}
+    for e in ev:
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            c = e["args"]["correlation"]
+            gpu_end[c] = max(gpu_end.get(c, 0), ns(e["ts"]) + ns(e["dur"]))
+    calls = [(e["pid"], ns(e["ts"]), e["args"]["correlation"]) for e in ev
+             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})]
+    out = {}
+    for s in ev:
+        if s.get("cat") == "user_annotation" and s["name"].startswith("ProfilerStep#"):
+            a, b = ns(s["ts"]), ns(s["ts"]) + ns(s["dur"])
+            ends = [gpu_end[c] for pid, t, c in calls if pid == s["pid"] and a <= t <= b and c in gpu_end]
+            out[int(s["name"].split("#")[1])] = max(0, max(ends) - b)
+    return out
+
+
+@pytest.mark.parametrize("stem", ["kineto_mi300_resnet_actckpt_train", "kineto_h100_timesformer_infer"])
+def test_run_ahead_and_bound_per_step(kineto_run, stem):
+    """run_ahead_ns equals the raw JSON's, per step: the MI300X host ends ProfilerStep#15-17
+    32.263, 35.275 and 37.925 ms before the GPU work they launched does (two steps ahead); the
+    H100 inference step waits for its GPU work in a pageable copy (0, serial). A step detected
+    in the kernels has no host range: no run-ahead, no bound."""
+    with Engine([kineto_run(stem)]) as e:
+        rows = whatif(e, ["baseline", "host=0.5"]).to_pylist()
+    want = _run_ahead_from_json(stem)
+    for r in rows:
+        assert r["run_ahead_ns"] == want[r["step"]], r
+    got = {r["step"]: (r["run_ahead_ns"], r["bound"]) for r in rows if r["scenario"] == "baseline"}
+    if stem.startswith("kineto_mi300"):
+        assert got == {15: (32_262_934, "host"), 16: (35_274_545, "balanced"), 17: (37_924_507, "balanced")}
+    else:
+        assert got == {6: (0, "serial")}
+
+
+def test_detected_steps_have_no_host_side(kineto_run):
+    with Engine([kineto_run("kineto_a100_simple_add")]) as e:
+        rows = whatif(e, ["baseline"]).to_pylist()
+    assert rows and all(r["run_ahead_ns"] is None and r["bound"] is None for r in rows)
+
+
+def test_launch_queue_depth_from_a_blocked_launch(run_factory, kineto_run):
+    """Hand-made: launches at 0, 10, 20, 30 (5 ns each) queue K1-K4 on one stream (K1 starts at
+    15, each runs 100 ns); the fifth launch [40, 117] returns 2 ns after K1 ends (the long-call
+    wait edge): at its start K2, K3 and K4 were pending, the most the queue ever held, so the
+    queue is 3 deep. The MI300X trace: up to 1,847 launches pending (counted from the raw JSON
+    too), and its two launches that waited had 1,455 and 1,501 pending: not a full queue."""
+    from tracekit.whatif import notes
+    from tracekit.whatif.queue import launch_queue
+
+    i64 = pa.int64()
+    api = {"start_ns": pa.array([0, 10, 20, 30, 40], i64), "end_ns": pa.array([5, 15, 25, 35, 117], i64),
+           "duration_ns": pa.array([5, 5, 5, 5, 77], i64), "pid": pa.array([1] * 5, i64),
+           "tid": pa.array([10] * 5, i64), "correlation_id": pa.array([1, 2, 3, 4, 5], i64),
+           "name": ["cudaLaunchKernel"] * 5}
+    k = {"start_ns": pa.array([15, 115, 215, 315, 415], i64), "end_ns": pa.array([115, 215, 315, 415, 515], i64),
+         "duration_ns": pa.array([100] * 5, i64), "device_id": pa.array([0] * 5, pa.int32()),
+         "stream_id": pa.array([7] * 5, i64), "correlation_id": pa.array([1, 2, 3, 4, 5], i64),
+         "pid": pa.array([1] * 5, i64), "name": [f"k{i}" for i in range(1, 6)]}
+    nv = {"start_ns": pa.array([0], i64), "end_ns": pa.array([600], i64), "duration_ns": pa.array([600], i64),
+          "range_id": pa.array([1], i64), "pid": pa.array([1], i64), "tid": pa.array([10], i64),
+          "domain": ["pytorch.user_annotation"], "name": ["ProfilerStep#0"]}
+    run = run_factory({"cuda_api": api, "kernels": k, "nvtx_ranges": nv})
+    with Engine([run]) as e:
+        g = load_graph(e)
+        result = whatif(e, ["baseline"])
+    q = launch_queue(g)
+    assert (q.calls, q.most, q.waited.tolist(), q.depth) == (5, 3, [3], 3)
+    assert "launch queue: 1 launch call blocked on a full queue of 3 pending launches" in " ".join(notes(result))
+    assert result.column("run_ahead_ns").to_pylist() == [0]  # K5 ends at 515, before the step's end
+    with Engine([kineto_run("kineto_mi300_resnet_actckpt_train")]) as e:
+        q = launch_queue(load_graph(e))
+    assert (q.calls, q.most, q.waited.tolist(), q.depth) == (2_685, 1_847, [1_455, 1_501], None)

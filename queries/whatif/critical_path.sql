@@ -4,9 +4,9 @@
 -- tracekit replays the run's dependency graph (host threads in program order with the time
 -- between calls as host time, launch -> GPU work by correlation ID, stream order, syncs -> the
 -- work they waited for, event waits, collectives matched across ranks as collective_skew
--- matches them; docs/whatif.md) and walks back from the end of each step -- for a job, the
--- rank whose step range ends last -- along the dependency that set each node's time, to the
--- step's start (a job: the earliest start over its ranks). Each move back from time t to t'
+-- matches them; docs/whatif.md) and walks back from the end of each step -- for a job (or a
+-- run of several processes), its longest rank's step range -- along the dependency that set each
+-- node's time, to that range's start. Each move back from time t to t'
 -- is one segment [t', t), so a step's dur_ns add up to wall_ns exactly. Categories: kernel,
 -- memcpy, memset, collective transfer (after the last rank arrived), host (between calls, and
 -- CUDA API calls other than launches and syncs), launch (launch calls and launch latency),
@@ -26,7 +26,7 @@
 -- @column name      text   The event: kernel or API call name, 'collective transfer', a step mark.
 -- @column start_ns  ns     Segment start on the trace clock.
 -- @column dur_ns    ns     Segment length.
--- @column wall_ns   ns     The step's wall time (a job: latest end - earliest start over its ranks).
+-- @column wall_ns   ns     The step's wall time: its step range (a job: its longest rank's), step_summary's wall_ns and whatif's baseline_ns.
 -- @empty no steps to replay (no `step N`, ProfilerStep#N or --step-pattern ranges, no iterations detected in the kernels)
 SELECT run_id, step, seq, rank, category, name, start_ns, dur_ns, wall_ns
 FROM tk_critical_path

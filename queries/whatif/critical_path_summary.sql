@@ -12,7 +12,7 @@
 -- @column time_ns   ns     Time of this category and rank on the step's critical path.
 -- @column segments  count  Segments summed.
 -- @column share_pct %      100 x time_ns / wall_ns.
--- @column wall_ns   ns     The step's wall time.
+-- @column wall_ns   ns     The step's wall time (a job: its longest rank's step range; critical_path).
 -- @empty no steps to replay (no `step N`, ProfilerStep#N or --step-pattern ranges, no iterations detected in the kernels)
 SELECT run_id, step, category, rank, CAST(sum(dur_ns) AS BIGINT) AS time_ns, count(*) AS segments,
        100.0 * sum(dur_ns) / any_value(wall_ns) AS share_pct, any_value(wall_ns) AS wall_ns

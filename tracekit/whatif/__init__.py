@@ -18,6 +18,7 @@ import pyarrow as pa
 from tracekit.errors import InputError
 from tracekit.whatif import floors as _floors
 from tracekit.whatif import graph as _graph
+from tracekit.whatif import queue as _queue
 from tracekit.whatif import replay as _replay
 from tracekit.whatif import scenarios as _scenarios
 
@@ -27,6 +28,7 @@ RESULT_SCHEMA = pa.schema([
     ("baseline_err_pct", pa.float64()), ("baseline_ns", pa.int64()), ("pid", pa.int64()),
     ("saved_ns", pa.int64()), ("replay_ns", pa.int64()), ("gpu_floor_ns", pa.int64()),
     ("host_wait_ns", pa.int64()), ("bound", pa.string()), ("note", pa.string()),
+    ("run_ahead_ns", pa.int64()),
 ])
 """Columns of :func:`whatif` (units: ns, percent for baseline_err_pct, ratio for speedup)."""
 
@@ -49,9 +51,13 @@ UNITS = {
                            "replayed intervals, the largest device's (0 for a step detected on the GPU)."),
     "host_wait_ns": ("ns", "Measured time the step's host threads spent waiting for GPU work "
                            "(sync calls and the waits of tk_wi_wait_edges)."),
-    "bound": ("text", "What bounds the measured step: gpu (GPU busy >= 95 % of it, the host waits), host "
-                      "(GPU busy < 95 %, host waits <= 5 %), balanced (both saturated: GPU >= 95 %, waits "
-                      "<= 5 %), serial (neither: they take turns)."),
+    "bound": ("text", "Which side bounds the measured step's throughput: gpu (the busiest stream's work "
+                      "launched in the step >= 95 % of it, the host waits > 5 %), host (GPU < 95 %, host "
+                      "waits <= 5 %), balanced (both saturated: GPU >= 95 %, waits <= 5 %), serial (neither: "
+                      "they take turns); empty for a step detected in the kernels (no host range)."),
+    "run_ahead_ns": ("ns", "How far ahead of the GPU the host ran: the measured end of the last GPU work "
+                           "launched in the step's host range minus the range's end (0: that work had ended "
+                           "by then); empty where the step launched no GPU work or has no host range."),
     "note": ("text", "n/a and why, where the scenario cannot act on the run (predicted_ns is then empty); "
                      "'gpu floor' or 'no gain' where a floor set predicted_ns."),
 }
@@ -108,6 +114,10 @@ def whatif(engine, scenarios: list[str], include_warmup: bool = True, *, jobs: i
     base_floor = _floors.gpu_floor(g, base_s, work)
     waits = _floors.host_waits(g, base_s)
     bound = _bounds(measured, base_floor, waits)
+    ahead = _floors.run_ahead(g, work)
+    ranged = g.cat[g.steps.column("start_node").to_numpy()] == _graph.CAT["mark"]
+    bound = [b if r else None for b, r in zip(bound, ranged.tolist())]
+    ahead_col = [None if a < 0 else a for a in ahead.tolist()]
     cols = {f.name: [] for f in RESULT_SCHEMA}
     na_lines = []
     for spec, changes in parsed:
@@ -131,7 +141,9 @@ def whatif(engine, scenarios: list[str], include_warmup: bool = True, *, jobs: i
         cols["host_wait_ns"] += waits.tolist()
         cols["bound"] += bound
         cols["note"] += note if isinstance(note, list) else [note] * n
-    lines = unmatched_collectives(g) + na_lines + [line for _, changes in parsed
+        cols["run_ahead_ns"] += ahead_col
+    queue = _queue.describe(_queue.launch_queue(g))
+    lines = unmatched_collectives(g) + ([queue] if queue else []) + na_lines + [line for _, changes in parsed
                                                    for line in _scenarios.describe(g, changes)]
     lines = list(dict.fromkeys(lines))  # a note repeated by several scenarios, once
     out = pa.table(cols, schema=RESULT_SCHEMA.with_metadata({NOTES_KEY: json.dumps(lines)}))

@@ -1,9 +1,10 @@
 """The critical path of every step: the chain of dependencies that set the step's end.
 
-From the step's end (for a job: the rank whose step range ends last) the walk goes back along
-the binding dependency of each node at the replay's fixed point -- the one whose time equals the
-node's start (or end) -- until it reaches the step's start (for a job: the earliest start of the
-step over its ranks). Every move from time t to an earlier time t' is one segment [t', t), so
+From the step's end the walk goes back along the binding dependency of each node at the
+replay's fixed point -- the one whose time equals the node's start (or end) -- until it reaches
+the step's start. A job's step (or a run's of several processes) is its longest rank's step
+range, so the path's wall time is step_summary's wall_ns and whatif's baseline_ns for it
+(docs/whatif.md, "What a step is"). Every move from time t to an earlier time t' is one segment [t', t), so
 the segments of a step add up to its wall time exactly. Categories (docs/whatif.md):
 'kernel', 'memcpy', 'memset', 'collective transfer' (a collective's transfer after the last rank
 arrived), 'host' (host time between calls, and CUDA API calls other than launches and syncs),
@@ -154,8 +155,9 @@ def _walk(g: Graph, s: Schedule, lead, d1, deps, waits, node: int, t_stop: int,
 
 def critical_path(g: Graph, s: Schedule, lead=None, d1=None) -> pa.Table:
     """Segments of every step's critical path (:data:`SCHEMA`); times on the trace clock (ns).
-    A job's step is the same step number over its ranks in one run: from the earliest start
-    to the latest end of their step ranges."""
+    A job's step is the same step number over its ranks in one run: its longest rank's step
+    range (of equal ones, the one that ends last), from which the walk starts and where it
+    stops."""
     lead = g.lead if lead is None else lead
     d1 = g.d1 if d1 is None else d1
     deps = _best_sources(g, s)
@@ -172,8 +174,10 @@ def critical_path(g: Graph, s: Schedule, lead=None, d1=None) -> pa.Table:
     for k, key in enumerate(zip(runs, steps)):
         groups.setdefault(key, []).append(k)
     for (run_id, step), rows in groups.items():
-        t0 = min(int(s.start[a[k]]) for k in rows)
-        last = max(rows, key=lambda k: int(t_end[k]))
+        # the step's wall time: its longest rank's step (step_summary's wall_ns, whatif's
+        # baseline_ns); of equal ones, the rank that ends last
+        last = max(rows, key=lambda k: (int(t_end[k]) - int(s.start[a[k]]), int(t_end[k])))
+        t0 = int(s.start[a[last]])
         wall = int(t_end[last]) - t0
         segs = _walk(g, s, lead, d1, deps, waits, int(b[last]), t0, int(bp[last]))
         for seq, (i, cat, start, dur) in enumerate(reversed([x for x in segs if x[3] != 0])):

@@ -70,6 +70,24 @@ def step_of_gpu_work(g: Graph) -> tuple[np.ndarray, np.ndarray]:
     return gpu[i], r
 
 
+def run_ahead(g: Graph, work=None) -> np.ndarray:
+    """Per row of ``g.steps``: how far ahead of the GPU the host ran at the step's end (ns): the
+    measured end of the last GPU work launched in the step's host range minus the step range's
+    end, 0 where that work had ended by then; -1 for a step that launched no GPU work and for a
+    step detected in the kernel sequence (no host range). ``work``: :func:`step_of_gpu_work`'s
+    result (computed when None)."""
+    nodes, rows = step_of_gpu_work(g) if work is None else work
+    out = np.full(g.steps.num_rows, -1, dtype=np.int64)
+    if not len(nodes):
+        return out
+    last = np.full(g.steps.num_rows, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(last, rows, g.end[nodes])
+    b = g.steps.column("end_node").to_numpy()
+    has = last > np.iinfo(np.int64).min
+    out[has] = np.maximum(last[has] - g.start[b[has]], 0)
+    return out
+
+
 def host_waits(g: Graph, s: Schedule) -> np.ndarray:
     """Per row of ``g.steps``: the time (ns) the step's host threads spent in calls waiting for
     GPU work in schedule ``s`` (a sync or wait edge's call, from its start to the awaited end)."""
