@@ -37,25 +37,29 @@ class _LazyRuns(dict):
     """{file name: run folder} of every fixture, each converted on first use (once per test
     process: a pytest-xdist worker converts only the fixtures its tests read)."""
 
-    def __init__(self, base: Path, nsys_run):
+    def __init__(self, base: Path, nsys_run, kineto_run):
         super().__init__()
-        self.base, self.nsys_run = base, nsys_run
+        self.base, self.nsys_run, self.kineto_run = base, nsys_run, kineto_run
         self.sources = {p.name: p for p in NSYS_FIXTURES + KINETO_FIXTURES + NCU_RUNNABLE}
 
     def __missing__(self, name: str) -> Path:
         from tracekit.convert import convert
 
         p = self.sources[name]
-        run = (self.nsys_run(p.stem) if p in NSYS_FIXTURES
-               else convert([p], self.base / p.name.replace(".", "_")))
+        if p in NSYS_FIXTURES:  # conftest's session conversions, shared with the other modules
+            run = self.nsys_run(p.stem)
+        elif p in KINETO_FIXTURES:
+            run = self.kineto_run(p.name.removesuffix(".json.gz"))
+        else:
+            run = convert([p], self.base / p.name.replace(".", "_"))
         self[name] = run
         return run
 
 
 @pytest.fixture(scope="session")
-def fixture_runs(tmp_path_factory, nsys_run):
+def fixture_runs(tmp_path_factory, nsys_run, kineto_run):
     """Every fixture, converted once when first read: {file name: run folder}."""
-    return _LazyRuns(tmp_path_factory.mktemp("fixture_runs"), nsys_run)
+    return _LazyRuns(tmp_path_factory.mktemp("fixture_runs"), nsys_run, kineto_run)
 
 
 def _out(capsys):
