@@ -4,8 +4,8 @@ scenario cannot act. Numbers from the shared traces (../shared/fixtures/kineto, 
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
+from helpers.whatif_run import tiny_run
 
 from tracekit.cli import run as cli
 from tracekit.query import Engine
@@ -103,20 +103,7 @@ def test_critical_path_names_the_work(run_factory, timesformer):
     `extra_work` by its name), GPU time by kernel. The hand-made step: host [0,100) before the
     first launch, launch latency [100,115), K1 [115,515), stream gap [515,520), K2 [520,870),
     the sync's return [870,900), host [900,1000); extra_work [850,1000] holds 30 + 100 ns."""
-    i64 = pa.int64()
-    api = {"start_ns": pa.array([100, 120, 200], i64), "end_ns": pa.array([110, 130, 900], i64),
-           "duration_ns": pa.array([10, 10, 700], i64), "pid": pa.array([1, 1, 1], i64),
-           "tid": pa.array([10, 10, 10], i64), "correlation_id": pa.array([1, 2, 3], i64),
-           "name": ["cudaLaunchKernel", "cudaLaunchKernel", "cudaStreamSynchronize"]}
-    k = {"start_ns": pa.array([115, 520], i64), "end_ns": pa.array([515, 870], i64),
-         "duration_ns": pa.array([400, 350], i64), "device_id": pa.array([0, 0], pa.int32()),
-         "stream_id": pa.array([7, 7], i64), "correlation_id": pa.array([1, 2], i64),
-         "pid": pa.array([1, 1], i64), "name": ["gemm_k1", "elementwise_k2"]}
-    nv = {"start_ns": pa.array([0, 850], i64), "end_ns": pa.array([1000, 1000], i64),
-          "duration_ns": pa.array([1000, 150], i64), "range_id": pa.array([1, 2], i64),
-          "pid": pa.array([1, 1], i64), "tid": pa.array([10, 10], i64),
-          "domain": ["pytorch.user_annotation"] * 2, "name": ["ProfilerStep#0", "extra_work"]}
-    run = run_factory({"cuda_api": api, "kernels": k, "nvtx_ranges": nv})
+    run = tiny_run(run_factory, ranges=(("extra_work", 850, 1000),))
     with Engine([run]) as e:
         rows = e.query("critical_path_names").to_pylist()
     got = {(r["side"], r["source"], r["name"]): r["time_ns"] for r in rows}
