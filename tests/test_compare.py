@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 from conftest import FIXTURES
 
-from tracekit.checksums import reseal
 from tracekit.cli import run as cli
 from tracekit.errors import InputError
 from tracekit.query.engine import Engine
+from tracekit.runfolder.checksums import reseal
 from tracekit.study import compare_runs
 
 PP = "push/pop"
