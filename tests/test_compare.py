@@ -9,6 +9,7 @@ import threading
 import pandas as pd
 import pytest
 from conftest import FIXTURES
+from helpers.compare import compare_once
 
 from tracekit.cli import run as cli
 from tracekit.errors import InputError
@@ -112,8 +113,9 @@ def test_compare_numbers_are_the_named_queries(p2p):
     assert m.loc["gpu_busy_run_ns", "b"] == gu[gu.run_id == rb].busy_ns.sum()
 
 
-def test_cli_compare(pair, tmp_path, capsys):
+def test_cli_compare(pair, tmp_path, capsys, monkeypatch):
     a, b = pair
+    runs = compare_once(monkeypatch)  # one comparison, written in every format
     assert cli(["compare", str(a), str(b)]) == 0
     cap = capsys.readouterr()
     assert "kernels 1 new, 1 missing, 1 slower, 1 faster, 1 same (threshold" in cap.err and "gemm" in cap.out
@@ -146,6 +148,7 @@ def test_cli_compare(pair, tmp_path, capsys):
     assert "compare two different runs" in capsys.readouterr().err
     assert cli(["compare", str(a), str(a)]) == 0  # the same folder twice: zero deltas
     assert cli(["compare", str(a), str(tmp_path / "nope")]) == 2
+    assert runs["calls"] == 2  # a-b and a-a; the refused pairs are refused each time
     with pytest.raises(InputError):
         compare_runs(a, b, threshold=-1)
 
@@ -173,10 +176,11 @@ def _doubled(run, dst):
 
 
 @pytest.mark.slow
-def test_fail_if_slower_gate(nccl_doubled, capsys):
+def test_fail_if_slower_gate(nccl_doubled, capsys, monkeypatch):
     # ProfilerStep#4-#6 of the NCCL rank: 222442191, 219726905, 224936243 ns -> mean 222368446.3;
     # doubled: 444736892.7, +100% > 5% -> exit 3
     a, b = nccl_doubled
+    runs = compare_once(monkeypatch)  # each pair compared once, gated at every limit
     assert cli(["compare", str(a), str(a), "--fail-if-slower", "5", "-f", "csv"]) == 0
     err = capsys.readouterr().err
     assert ("step_ns (mean step time): a 222.368 ms, b 222.368 ms: b takes the same time; passes "
@@ -189,6 +193,7 @@ def test_fail_if_slower_gate(nccl_doubled, capsys):
     assert "a 444.737 ms, b 222.368 ms: b is 50.00% faster; passes (limit: 5% slower)" in capsys.readouterr().err
     assert cli(["compare", str(a), str(b), "--fail-if-slower", "150", "-f", "csv"]) == 0
     assert cli(["compare", str(a), str(b), "--fail-if-slower", "-1", "-f", "csv"]) == 2
+    assert runs["calls"] == 3  # a-a, a-b, b-a
 
 
 def test_gate_without_steps_uses_gpu_busy_time():

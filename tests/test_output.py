@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, KINETO_FIXTURES, NSYS_FIXTURES, ROOT, one_error_line
+from helpers.compare import compare_once
 from rich.cells import cell_len
 
 from tracekit.cli import run as cli
@@ -336,6 +337,7 @@ def test_compare_writes_its_metrics_in_every_format(fixture_runs, capsys, monkey
 
     a = str(fixture_runs["nsys2020.5_2xv100_p2p_nvlink.sqlite"])
     b = str(fixture_runs["nsys2020.5_2xv100_p2p_via_host.sqlite"])
+    runs = compare_once(monkeypatch)  # three formats of one comparison
     assert cli(["compare", a, b, "-f", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     m = {r["metric"]: r for r in doc["metrics"]}
@@ -363,6 +365,7 @@ def test_compare_writes_its_metrics_in_every_format(fixture_runs, capsys, monkey
     assert lines[[x[0] for x in lines].index("gpu_idle")] == \
         ["gpu_idle", "0.560", "s", "0.672", "s", "0.112", "s", "+20.0%"]
     assert {x[2] for x in lines if len(x) > 2} == {"s"}
+    assert runs["calls"] == 1
 
 
 def test_every_width_fits_and_keeps_the_row_names(fixture_runs):
