@@ -16,6 +16,18 @@
 CREATE OR REPLACE TEMP MACRO tk_is_nccl(kname) AS
     regexp_matches(kname, '(^|[^A-Za-z0-9_])nccl(Dev)?Kernel_');
 
+-- tk_stddev_samp(x): the sample standard deviation (n - 1) of an integer column x, an aggregate
+-- (NULL below 2 values, as stddev_samp). Computed from exact integer sums, n * sum(x^2) - sum(x)^2
+-- in HUGEINT, so the result does not depend on the order in which DuckDB's threads combine their
+-- partial states (stddev_samp's running update in doubles does) and is exact but for the last
+-- rounding. Overflow (a query error, never a wrong value) needs n * sum(x) past about 1.3e19,
+-- e.g. 10^7 values of 22 minutes each in ns.
+CREATE OR REPLACE TEMP MACRO tk_stddev_samp(x) AS
+    CASE WHEN count(x) > 1 THEN
+        sqrt(CAST(count(x) * sum(CAST(x AS HUGEINT) * x) - sum(CAST(x AS HUGEINT)) * sum(CAST(x AS HUGEINT))
+                  AS DOUBLE) / (count(x) * (count(x) - 1)))
+    END;
+
 -- Training steps (docs/metrics.md, "Steps"). One definition for every step-based query: tk_steps().
 -- Each run takes its steps from the FIRST of these sources that gives it any step (all processes of
 -- the run use the same source; step_source names it):
@@ -480,7 +492,7 @@ CREATE OR REPLACE TEMP MACRO tk_duration_summary(tbl) AS TABLE
 WITH per_name AS (
     SELECT run_id, name, count(*) AS n, sum(duration_ns) AS total_ns, avg(duration_ns) AS avg_ns,
            median(duration_ns) AS med_ns, min(duration_ns) AS min_ns, max(duration_ns) AS max_ns,
-           stddev_samp(duration_ns) AS stddev_ns
+           tk_stddev_samp(duration_ns) AS stddev_ns
     FROM query_table(tbl)
     GROUP BY run_id, name
 )

@@ -83,5 +83,6 @@ def test_a_circle_of_includes_is_an_error(monkeypatch):
 
 def test_named_queries_carry_their_includes():
     assert named_queries.get_query("nccl").includes == ("core", "cpu", "ranks")
-    assert named_queries.get_query("kernel_summary").includes == ()
+    assert named_queries.get_query("kernel_summary").includes == ("core",)  # tk_stddev_samp
+    assert named_queries.get_query("clock_offsets").includes == ()
     assert "@include" not in named_queries.get_query("nccl").details
