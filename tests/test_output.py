@@ -26,7 +26,6 @@ from rich.cells import cell_len
 
 from tracekit.cli import run as cli
 from tracekit.cli.output import Format, render
-from tracekit.errors import QueryError
 from tracekit.query.engine import Engine
 from tracekit.query.named_queries import all_queries
 
@@ -74,23 +73,21 @@ FIXTURE_NAMES = [p.name for p in NSYS_FIXTURES + KINETO_FIXTURES + NCU_RUNNABLE]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fixture", FIXTURE_NAMES)
-def test_json_of_every_named_query_on_every_fixture_run(fixture_runs, capsys, fixture):
+def test_json_of_every_named_query_on_every_fixture_run(fixture_runs, capsys, fixture, named_results):
+    # the results are shared with test_screens; the roofline of a details CSV that names no GPU
+    # ran with ceilings=none
+    results = named_results(fixture_runs[fixture])
     checked = 0
-    for run in [fixture_runs[fixture]]:
-        with Engine([run]) as eng:
-            for name in all_queries():
-                try:
-                    result = eng.query(name)
-                except QueryError:  # roofline of a details CSV that names no GPU
-                    result = eng.query(name, {"ceilings": "none"})
-                render(result, Format.json, None)
-                rows = json.loads(capsys.readouterr().out)
-                render(result, Format.csv, None)
-                text = capsys.readouterr().out
-                assert len(rows) == len(list(csv.DictReader(io.StringIO(text)))) == result.num_rows
-                if rows:
-                    assert list(rows[0]) == result.column_names
-                checked += 1
+    for name in all_queries():
+        result, _ = results[name]
+        render(result, Format.json, None)
+        rows = json.loads(capsys.readouterr().out)
+        render(result, Format.csv, None)
+        text = capsys.readouterr().out
+        assert len(rows) == len(list(csv.DictReader(io.StringIO(text)))) == result.num_rows
+        if rows:
+            assert list(rows[0]) == result.column_names
+        checked += 1
     assert checked == len(all_queries())
 
 

@@ -13,7 +13,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tracekit.errors import QueryError
 from tracekit.query import all_queries
 from tracekit.query.engine import Engine
 
@@ -43,24 +42,20 @@ def test_stddev_is_exact_whatever_the_row_order(run_factory):
     assert got == [[want], [want]]
 
 
-def _parquet_bytes(eng, name) -> bytes:
-    try:
-        t = eng.query(name)
-    except QueryError as exc:  # the same refusal both times is the same output
-        return str(exc).encode()
+def _parquet_bytes(table) -> bytes:
     sink = pa.BufferOutputStream()
-    pq.write_table(t, sink)
+    pq.write_table(table, sink)
     return sink.getvalue().to_pybytes()
 
 
 @pytest.mark.slow
-def test_every_named_query_gives_the_same_bytes_twice(nsys_run):
-    """The 2-GPU H100 slice (the conversion test_screens and test_output read too); the NCCL
-    Kineto rank gave identical bytes too when this test was written (left out: 37 s more)."""
+def test_every_named_query_gives_the_same_bytes_twice(nsys_run, named_results):
+    """The 2-GPU H100 slice: the session's results of every named query (shared with
+    test_screens and test_output) against a fresh engine's. The NCCL Kineto rank gave identical
+    bytes too when this test was written (left out: 37 s more)."""
     run = nsys_run("nsys2026_h100_2gpu_pytorch_slice")
-    outputs = []
-    for _ in range(2):
-        with Engine([run]) as eng:
-            outputs.append({name: _parquet_bytes(eng, name) for name in all_queries()})
-    assert len(outputs[0]) == len(all_queries())
-    assert [n for n in outputs[0] if outputs[0][n] != outputs[1][n]] == []
+    first = named_results(run)
+    with Engine([run]) as eng:
+        again = {name: eng.query(name, params) for name, (_, params) in first.items()}
+    assert len(first) == len(all_queries())
+    assert [n for n, (t, _) in first.items() if _parquet_bytes(t) != _parquet_bytes(again[n])] == []
