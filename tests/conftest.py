@@ -156,12 +156,18 @@ def nsys_rows(nsys_run):
         e.close()
 
 
+# the fixture runs (nsys_run / kineto_run stems) whose every-query results named_results keeps
+SHARED_RESULTS = {"nsys2026_h100_2gpu_pytorch_slice", "kineto_h100_timesformer_infer", "kineto_cpu_only_rank"}
+
+
 @pytest.fixture(scope="session")
 def named_results():
     """``get(run)``: {query name: (Arrow table, params)} of every named query on run folder
-    ``run``, with its default parameters, computed once per session in one engine (the
-    every-query tests share it). A query the run refuses (QueryError: the roofline of an ncu
-    details CSV naming no GPU) is run with ``ceilings=none``, and its params say so."""
+    ``run``, with its default parameters, in one engine. Kept for the session only for the
+    fixture runs of ``SHARED_RESULTS`` (20-35 MB each; the every-query tests of test_screens,
+    test_output and test_output_identity share them); any other run's are computed each call.
+    A query the run refuses (QueryError: the roofline of an ncu details CSV naming no GPU) is
+    run with ``ceilings=none``, and its params say so."""
     from tracekit.errors import QueryError
     from tracekit.query import all_queries
     from tracekit.query.engine import Engine
@@ -177,6 +183,8 @@ def named_results():
                         out[name] = (eng.query(name), {})
                     except QueryError:
                         out[name] = (eng.query(name, {"ceilings": "none"}), {"ceilings": "none"})
+            if run.name not in SHARED_RESULTS:
+                return out
             cache[run] = out
         return cache[run]
 
