@@ -40,9 +40,9 @@ def main() -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from tracekit import checksums
     from tracekit.convert import convert
     from tracekit.query.engine import Engine
+    from tracekit.runfolder import checksums
 
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run"

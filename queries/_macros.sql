@@ -1,4 +1,4 @@
--- @private tk_step_ranges tk_detected_steps tk_launch_base_name tk_host_waits
+-- @private tk_step_ranges tk_detected_steps tk_launch_base_name tk_host_waits tk_gpu_window_edges tk_step_regex
 -- Shared DuckDB table macros for named queries (loaded by tracekit.query.engine.Engine after the views).
 --
 -- Files whose name starts with "_" are not named queries: the engine creates each macro of this
@@ -15,6 +15,18 @@
 -- also inside a longer demangled name ('void ncclDevKernel_...').
 CREATE OR REPLACE TEMP MACRO tk_is_nccl(kname) AS
     regexp_matches(kname, '(^|[^A-Za-z0-9_])nccl(Dev)?Kernel_');
+
+-- tk_stddev_samp(x): the sample standard deviation (n - 1) of an integer column x, an aggregate
+-- (NULL below 2 values, as stddev_samp). Computed from exact integer sums, n * sum(x^2) - sum(x)^2
+-- in HUGEINT, so the result does not depend on the order in which DuckDB's threads combine their
+-- partial states (stddev_samp's running update in doubles does) and is exact but for the last
+-- rounding. Overflow (a query error, never a wrong value) needs n * sum(x) past about 1.3e19,
+-- e.g. 10^7 values of 22 minutes each in ns.
+CREATE OR REPLACE TEMP MACRO tk_stddev_samp(x) AS
+    CASE WHEN count(x) > 1 THEN
+        sqrt(CAST(count(x) * sum(CAST(x AS HUGEINT) * x) - sum(CAST(x AS HUGEINT)) * sum(CAST(x AS HUGEINT))
+                  AS DOUBLE) / (count(x) * (count(x) - 1)))
+    END;
 
 -- Training steps (docs/metrics.md, "Steps"). One definition for every step-based query: tk_steps().
 -- Each run takes its steps from the FIRST of these sources that gives it any step (all processes of
@@ -35,10 +47,14 @@ CREATE OR REPLACE TEMP MACRO tk_is_nccl(kname) AS
 --   'detected': iterations found in the kernel sequence (tk_detected_steps below).
 -- Open or empty ranges are not steps. step_id is the range's range_id (detected steps: an ordinal
 -- within the run).
+-- tk_step_regex(): the name of a tracekit step range, `step N` or `step N (warmup)`: group 1 is N,
+-- group 2 the warm-up mark (the same text as tracekit.workloads.annotate.STEP_SQL_REGEX).
+CREATE OR REPLACE TEMP MACRO tk_step_regex() AS '^step (\d+)( \(warmup\))?$';
+
 CREATE OR REPLACE TEMP MACRO tk_step_ranges() AS TABLE
 WITH r AS (
     SELECT run_id, pid, range_id, name, start_ns, end_ns,
-           CASE WHEN domain IN ('tracekit', '') AND regexp_matches(name, '^step (\d+)( \(warmup\))?$') THEN 1
+           CASE WHEN domain IN ('tracekit', '') AND regexp_matches(name, tk_step_regex()) THEN 1
                 WHEN coalesce(domain, '') <> 'pytorch.gpu_user_annotation'
                      AND regexp_matches(name, '^ProfilerStep#(\d+)(, .*)?$') THEN 2
                 WHEN getvariable('tk_step_pattern') IS NOT NULL
@@ -53,12 +69,12 @@ best AS (
 )
 SELECT r.run_id, r.pid, r.range_id AS step_id, r.name AS step,
        CASE r.prio
-           WHEN 1 THEN CAST(regexp_extract(r.name, '^step (\d+)( \(warmup\))?$', 1) AS BIGINT)
+           WHEN 1 THEN CAST(regexp_extract(r.name, tk_step_regex(), 1) AS BIGINT)
            WHEN 2 THEN CAST(regexp_extract(r.name, '^ProfilerStep#(\d+)', 1) AS BIGINT)
            ELSE coalesce(TRY_CAST(regexp_extract(r.name, getvariable('tk_step_pattern'), 1) AS BIGINT),
                          row_number() OVER (PARTITION BY r.run_id, r.pid ORDER BY r.start_ns, r.range_id) - 1)
        END AS step_number,
-       r.prio = 1 AND regexp_extract(r.name, '^step (\d+)( \(warmup\))?$', 2) <> '' AS is_warmup,
+       r.prio = 1 AND regexp_extract(r.name, tk_step_regex(), 2) <> '' AS is_warmup,
        r.start_ns, r.end_ns,
        CASE r.prio WHEN 1 THEN 'tracekit' WHEN 2 THEN 'profiler' ELSE 'pattern' END AS step_source
 FROM r JOIN best b ON b.run_id = r.run_id AND b.prio = r.prio;
@@ -271,18 +287,22 @@ SELECT d.run_id, 'step', s.step_id, s.step, s.step_number, s.step_source, d.pid,
 FROM dev d JOIN steps s ON s.run_id = d.run_id
 WHERE s.pid = d.pid OR d.run_id IN (SELECT run_id FROM other_pid);
 
+-- tk_gpu_window_edges(): both edges of every tk_gpu_windows() window, a row each: the window's
+-- columns, is_end (false at w0, true at w1) and t (that edge's time, ns), for the ASOF lookups of
+-- cumulative sums that give a window's share as the value at w1 minus the value at w0.
+CREATE OR REPLACE TEMP MACRO tk_gpu_window_edges() AS TABLE
+WITH w AS MATERIALIZED (SELECT * FROM tk_gpu_windows())
+SELECT w.*, false AS is_end, w0 AS t FROM w
+UNION ALL
+SELECT w.*, true, w1 FROM w;
+
 -- tk_busy_between(busy_set): busy time of the busy_set union inside every tk_gpu_windows() window, as
 -- B(w1) - B(w0) where B(t) = busy time before t = cum_before_ns + (min(t, end) - start) of the
 -- last island starting at or before t (ASOF join). Exact, and linear in islands + windows.
 CREATE OR REPLACE TEMP MACRO tk_busy_between(busy_set) AS TABLE
 WITH isl AS MATERIALIZED (SELECT * FROM tk_busy_islands(busy_set)),
-w AS MATERIALIZED (SELECT * FROM tk_gpu_windows()),
 -- both edges of every window probe the islands in one ASOF join
-probes AS (
-    SELECT w.*, false AS is_end, w0 AS t FROM w
-    UNION ALL
-    SELECT w.*, true, w1 FROM w
-),
+probes AS (SELECT * FROM tk_gpu_window_edges()),
 probed AS (
     SELECT p.*, coalesce(i.cum_before_ns + least(p.t, i.end_ns) - i.start_ns, 0) AS b
     FROM probes p ASOF LEFT JOIN isl i
@@ -442,12 +462,7 @@ WINDOW w AS (PARTITION BY run_id, pid, device_id ORDER BY gap_start ROWS BETWEEN
 -- gaps counts the gaps that overlap the window.
 CREATE OR REPLACE TEMP MACRO tk_idle_between() AS TABLE
 WITH g AS MATERIALIZED (SELECT * FROM tk_gpu_gaps()),
-w AS MATERIALIZED (SELECT * FROM tk_gpu_windows()),
-probes AS (
-    SELECT w.*, false AS is_end, w0 AS t FROM w
-    UNION ALL
-    SELECT w.*, true, w1 FROM w
-),
+probes AS (SELECT * FROM tk_gpu_window_edges()),
 probed AS (
     SELECT p.*,
            coalesce(g.cum_idle_before_ns + least(p.t, g.gap_end) - g.gap_start, 0) AS i,
@@ -480,7 +495,7 @@ CREATE OR REPLACE TEMP MACRO tk_duration_summary(tbl) AS TABLE
 WITH per_name AS (
     SELECT run_id, name, count(*) AS n, sum(duration_ns) AS total_ns, avg(duration_ns) AS avg_ns,
            median(duration_ns) AS med_ns, min(duration_ns) AS min_ns, max(duration_ns) AS max_ns,
-           stddev_samp(duration_ns) AS stddev_ns
+           tk_stddev_samp(duration_ns) AS stddev_ns
     FROM query_table(tbl)
     GROUP BY run_id, name
 )

@@ -11,6 +11,7 @@
 - ``nsys_stats(stem, report)`` / ``nsys_rows(stem, query, **params)``: `nsys stats` reports of a
   fixture export (tests/nsys_oracle.py) and tracekit's named-query rows on it, once per session.
 - ``small_run`` / ``small_run_copy``: ``SMALL_EXPORT``'s run folder (session) / a writable copy of it.
+- ``named_results(run)``: every named query's result on a run folder, once per session.
 """
 
 from __future__ import annotations
@@ -153,6 +154,41 @@ def nsys_rows(nsys_run):
     yield get
     for e in engines.values():
         e.close()
+
+
+# the fixture runs (nsys_run / kineto_run stems) whose every-query results named_results keeps
+SHARED_RESULTS = {"nsys2026_h100_2gpu_pytorch_slice", "kineto_h100_timesformer_infer", "kineto_cpu_only_rank"}
+
+
+@pytest.fixture(scope="session")
+def named_results():
+    """``get(run)``: {query name: (Arrow table, params)} of every named query on run folder
+    ``run``, with its default parameters, in one engine. Kept for the session only for the
+    fixture runs of ``SHARED_RESULTS`` (20-35 MB each; the every-query tests of test_screens,
+    test_output and test_output_identity share them); any other run's are computed each call.
+    A query the run refuses (QueryError: the roofline of an ncu details CSV naming no GPU) is
+    run with ``ceilings=none``, and its params say so."""
+    from tracekit.errors import QueryError
+    from tracekit.query import all_queries
+    from tracekit.query.engine import Engine
+
+    cache: dict[Path, dict] = {}
+
+    def get(run: Path) -> dict:
+        if run not in cache:
+            out = {}
+            with Engine([run]) as eng:
+                for name in all_queries():
+                    try:
+                        out[name] = (eng.query(name), {})
+                    except QueryError:
+                        out[name] = (eng.query(name, {"ceilings": "none"}), {"ceilings": "none"})
+            if run.name not in SHARED_RESULTS:
+                return out
+            cache[run] = out
+        return cache[run]
+
+    return get
 
 
 def make_run(path: Path, tables: dict[str, pa.Table | dict], manifest: dict | None = None) -> Path:

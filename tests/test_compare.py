@@ -9,11 +9,12 @@ import threading
 import pandas as pd
 import pytest
 from conftest import FIXTURES
+from helpers.compare import compare_once
 
-from tracekit.checksums import reseal
 from tracekit.cli import run as cli
 from tracekit.errors import InputError
 from tracekit.query.engine import Engine
+from tracekit.runfolder.checksums import reseal
 from tracekit.study import compare_runs
 
 PP = "push/pop"
@@ -64,17 +65,30 @@ def test_kernels_matched_by_name_golden(pair):
     assert m.loc["samples_per_s", "b"] == pytest.approx(10e9 / 900)
 
 
-def test_compare_numbers_are_the_named_queries(nsys_run):
-    """Two real exports of the same Jacobi solver: halo exchange over NVLink (peer copies)
-    against staging through the host (PCIe path)."""
+@pytest.fixture(scope="module")
+def p2p(nsys_run):
+    """The two Jacobi exports' run folders, their comparison and the named queries the tests
+    check it against (on both runs), once for the module."""
     a = nsys_run("nsys2020.5_2xv100_p2p_nvlink")
     b = nsys_run("nsys2020.5_2xv100_p2p_via_host")
-    res = compare_runs(a, b)
     with Engine([a, b]) as eng:
-        ks = eng.query("kernel_summary").to_pandas()
-        gi = eng.query("gpu_idle").to_pandas()
-        gu = eng.query("gpu_utilization").to_pandas()
-        st = eng.query("step_summary").to_pandas()
+        named = {q: eng.query(q).to_pandas() for q in ("kernel_summary", "gpu_idle", "gpu_utilization",
+                                                       "step_summary", "memcpy_summary")}
+    return a, b, compare_runs(a, b), named
+
+
+@pytest.fixture(scope="module")
+def nccl_doubled(kineto_run, tmp_path_factory):
+    """The NCCL rank's run folder and its copy with every time doubled (run_id 'slow'); read-only."""
+    a = kineto_run("kineto_a100_nccl_2ranks_rank0")
+    return a, _doubled(a, tmp_path_factory.mktemp("doubled") / "slow")
+
+
+def test_compare_numbers_are_the_named_queries(p2p):
+    """Two real exports of the same Jacobi solver: halo exchange over NVLink (peer copies)
+    against staging through the host (PCIe path)."""
+    a, b, res, named = p2p
+    ks, gi, gu, st = (named[q] for q in ("kernel_summary", "gpu_idle", "gpu_utilization", "step_summary"))
     ra, rb = res["a"], res["b"]
     k = res["kernels"]
     ka = ks[ks.run_id == ra].set_index("name").total_ns
@@ -99,8 +113,9 @@ def test_compare_numbers_are_the_named_queries(nsys_run):
     assert m.loc["gpu_busy_run_ns", "b"] == gu[gu.run_id == rb].busy_ns.sum()
 
 
-def test_cli_compare(pair, tmp_path, capsys):
+def test_cli_compare(pair, tmp_path, capsys, monkeypatch):
     a, b = pair
+    runs = compare_once(monkeypatch)  # one comparison, written in every format
     assert cli(["compare", str(a), str(b)]) == 0
     cap = capsys.readouterr()
     assert "kernels 1 new, 1 missing, 1 slower, 1 faster, 1 same (threshold" in cap.err and "gemm" in cap.out
@@ -133,6 +148,7 @@ def test_cli_compare(pair, tmp_path, capsys):
     assert "compare two different runs" in capsys.readouterr().err
     assert cli(["compare", str(a), str(a)]) == 0  # the same folder twice: zero deltas
     assert cli(["compare", str(a), str(tmp_path / "nope")]) == 2
+    assert runs["calls"] == 2  # a-b and a-a; the refused pairs are refused each time
     with pytest.raises(InputError):
         compare_runs(a, b, threshold=-1)
 
@@ -160,15 +176,15 @@ def _doubled(run, dst):
 
 
 @pytest.mark.slow
-def test_fail_if_slower_gate(kineto_run, tmp_path, capsys):
+def test_fail_if_slower_gate(nccl_doubled, capsys, monkeypatch):
     # ProfilerStep#4-#6 of the NCCL rank: 222442191, 219726905, 224936243 ns -> mean 222368446.3;
     # doubled: 444736892.7, +100% > 5% -> exit 3
-    a = kineto_run("kineto_a100_nccl_2ranks_rank0")
+    a, b = nccl_doubled
+    runs = compare_once(monkeypatch)  # each pair compared once, gated at every limit
     assert cli(["compare", str(a), str(a), "--fail-if-slower", "5", "-f", "csv"]) == 0
     err = capsys.readouterr().err
     assert ("step_ns (mean step time): a 222.368 ms, b 222.368 ms: b takes the same time; passes "
             "(limit: 5% slower)") in err
-    b = _doubled(a, tmp_path / "slow")
     assert cli(["compare", str(a), str(b), "--fail-if-slower", "5", "-f", "csv"]) == 3
     err = capsys.readouterr().err
     assert "a 222.368 ms, b 444.737 ms: b is 100.00% slower; fails: more than 5% slower" in err
@@ -177,6 +193,7 @@ def test_fail_if_slower_gate(kineto_run, tmp_path, capsys):
     assert "a 444.737 ms, b 222.368 ms: b is 50.00% faster; passes (limit: 5% slower)" in capsys.readouterr().err
     assert cli(["compare", str(a), str(b), "--fail-if-slower", "150", "-f", "csv"]) == 0
     assert cli(["compare", str(a), str(b), "--fail-if-slower", "-1", "-f", "csv"]) == 2
+    assert runs["calls"] == 3  # a-a, a-b, b-a
 
 
 def test_gate_without_steps_uses_gpu_busy_time():
@@ -191,33 +208,29 @@ def test_gate_without_steps_uses_gpu_busy_time():
         gate(m.assign(a=[None, None]), 5)
 
 
-def test_memcpy_per_kind_nvlink_against_host_staged(nsys_run):
+def test_memcpy_per_kind_nvlink_against_host_staged(p2p):
     # the same Jacobi solver: halo exchange by 4004 PtoP copies of 65536 B over NVLink, or staged
     # through the host (4004 more DtoH + 4004 HtoD of 65536 B): memcpy_summary's rows per kind
-    a = nsys_run("nsys2020.5_2xv100_p2p_nvlink")
-    b = nsys_run("nsys2020.5_2xv100_p2p_via_host")
-    m = compare_runs(a, b)["metrics"].set_index("metric")
+    a, b, res, named = p2p
+    m = res["metrics"].set_index("metric")
     assert (m.loc["memcpy_PtoP_bytes", "a"], m.loc["memcpy_PtoP_bytes", "b"]) == (262406144, 0)
     assert (m.loc["memcpy_HtoD_bytes", "a"], m.loc["memcpy_HtoD_bytes", "b"]) == (0, 262406144)
     assert m.loc["memcpy_DtoH_bytes", "delta"] == 262406144  # 4004 x 65536
     assert (m.loc["memcpy_PtoP_ns", "a"], m.loc["memcpy_HtoD_ns", "b"]) == (16018963, 33953128)
-    with Engine([a, b]) as eng:
-        ms = eng.query("memcpy_summary").to_pandas()
+    ms = named["memcpy_summary"]
     assert m.loc["memcpy_DtoH_ns", "b"] == ms[(ms.run_id == b.name) & (ms.kind == "DtoH")].total_ns.sum()
 
 
-def test_compare_refuses_runs_of_different_kinds_and_is_quiet(kineto_run, nsys_run, tmp_path, capsys,
-                                                             monkeypatch):
+def test_compare_refuses_runs_of_different_kinds_and_is_quiet(nccl_doubled, tmp_path, capsys, monkeypatch):
     """An ncu pass against a timeline pass is refused (issue 28); -q silences the summary; the
     metric table reads down each column in one unit."""
     from tracekit.convert import convert
 
     ncu = convert([FIXTURES / "ncu" / "ncu2022.3_rtx2080ti_two_kernels.raw.csv"], tmp_path / "ncu")
-    a = kineto_run("kineto_a100_nccl_2ranks_rank0")
+    a, b = nccl_doubled
     assert cli(["compare", str(a), str(ncu)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is a timeline pass" in err[0] and "an ncu pass" in err[0]
-    b = _doubled(a, tmp_path / "slow")
     monkeypatch.setenv("COLUMNS", "100")
     assert cli(["compare", str(a), str(b), "-q", "--top", "1"]) == 0
     out, err = capsys.readouterr()

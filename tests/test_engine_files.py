@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 from helpers.jobs import copy_run as _copy
 
-from tracekit.checksums import reseal
 from tracekit.query.engine import Engine, glob_literal
+from tracekit.runfolder.checksums import reseal
 
 A = "nsys2026_h100_2gpu_pytorch_slice"  # 3442 kernels
 B = "nsys2023.1_rtx3090_conv_fp16"  # 36 kernels

@@ -116,7 +116,7 @@ def test_parquet_footer_column_name_not_utf8(small_run_copy, capsys, column, bad
     checksums were recomputed for the damaged file (so the footer itself is what fails)."""
     import struct
 
-    from tracekit.checksums import reseal
+    from tracekit.runfolder.checksums import reseal
 
     f = small_run_copy / "kernels.parquet"
     data = bytearray(f.read_bytes())

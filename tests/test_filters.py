@@ -8,8 +8,8 @@ import json
 import pytest
 
 from tracekit.cli import run as cli
-from tracekit.filters import Filters, parse_time, use
 from tracekit.query.engine import Engine
+from tracekit.query.filters import Filters, parse_time, use
 
 SLICE = "nsys2026_h100_2gpu_pytorch_slice"
 

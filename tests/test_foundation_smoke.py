@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from tracekit.checksums import reseal
 from tracekit.cli import run as cli
 from tracekit.query.engine import Engine
+from tracekit.runfolder.checksums import reseal
 
 
 def test_make_run_and_query(run_factory):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 import warnings
 
-import pyarrow as pa
 import pytest
+from helpers.whatif_run import tiny_run
 
 from tests.conftest import one_error_line
 from tracekit.cli import run as cli
@@ -20,22 +20,9 @@ LONG = "a" * 40 + "_k2"
 
 @pytest.fixture
 def plus_run(run_factory):
-    """tests/test_whatif.py's hand-computed run, its kernels named ``gemm+bias_k1`` (400 ns) and
-    40 a's (350 ns): baseline 1000 ns, the first kernel halved 800 ns."""
-    i64 = pa.int64()
-    api = {"start_ns": pa.array([100, 120, 200], i64), "end_ns": pa.array([110, 130, 900], i64),
-           "duration_ns": pa.array([10, 10, 700], i64), "pid": pa.array([1, 1, 1], i64),
-           "tid": pa.array([10, 10, 10], i64), "correlation_id": pa.array([1, 2, 3], i64),
-           "name": ["cudaLaunchKernel", "cudaLaunchKernel", "cudaStreamSynchronize"]}
-    k = {"start_ns": pa.array([115, 520], i64), "end_ns": pa.array([515, 870], i64),
-         "duration_ns": pa.array([400, 350], i64), "device_id": pa.array([0, 0], pa.int32()),
-         "stream_id": pa.array([7, 7], i64), "correlation_id": pa.array([1, 2], i64),
-         "pid": pa.array([1, 1], i64), "name": ["gemm+bias_k1", LONG]}
-    nv = {"start_ns": pa.array([0], i64), "end_ns": pa.array([1000], i64),
-          "duration_ns": pa.array([1000], i64), "range_id": pa.array([1], i64),
-          "pid": pa.array([1], i64), "tid": pa.array([10], i64),
-          "domain": ["pytorch.user_annotation"], "name": ["ProfilerStep#0"]}
-    return run_factory({"cuda_api": api, "kernels": k, "nvtx_ranges": nv})
+    """The hand-computed what-if run (tests/helpers/whatif_run.py), its kernels named
+    ``gemm+bias_k1`` (400 ns) and 40 a's (350 ns): baseline 1000 ns, the first kernel halved 800 ns."""
+    return tiny_run(run_factory, kernels=("gemm+bias_k1", LONG))
 
 
 def _pred(run, scenario):

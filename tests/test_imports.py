@@ -17,13 +17,12 @@ SOURCES = {"tracekit": ROOT / "tracekit", "tracekit.collectors": ROOT / "collect
 LAYERS = {
     "tracekit.cli": 5, "tracekit.__main__": 5, "tracekit.extensions": 5,
     "tracekit.collect": 4, "tracekit.study": 4, "tracekit.plots": 4, "tracekit.timeline": 4,
-    "tracekit.timeline_memory": 4,
     "tracekit.workloads": 4, "tracekit.whatif": 3,
-    "tracekit.convert": 3, "tracekit.workers": 3, "tracekit.query": 3, "tracekit.filters": 3, "tracekit.roofline": 3,
-    "tracekit.integrity": 3, "tracekit.outfile": 3, "tracekit.schema.docs": 3,
+    "tracekit.convert": 3, "tracekit.workers": 3, "tracekit.query": 3, "tracekit.roofline": 3,
+    "tracekit.outfile": 3, "tracekit.schema.docs": 3,
     "tracekit.collectors": 2,
     "tracekit.runfolder": 1, "tracekit.schema": 1, "tracekit.duck": 1, "tracekit.progress": 1,
-    "tracekit.suggest": 1, "tracekit.checksums": 1, "tracekit.labels": 1,
+    "tracekit.suggest": 1, "tracekit.labels": 1,
     "tracekit.errors": 0, "tracekit": 0,
 }
 NAMES = {5: "CLI", 4: "commands", 3: "library", 2: "collectors", 1: "schema and run folders",

@@ -86,16 +86,10 @@ class Raw:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    base = tmp_path_factory.mktemp("kineto_runs")
-    cache = {}
-
-    def get(name: str) -> Path:
-        if name not in cache:
-            cache[name] = convert([KINETO_FIXTURES[FIXTURE_IDS.index(name)]], base / name)
-        return cache[name]
-
-    return get
+def runs(kineto_run):
+    """A fixture trace's run folder by file stem: conftest's session conversion (shared with
+    every other test module that reads the same trace)."""
+    return kineto_run
 
 
 def _sql(eng: Engine, text: str) -> list[tuple]:

@@ -40,8 +40,8 @@ def raw():
 
 
 @pytest.fixture(scope="module")
-def nccl_run(tmp_path_factory):
-    return convert([NCCL_TRACE], tmp_path_factory.mktemp("coll") / "run")
+def nccl_run(kineto_run):
+    return kineto_run(NCCL_TRACE.name.removesuffix(".json.gz"))
 
 
 def expected_collectives(doc):

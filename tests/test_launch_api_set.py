@@ -65,9 +65,8 @@ def test_hip_launches_golden(run_factory):
 
 
 @pytest.fixture(scope="module")
-def rocm_run(tmp_path_factory):
-    from tracekit.convert import convert
-    return convert([ROCM], tmp_path_factory.mktemp("rocm") / "run")
+def rocm_run(kineto_run):
+    return kineto_run(ROCM.name.removesuffix(".json.gz"))
 
 
 def test_rocm_fixture_launches_counted(rocm_run):

@@ -208,12 +208,8 @@ def test_cuda_graph_export(results):
 # -- Kineto: the 2-rank NCCL trace (rank 0) ---------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def kineto_nccl(tmp_path_factory):
-    from tests.conftest import FIXTURES
-    from tracekit.convert import convert
-
-    return convert([FIXTURES / "kineto" / "kineto_a100_nccl_2ranks_rank0.json.gz"],
-                   tmp_path_factory.mktemp("kineto") / "nccl_rank0")
+def kineto_nccl(kineto_run):
+    return kineto_run("kineto_a100_nccl_2ranks_rank0")
 
 
 def test_kineto_nccl_collectives_and_overlap(kineto_nccl):

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, KINETO_FIXTURES, NSYS_FIXTURES, ROOT, one_error_line
+from helpers.compare import compare_once
 from rich.cells import cell_len
 
 from tracekit.cli import run as cli
 from tracekit.cli.output import Format, render
-from tracekit.errors import QueryError
 from tracekit.query.engine import Engine
 from tracekit.query.named_queries import all_queries
 
@@ -37,25 +37,29 @@ class _LazyRuns(dict):
     """{file name: run folder} of every fixture, each converted on first use (once per test
     process: a pytest-xdist worker converts only the fixtures its tests read)."""
 
-    def __init__(self, base: Path, nsys_run):
+    def __init__(self, base: Path, nsys_run, kineto_run):
         super().__init__()
-        self.base, self.nsys_run = base, nsys_run
+        self.base, self.nsys_run, self.kineto_run = base, nsys_run, kineto_run
         self.sources = {p.name: p for p in NSYS_FIXTURES + KINETO_FIXTURES + NCU_RUNNABLE}
 
     def __missing__(self, name: str) -> Path:
         from tracekit.convert import convert
 
         p = self.sources[name]
-        run = (self.nsys_run(p.stem) if p in NSYS_FIXTURES
-               else convert([p], self.base / p.name.replace(".", "_")))
+        if p in NSYS_FIXTURES:  # conftest's session conversions, shared with the other modules
+            run = self.nsys_run(p.stem)
+        elif p in KINETO_FIXTURES:
+            run = self.kineto_run(p.name.removesuffix(".json.gz"))
+        else:
+            run = convert([p], self.base / p.name.replace(".", "_"))
         self[name] = run
         return run
 
 
 @pytest.fixture(scope="session")
-def fixture_runs(tmp_path_factory, nsys_run):
+def fixture_runs(tmp_path_factory, nsys_run, kineto_run):
     """Every fixture, converted once when first read: {file name: run folder}."""
-    return _LazyRuns(tmp_path_factory.mktemp("fixture_runs"), nsys_run)
+    return _LazyRuns(tmp_path_factory.mktemp("fixture_runs"), nsys_run, kineto_run)
 
 
 def _out(capsys):
@@ -69,23 +73,21 @@ FIXTURE_NAMES = [p.name for p in NSYS_FIXTURES + KINETO_FIXTURES + NCU_RUNNABLE]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fixture", FIXTURE_NAMES)
-def test_json_of_every_named_query_on_every_fixture_run(fixture_runs, capsys, fixture):
+def test_json_of_every_named_query_on_every_fixture_run(fixture_runs, capsys, fixture, named_results):
+    # the results are shared with test_screens; the roofline of a details CSV that names no GPU
+    # ran with ceilings=none
+    results = named_results(fixture_runs[fixture])
     checked = 0
-    for run in [fixture_runs[fixture]]:
-        with Engine([run]) as eng:
-            for name in all_queries():
-                try:
-                    result = eng.query(name)
-                except QueryError:  # roofline of a details CSV that names no GPU
-                    result = eng.query(name, {"ceilings": "none"})
-                render(result, Format.json, None)
-                rows = json.loads(capsys.readouterr().out)
-                render(result, Format.csv, None)
-                text = capsys.readouterr().out
-                assert len(rows) == len(list(csv.DictReader(io.StringIO(text)))) == result.num_rows
-                if rows:
-                    assert list(rows[0]) == result.column_names
-                checked += 1
+    for name in all_queries():
+        result, _ = results[name]
+        render(result, Format.json, None)
+        rows = json.loads(capsys.readouterr().out)
+        render(result, Format.csv, None)
+        text = capsys.readouterr().out
+        assert len(rows) == len(list(csv.DictReader(io.StringIO(text)))) == result.num_rows
+        if rows:
+            assert list(rows[0]) == result.column_names
+        checked += 1
     assert checked == len(all_queries())
 
 
@@ -332,6 +334,7 @@ def test_compare_writes_its_metrics_in_every_format(fixture_runs, capsys, monkey
 
     a = str(fixture_runs["nsys2020.5_2xv100_p2p_nvlink.sqlite"])
     b = str(fixture_runs["nsys2020.5_2xv100_p2p_via_host.sqlite"])
+    runs = compare_once(monkeypatch)  # three formats of one comparison
     assert cli(["compare", a, b, "-f", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     m = {r["metric"]: r for r in doc["metrics"]}
@@ -359,6 +362,7 @@ def test_compare_writes_its_metrics_in_every_format(fixture_runs, capsys, monkey
     assert lines[[x[0] for x in lines].index("gpu_idle")] == \
         ["gpu_idle", "0.560", "s", "0.672", "s", "0.112", "s", "+20.0%"]
     assert {x[2] for x in lines if len(x) > 2} == {"s"}
+    assert runs["calls"] == 1
 
 
 def test_every_width_fits_and_keeps_the_row_names(fixture_runs):

@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
 from helpers.jobs import rank8_run  # noqa: F401  (module fixture: the 8-rank Kineto job)
 from helpers.roofline import GEMM, PEAKS, counts, ncu_tables
 from helpers.runs import steps_run
@@ -36,11 +35,8 @@ def check_png(path: Path, min_w: int = 600) -> None:
 
 
 @pytest.fixture(scope="module")
-def fixture_runs(request, tmp_path_factory):
-    from tracekit.convert import convert
-
-    base = tmp_path_factory.mktemp("plot_runs")
-    runs = {s: convert([FIXTURES / "nsys" / f"{s}.sqlite"], base / s) for s in (H100, V100)}
+def fixture_runs(request, nsys_run):
+    runs = {s: nsys_run(s) for s in (H100, V100)}
     runs["rank8"] = request.getfixturevalue("rank8_run")
     return runs
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 from helpers.roofline import GEMM, PEAKS, counts, ncu_tables
 
-from tracekit.checksums import reseal
 from tracekit.cli import run as cli_run
 from tracekit.errors import QueryError
 from tracekit.query.engine import Engine
+from tracekit.runfolder.checksums import reseal
 
 OP = "sm__sass_thread_inst_executed_op_{}_pred_on.sum"
 

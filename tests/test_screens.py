@@ -18,8 +18,7 @@ pytestmark = pytest.mark.slow
 WIDTH = 80
 
 
-def _screen(eng, q) -> str:
-    res = eng.query(q)
+def _screen(res, q) -> str:
     units = {c.name: (c.unit, c.description) for c in q.columns}
     return "\n".join(table_lines(res.slice(0, 100), q.name, units, width=WIDTH, keys=q.keys,
                                  full=res, optional=q.optional))
@@ -34,20 +33,21 @@ def _no_room(screen: str) -> set[str]:
 @pytest.mark.parametrize("fixture", ["nsys:nsys2026_h100_2gpu_pytorch_slice",
                                      "kineto:kineto_h100_timesformer_infer",
                                      "kineto:kineto_cpu_only_rank"])
-def test_every_query_shows_its_key_measures_at_80_columns(fixture, nsys_run, kineto_run):
+def test_every_query_shows_its_key_measures_at_80_columns(fixture, nsys_run, kineto_run, named_results):
     kind, stem = fixture.split(":")
-    run = (nsys_run if kind == "nsys" else kineto_run)(stem)
+    results = named_results((nsys_run if kind == "nsys" else kineto_run)(stem))  # shared with test_output
     hidden = {}
-    with Engine([run]) as eng:
-        for name, q in all_queries().items():
-            screen = _screen(eng, q)
-            assert max(len(x) for x in screen.splitlines()) <= WIDTH
-            lost = set(q.keys) & _no_room(screen)
-            if lost:
-                hidden[name] = sorted(lost)
-            table = screen.split("\n─")[-1] if "─" in screen else ""
-            if not any(is_timestamp(k) for k in q.keys):  # timeline_events: its times are the point
-                assert not re.search(r"\b1[5-9]\d{17}\b", table), (name, "an epoch timestamp in the table")
+    for name, q in all_queries().items():
+        res, params = results[name]
+        assert params == {}, name  # every query runs with its defaults
+        screen = _screen(res, q)
+        assert max(len(x) for x in screen.splitlines()) <= WIDTH
+        lost = set(q.keys) & _no_room(screen)
+        if lost:
+            hidden[name] = sorted(lost)
+        table = screen.split("\n─")[-1] if "─" in screen else ""
+        if not any(is_timestamp(k) for k in q.keys):  # timeline_events: its times are the point
+            assert not re.search(r"\b1[5-9]\d{17}\b", table), (name, "an epoch timestamp in the table")
     assert not hidden, hidden
 
 
@@ -56,7 +56,7 @@ def test_empty_main_measure_is_named_not_drawn(kineto_run):
     # every row; it was a column of dashes, and warmup had no room (issue 36, item 5)
     run = kineto_run("kineto_cpu_only_rank")
     with Engine([run]) as eng:
-        screen = _screen(eng, all_queries()["step_summary"])
+        screen = _screen(eng.query("step_summary"), all_queries()["step_summary"])
     head = screen.splitlines()[1].split()
     assert "—" not in screen and "warmup" in head and "start_ns" not in head
     assert "gpu_busy_ns, samples_per_s (empty in every row)" in " ".join(screen.split())

@@ -83,5 +83,16 @@ def test_a_circle_of_includes_is_an_error(monkeypatch):
 
 def test_named_queries_carry_their_includes():
     assert named_queries.get_query("nccl").includes == ("core", "cpu", "ranks")
-    assert named_queries.get_query("kernel_summary").includes == ()
+    assert named_queries.get_query("kernel_summary").includes == ("core",)  # tk_stddev_samp
+    assert named_queries.get_query("clock_offsets").includes == ()
     assert "@include" not in named_queries.get_query("nccl").details
+
+
+def test_step_name_regex_is_written_once():
+    """The tracekit step range's regex: one macro in queries/_macros.sql (three copies before),
+    the same text as the Python side's tracekit.workloads.annotate.STEP_SQL_REGEX."""
+    from tracekit.workloads.annotate import STEP_SQL_REGEX
+
+    text = (Path(__file__).resolve().parents[1] / "queries" / "_macros.sql").read_text()
+    assert f"CREATE OR REPLACE TEMP MACRO tk_step_regex() AS '{STEP_SQL_REGEX}';" in text
+    assert text.count(STEP_SQL_REGEX) == 1

@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import FIXTURES
 
-from tracekit.checksums import reseal
 from tracekit.errors import QueryError
 from tracekit.query.engine import Engine
+from tracekit.runfolder.checksums import reseal
 
 # Kineto fixtures with ProfilerStep#N user annotations, and the step numbers in the raw JSON
 PROFILER_STEPS = {

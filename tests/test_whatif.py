@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pytest
+from helpers.whatif_run import tiny_run
 
 from tracekit.cli import run as cli
 from tracekit.query import Engine
@@ -26,20 +26,7 @@ import jobgen
 def tiny(run_factory):
     """One thread: launch K1 [100,110], launch K2 [120,130], cudaStreamSynchronize [200,900];
     stream 7: K1 [115,515], K2 [520,870]; step range [0,1000]."""
-    i64 = pa.int64()
-    api = {"start_ns": pa.array([100, 120, 200], i64), "end_ns": pa.array([110, 130, 900], i64),
-           "duration_ns": pa.array([10, 10, 700], i64), "pid": pa.array([1, 1, 1], i64),
-           "tid": pa.array([10, 10, 10], i64), "correlation_id": pa.array([1, 2, 3], i64),
-           "name": ["cudaLaunchKernel", "cudaLaunchKernel", "cudaStreamSynchronize"]}
-    k = {"start_ns": pa.array([115, 520], i64), "end_ns": pa.array([515, 870], i64),
-         "duration_ns": pa.array([400, 350], i64), "device_id": pa.array([0, 0], pa.int32()),
-         "stream_id": pa.array([7, 7], i64), "correlation_id": pa.array([1, 2], i64),
-         "pid": pa.array([1, 1], i64), "name": ["gemm_k1", "elementwise_k2"]}
-    nv = {"start_ns": pa.array([0], i64), "end_ns": pa.array([1000], i64),
-          "duration_ns": pa.array([1000], i64), "range_id": pa.array([1], i64),
-          "pid": pa.array([1], i64), "tid": pa.array([10], i64),
-          "domain": ["pytorch.user_annotation"], "name": ["ProfilerStep#0"]}
-    return run_factory({"cuda_api": api, "kernels": k, "nvtx_ranges": nv})
+    return tiny_run(run_factory)
 
 
 def _pred(run, scenario):

@@ -10,6 +10,7 @@ import json
 import pyarrow as pa
 import pytest
 from conftest import FIXTURES
+from helpers.whatif_run import tiny_run
 
 from tracekit.cli import run as cli
 from tracekit.query import Engine
@@ -25,14 +26,25 @@ def timesformer(kineto_run):
         g = load_graph(e)
         rows = {r["scenario"]: r for r in whatif(e, ["baseline", *REMOVING]).to_pylist()}
         cp = e.query("critical_path_summary").to_pylist()
-    return run, g, rows, cp
+        names = e.query("critical_path_names").to_pylist()  # the same engine's critical path
+    return run, g, rows, cp, names
+
+
+@pytest.fixture(scope="module")
+def removing(kineto_run):
+    """{stem: whatif rows of baseline and every removing scenario}, once per trace."""
+    out = {}
+    for stem in ("kineto_a100_nccl_2ranks_rank0", "kineto_mi300_resnet_actckpt_train"):
+        with Engine([kineto_run(stem)]) as e:
+            out[stem] = whatif(e, ["baseline", *REMOVING]).to_pylist()
+    return out
 
 
 def test_pageable_copy_is_a_wait_for_the_gpu(timesformer):
     """ProfilerStep#6: the cudaMemcpyAsync DtoH [252, 378] ms returns after its copy, queued behind
     the last kernel: one 'pageable copy' wait edge, and the 126 ms are GPU work on the path, not
     launch (before: launch 129.3 ms, 33.8 %)."""
-    _, g, rows, cp = timesformer
+    _, g, rows, cp, _ = timesformer
     assert g.counts["wait:pageable copy"] == 1
     share = {r["category"]: r["share_pct"] for r in cp}
     assert share.get("launch", 0) < 1.0
@@ -44,7 +56,7 @@ def test_faster_kernels_help_the_step_that_waited_for_them(timesformer):
     """kernels:.=0.5 halves 154.856 ms of kernels on the one stream (158.433 ms of GPU work ->
     81.005 ms); the host's 252 ms before the copy stay, so the step loses about the halved
     kernel time: 382.536 - 306.429 = 76.1 ms of 77.4 ms (speedup 1.248; before: 1.000)."""
-    _, _, rows, _ = timesformer
+    _, _, rows, _, _ = timesformer
     r = rows["kernels:.=0.5"]
     assert r["gpu_floor_ns"] == 81_005_440
     assert rows["baseline"]["gpu_floor_ns"] == 158_433_174
@@ -53,7 +65,7 @@ def test_faster_kernels_help_the_step_that_waited_for_them(timesformer):
 
 
 def test_scenario_that_cannot_act_is_n_a_with_its_reason(timesformer, capsys):
-    run, _, rows, _ = timesformer
+    run, _, rows, _, _ = timesformer
     for spec in ("comm=0.5", "no-straggler"):
         assert rows[spec]["predicted_ns"] is None and rows[spec]["speedup"] is None
         assert rows[spec]["note"] == "n/a: the run has no NCCL collectives"
@@ -64,12 +76,13 @@ def test_scenario_that_cannot_act_is_n_a_with_its_reason(timesformer, capsys):
     assert err.count("scales 132 kernels") == 1  # once, not once per scenario
 
 
-def test_balanced_steps_keep_the_gpu_floor(kineto_run):
+def test_balanced_steps_keep_the_gpu_floor(removing):
     """MI300X ProfilerStep#16-17: the GPU's busiest stream runs 15.909 and 15.426 ms of the
     steps' work (15.951, 15.887 ms): host=0.5 and launch=0 cannot go below it (before: 1.87x
     and 1.07x); the host waits 0.02 ms: both sides saturated."""
-    with Engine([kineto_run("kineto_mi300_resnet_actckpt_train")]) as e:
-        rows = whatif(e, ["baseline", "host=0.5", "launch=0"]).to_pylist()
+    rows = [r for r in removing["kineto_mi300_resnet_actckpt_train"]
+            if r["scenario"] in ("baseline", "host=0.5", "launch=0")]
+    assert len(rows) == 9
     for r in rows:
         if r["step"] in (16, 17):
             assert r["bound"] == "balanced"
@@ -80,9 +93,8 @@ def test_balanced_steps_keep_the_gpu_floor(kineto_run):
 
 
 @pytest.mark.parametrize("stem", ["kineto_a100_nccl_2ranks_rank0", "kineto_mi300_resnet_actckpt_train"])
-def test_no_removing_scenario_is_slower_or_below_its_floor(kineto_run, stem):
-    with Engine([kineto_run(stem)]) as e:
-        rows = whatif(e, ["baseline", *REMOVING]).to_pylist()
+def test_no_removing_scenario_is_slower_or_below_its_floor(removing, stem):
+    rows = removing[stem]
     for r in rows:
         if r["predicted_ns"] is None:
             assert r["note"].startswith("n/a: ")
@@ -96,20 +108,7 @@ def test_critical_path_names_the_work(run_factory, timesformer):
     `extra_work` by its name), GPU time by kernel. The hand-made step: host [0,100) before the
     first launch, launch latency [100,115), K1 [115,515), stream gap [515,520), K2 [520,870),
     the sync's return [870,900), host [900,1000); extra_work [850,1000] holds 30 + 100 ns."""
-    i64 = pa.int64()
-    api = {"start_ns": pa.array([100, 120, 200], i64), "end_ns": pa.array([110, 130, 900], i64),
-           "duration_ns": pa.array([10, 10, 700], i64), "pid": pa.array([1, 1, 1], i64),
-           "tid": pa.array([10, 10, 10], i64), "correlation_id": pa.array([1, 2, 3], i64),
-           "name": ["cudaLaunchKernel", "cudaLaunchKernel", "cudaStreamSynchronize"]}
-    k = {"start_ns": pa.array([115, 520], i64), "end_ns": pa.array([515, 870], i64),
-         "duration_ns": pa.array([400, 350], i64), "device_id": pa.array([0, 0], pa.int32()),
-         "stream_id": pa.array([7, 7], i64), "correlation_id": pa.array([1, 2], i64),
-         "pid": pa.array([1, 1], i64), "name": ["gemm_k1", "elementwise_k2"]}
-    nv = {"start_ns": pa.array([0, 850], i64), "end_ns": pa.array([1000, 1000], i64),
-          "duration_ns": pa.array([1000, 150], i64), "range_id": pa.array([1, 2], i64),
-          "pid": pa.array([1, 1], i64), "tid": pa.array([10, 10], i64),
-          "domain": ["pytorch.user_annotation"] * 2, "name": ["ProfilerStep#0", "extra_work"]}
-    run = run_factory({"cuda_api": api, "kernels": k, "nvtx_ranges": nv})
+    run = tiny_run(run_factory, ranges=(("extra_work", 850, 1000),))
     with Engine([run]) as e:
         rows = e.query("critical_path_names").to_pylist()
     got = {(r["side"], r["source"], r["name"]): r["time_ns"] for r in rows}
@@ -119,8 +118,7 @@ def test_critical_path_names_the_work(run_factory, timesformer):
     assert got[("host", "api", "cudaLaunchKernel")] == 100
     assert sum(r["time_ns"] for r in rows) == 1000  # fewer than 10 names: all of the step
     # the H100 trace: the 222 ms before the first launch are a Python thread's wait
-    with Engine([timesformer[0]]) as e:
-        top = e.query("critical_path_names").to_pylist()[0]
+    top = timesformer[4][0]
     assert (top["side"], top["source"], top["name"]) == ("host", "python_function", "threading.py(359): wait")
     assert 225_000_000 < top["time_ns"] < 227_000_000
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
+from helpers.whatif_run import tiny_run as build_tiny_run
 
 from tracekit.cli import run as cli
 from tracekit.errors import InputError
@@ -19,21 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def tiny_run(run_factory):
-    """test_whatif.py's hand-computed run: two launches, a sync, a 1000 ns step range."""
-    i64 = pa.int64()
-    api = {"start_ns": pa.array([100, 120, 200], i64), "end_ns": pa.array([110, 130, 900], i64),
-           "duration_ns": pa.array([10, 10, 700], i64), "pid": pa.array([1, 1, 1], i64),
-           "tid": pa.array([10, 10, 10], i64), "correlation_id": pa.array([1, 2, 3], i64),
-           "name": ["cudaLaunchKernel", "cudaLaunchKernel", "cudaStreamSynchronize"]}
-    k = {"start_ns": pa.array([115, 520], i64), "end_ns": pa.array([515, 870], i64),
-         "duration_ns": pa.array([400, 350], i64), "device_id": pa.array([0, 0], pa.int32()),
-         "stream_id": pa.array([7, 7], i64), "correlation_id": pa.array([1, 2], i64),
-         "pid": pa.array([1, 1], i64), "name": ["gemm_k1", "elementwise_k2"]}
-    nv = {"start_ns": pa.array([0], i64), "end_ns": pa.array([1000], i64),
-          "duration_ns": pa.array([1000], i64), "range_id": pa.array([1], i64),
-          "pid": pa.array([1], i64), "tid": pa.array([10], i64),
-          "domain": ["pytorch.user_annotation"], "name": ["ProfilerStep#0"]}
-    return run_factory({"cuda_api": api, "kernels": k, "nvtx_ranges": nv})
+    """The hand-computed what-if run (tests/helpers/whatif_run.py): two launches, a sync, a 1000 ns step range."""
+    return build_tiny_run(run_factory)
 
 
 def test_docs_list_every_scenario_from_the_registry():

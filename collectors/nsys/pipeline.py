@@ -285,7 +285,7 @@ def convert_export(path: Path, sqlite_path: Path, writer: RunWriter, progress: P
         if stats.open_nvtx:
             writer.warn(f"{stats.open_nvtx} NVTX range(s) were never closed (nvtx_ranges.is_open; "
                         "end_ns and duration_ns are null)")
-        # zero and negative durations: counted, said and warned by tracekit.integrity
+        # zero and negative durations: counted, said and warned by tracekit.runfolder.integrity
         writer.manifest["gpus"] = _gpus(writer)
 
 

@@ -1,5 +1,5 @@
 -- nvtx_summary: Time per NVTX range name, domain and style, as `nsys stats --report nvtxsum`.
--- @include nvtx
+-- @include nvtx core
 --
 -- One row per run, domain, range name and style ('push/pop' or 'start/end'). Every range of
 -- nvtx_ranges counts, whatever its process, thread or category, including framework annotations
@@ -57,7 +57,7 @@ per_name AS (
         median(duration_ns) AS med_ns,
         min(duration_ns) AS min_ns,
         max(duration_ns) AS max_ns,
-        stddev_samp(duration_ns) AS stddev_ns,
+        tk_stddev_samp(duration_ns) AS stddev_ns,
         count(DISTINCT raw_name) AS raw_names
     FROM ranges
     GROUP BY run_id, domain, name, style

@@ -1,4 +1,5 @@
 -- kernel_summary: GPU time per kernel name, as `nsys stats --report gpukernsum`.
+-- @include core
 --
 -- One row per run and kernel name (the demangled name `nsys stats` shows), or with -p by=grid
 -- per run, kernel name, grid and block dimensions, as gpukernsum prints it (a kernel launched
@@ -31,7 +32,7 @@ WITH k AS (
 g AS (
     SELECT run_id, name, grid, block, count(*) AS instances, sum(duration_ns)::BIGINT AS total_ns,
            avg(duration_ns) AS avg_ns, median(duration_ns)::DOUBLE AS med_ns, min(duration_ns) AS min_ns,
-           max(duration_ns) AS max_ns, coalesce(stddev_samp(duration_ns), 0.0) AS stddev_ns
+           max(duration_ns) AS max_ns, coalesce(tk_stddev_samp(duration_ns), 0.0) AS stddev_ns
     FROM k GROUP BY run_id, name, grid, block
 ),
 s AS (

@@ -1,4 +1,5 @@
 -- launch_overhead: Kernel launch cost per kernel name: API time, queue time and kernel time, as `nsys stats --report kernexecsum`.
+-- @include core
 --
 -- Each kernel execution is joined to the CUDA API call that launched it (same run, pid and
 -- correlation_id; kernels without a launching call in cuda_api are left out, as in nsys stats;
@@ -76,22 +77,22 @@ SELECT
     median(total_ns)::DOUBLE AS total_med_ns,
     min(total_ns) AS total_min_ns,
     max(total_ns) AS total_max_ns,
-    coalesce(stddev_samp(total_ns), 0.0) AS total_stddev_ns,
+    coalesce(tk_stddev_samp(total_ns), 0.0) AS total_stddev_ns,
     avg(api_ns) AS api_avg_ns,
     median(api_ns)::DOUBLE AS api_med_ns,
     min(api_ns) AS api_min_ns,
     max(api_ns) AS api_max_ns,
-    coalesce(stddev_samp(api_ns), 0.0) AS api_stddev_ns,
+    coalesce(tk_stddev_samp(api_ns), 0.0) AS api_stddev_ns,
     avg(queue_ns) AS queue_avg_ns,
     median(queue_ns)::DOUBLE AS queue_med_ns,
     min(queue_ns) AS queue_min_ns,
     max(queue_ns) AS queue_max_ns,
-    CASE WHEN count(queue_ns) > 0 THEN coalesce(stddev_samp(queue_ns), 0.0) END AS queue_stddev_ns,
+    CASE WHEN count(queue_ns) > 0 THEN coalesce(tk_stddev_samp(queue_ns), 0.0) END AS queue_stddev_ns,
     avg(kernel_ns) AS kernel_avg_ns,
     median(kernel_ns)::DOUBLE AS kernel_med_ns,
     min(kernel_ns) AS kernel_min_ns,
     max(kernel_ns) AS kernel_max_ns,
-    coalesce(stddev_samp(kernel_ns), 0.0) AS kernel_stddev_ns
+    coalesce(tk_stddev_samp(kernel_ns), 0.0) AS kernel_stddev_ns
 FROM launches
 GROUP BY ALL
 ORDER BY run_id, total_avg_ns DESC, name, api_name, pid, tid, device_id;

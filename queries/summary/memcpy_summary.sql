@@ -1,4 +1,5 @@
 -- memcpy_summary: GPU memory copies (and memsets) per copy kind, as `nsys stats --report gpumemtimesum` and `gpumemsizesum`.
+-- @include core
 --
 -- One row per run and copy kind (HtoD, DtoH, DtoD, HtoH, PtoP, ...; Unknown when CUPTI did not
 -- say; unified-memory copies keep the export's label, e.g. 'Unified Host-to-Device'). Device memsets are one more row, kind 'memset', operation '[CUDA memset]', exactly as
@@ -46,12 +47,12 @@ per_kind AS (
         median(duration_ns) AS med_ns,
         min(duration_ns) AS min_ns,
         max(duration_ns) AS max_ns,
-        stddev_samp(duration_ns) AS stddev_ns,
+        tk_stddev_samp(duration_ns) AS stddev_ns,
         avg(bytes) AS avg_bytes,
         median(bytes) AS med_bytes,
         min(bytes) AS min_bytes,
         max(bytes) AS max_bytes,
-        stddev_samp(bytes) AS stddev_bytes
+        tk_stddev_samp(bytes) AS stddev_bytes
     FROM ops
     GROUP BY run_id, kind
 )

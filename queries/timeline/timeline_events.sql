@@ -14,7 +14,8 @@
 -- Window: an event is kept when it overlaps [start_ns, end_ns) (either bound NULL = open) and is
 -- kept whole, never clipped. ranks: keep only processes whose rank (tk_ranks) is in the list.
 -- Flows: every GPU activity whose (pid, correlation_id) has a CUDA API call gets a flow_id
--- (numbered 1.. in start order); that API call lists the flow_ids of the activities it launched
+-- (numbered 1.. in start order, ties broken by every column down to the arguments, so the same
+-- run gets the same numbers every time); that API call lists the flow_ids of the activities it launched
 -- (one for a kernel launch, one per kernel for a CUDA graph launch).
 --
 -- @param start_ns BIGINT NULL  Keep events ending at or after this time (trace clock, ns; a job: rank 0's clock).
@@ -90,7 +91,8 @@ gpu AS (
     SELECT g.*,
            CASE WHEN a.correlation_id IS NOT NULL THEN
                 row_number() OVER (PARTITION BY a.correlation_id IS NOT NULL
-                                   ORDER BY g.start_ns, g.end_ns, g.pid, g.device_id, g.stream_id, g.correlation_id, g.cat, g.name)
+                                   ORDER BY g.start_ns, g.end_ns, g.run_id, g.pid, g.device_id, g.stream_id,
+                                            g.correlation_id, g.cat, g.name, g.args)
            END AS flow_id
     FROM gpu_raw g
     LEFT JOIN api_keys a ON a.run_id = g.run_id AND a.pid = g.pid AND a.correlation_id = g.correlation_id

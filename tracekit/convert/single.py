@@ -31,7 +31,7 @@ def convert_single(inputs: Sequence[str | os.PathLike], run_dir: str | os.PathLi
                 mod.collect(paths, writer, progress)
             except OSError as exc:  # not caught by the collector: a disk or an input gone
                 raise _os_error(exc, writer, paths) from None
-        count_duplicates(writer)  # manifest duplicate_rows + warning (tracekit.integrity)
+        count_duplicates(writer)  # manifest duplicate_rows + warning (tracekit.runfolder.integrity)
         count_nonpositive(writer)  # manifest nonpositive_duration_rows + warning
         for name, table in (extra_tables or {}).items():
             writer.write_table(name, [table])  # InputError when a collector wrote it too
