@@ -43,7 +43,7 @@ def test_docs_list_every_scenario_from_the_registry():
     assert doc[begin:end] == scenarios.markdown(), \
         "docs/whatif.md's scenario list is stale: paste tracekit.whatif.scenarios.markdown()"
     assert [line.split("`")[1] for line in doc[begin:end].splitlines()] == \
-        ["baseline", "no-straggler", "comm=F", "launch=0", "kernels:REGEX=F", "host=F"]
+        ["baseline", "no-straggler", "comm=F", "launch=0", "kernels:REGEX=F", "ops:REGEX=F", "host=F"]
 
 
 def test_help_and_errors_name_every_scenario(monkeypatch, capsys):
@@ -55,7 +55,7 @@ def test_help_and_errors_name_every_scenario(monkeypatch, capsys):
     for s in scenarios.SCENARIOS:
         assert f"{s.syntax}: {s.help}" in lines
     with pytest.raises(InputError, match=r"unknown scenario 'x': use baseline, no-straggler, comm=F, "
-                                         r"launch=0, kernels:REGEX=F or host=F \(combine with \+\)"):
+                                         r"launch=0, kernels:REGEX=F, ops:REGEX=F or host=F \(combine with \+\)"):
         scenarios.parse("comm=0.5+x")
     with pytest.raises(InputError, match="only launch=0 is defined"):
         scenarios.parse("launch=0.5")
@@ -84,3 +84,60 @@ def test_each_scenario_is_parsed_once(tiny_run, monkeypatch, capsys):
     assert cli(["whatif", str(tiny_run), "-s", "host=0.5", "-s", "launch=0", "-f", "csv"]) == 0
     assert calls == ["host=0.5", "launch=0"]
     assert "host=0.5" in capsys.readouterr().out
+
+
+@pytest.fixture
+def cpu_rank(run_factory):
+    """A CPU rank by hand (us): main thread 10 runs aten::linear [100, 300] (aten::mm [150, 250]
+    and aten::add [260, 290] inside), c10d::allreduce_ [350, 400], then idles until its Gloo
+    all-reduce on thread 20 [420, 700] has ended and runs aten::copy_ [720, 800], aten::zero_
+    [820, 830], aten::fill_ [840, 850] in ProfilerStep#0 [0, 1000]. The main thread's gaps before its
+    operators are 100, 50, 320, 20, 10 (median 50): the 320 us gap is the wait (>= 4 x 50), and it
+    woke 20 us after the range ended, having idled 300 before."""
+    i64, us = pa.int64(), 1000
+    rows = [(0, 1000, 10, "pytorch.user_annotation", "ProfilerStep#0"),
+            (100, 300, 10, "pytorch.cpu_op", "aten::linear"), (150, 250, 10, "pytorch.cpu_op", "aten::mm"),
+            (260, 290, 10, "pytorch.cpu_op", "aten::add"), (350, 400, 10, "pytorch.cpu_op", "c10d::allreduce_"),
+            (420, 700, 20, "pytorch.user_annotation", "gloo:all_reduce"),
+            (720, 800, 10, "pytorch.cpu_op", "aten::copy_"), (820, 830, 10, "pytorch.cpu_op", "aten::zero_"),
+            (840, 850, 10, "pytorch.cpu_op", "aten::fill_")]
+    nv = {"start_ns": pa.array([r[0] * us for r in rows], i64), "end_ns": pa.array([r[1] * us for r in rows], i64),
+          "duration_ns": pa.array([(r[1] - r[0]) * us for r in rows], i64),
+          "range_id": pa.array(range(1, len(rows) + 1), i64), "pid": pa.array([1] * len(rows), i64),
+          "tid": pa.array([r[2] for r in rows], i64), "domain": [r[3] for r in rows], "name": [r[4] for r in rows]}
+    return run_factory({"nvtx_ranges": nv})
+
+
+def test_cpu_rank_graph_and_its_scenarios_by_hand(cpu_rank):
+    with Engine([cpu_rank]) as eng:
+        g = whatif.__globals__["load_graph"](eng)
+        out = whatif(eng, ["baseline", "ops:aten::mm=0.5", "host=0.5", "ops:.=0.5", "ops:nothing=0",
+                           "kernels:.=0.5"])
+    assert {k: g.counts[k] for k in ("wait:gloo start", "wait:gloo wait", "instances")} == \
+        {"wait:gloo start": 1, "wait:gloo wait": 1, "instances": 1}
+    pred = {r["scenario"]: r["predicted_ns"] for r in out.to_pylist()}
+    assert pred["baseline"] == 1_000_000
+    # aten::mm at half: linear takes 150, everything after it 50 earlier (the Gloo range starts
+    # 70 after the call that hands it over, the copy 20 after the range's end): 950
+    assert pred["ops:aten::mm=0.5"] == 950_000
+    # host time x 0.5: linear 50-250, the call 275-325, the range 70 after the call's start (not
+    # host time) 345-625, the copy 10 after its end 635-715, zero 725-735, fill 740-750, the
+    # step's end 75 later: 825. Without the wait edge the copy would start 160 after the call's
+    # end (485) and the step end at 675
+    assert pred["host=0.5"] == 825_000
+    # every operator at half: linear 100-200, call 250-275, range 320-600, copy 620-660,
+    # zero 680-685, fill 695-700, end 850
+    assert pred["ops:.=0.5"] == 850_000
+    assert pred["ops:nothing=0"] is None and pred["kernels:.=0.5"] is None
+    from tracekit.whatif import notes
+
+    lines = notes(out)
+    assert "ops:.=0.5 scales 7 operators of 7 names (0.350 ms of host time)" in lines
+    assert "ops:nothing=0: n/a: ops:nothing=0 matches none of the 7 operators" in lines
+
+
+def test_ops_on_a_gpu_run_is_na(tiny_run):
+    with Engine([tiny_run]) as eng:
+        out = whatif(eng, ["ops:gemm=0.5"])
+    assert out.column("predicted_ns").to_pylist() == [None]
+    assert "no operators of a CPU rank" in out.column("note")[0].as_py()
