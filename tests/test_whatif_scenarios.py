@@ -141,3 +141,35 @@ def test_ops_on_a_gpu_run_is_na(tiny_run):
         out = whatif(eng, ["ops:gemm=0.5"])
     assert out.column("predicted_ns").to_pylist() == [None]
     assert "no operators of a CPU rank" in out.column("note")[0].as_py()
+
+
+def test_critical_path_names_split_a_segment_by_the_ranges_it_overlaps(run_factory):
+    """Issue 35 item 3: the hand-made step of test_whatif_floors (host [0,100) before the first
+    launch, launch latency [100,115), K1 [115,515), stream gap [515,520), K2 [520,870), the
+    sync's return [870,900), host [900,1000)) with a range `prep` [40,100) and `tail` [950,1000):
+    the first host segment is 40 ns of the call's own name and 60 of prep (before, all 100 went
+    to the range at its start: none), the last one 50 of `tail` and 50 of no range (the step's
+    end mark's name: before, all 100)."""
+    i64 = pa.int64()
+    api = {"start_ns": pa.array([100, 120, 200], i64), "end_ns": pa.array([110, 130, 900], i64),
+           "duration_ns": pa.array([10, 10, 700], i64), "pid": pa.array([1, 1, 1], i64),
+           "tid": pa.array([10, 10, 10], i64), "correlation_id": pa.array([1, 2, 3], i64),
+           "name": ["cudaLaunchKernel", "cudaLaunchKernel", "cudaStreamSynchronize"]}
+    k = {"start_ns": pa.array([115, 520], i64), "end_ns": pa.array([515, 870], i64),
+         "duration_ns": pa.array([400, 350], i64), "device_id": pa.array([0, 0], pa.int32()),
+         "stream_id": pa.array([7, 7], i64), "correlation_id": pa.array([1, 2], i64),
+         "pid": pa.array([1, 1], i64), "name": ["gemm_k1", "elementwise_k2"]}
+    nv = {"start_ns": pa.array([0, 40, 950], i64), "end_ns": pa.array([1000, 100, 1000], i64),
+          "duration_ns": pa.array([1000, 60, 50], i64), "range_id": pa.array([1, 2, 3], i64),
+          "pid": pa.array([1, 1, 1], i64), "tid": pa.array([10, 10, 10], i64),
+          "domain": ["pytorch.user_annotation"] * 3, "name": ["ProfilerStep#0", "prep", "tail"]}
+    run = run_factory({"cuda_api": api, "kernels": k, "nvtx_ranges": nv})
+    with Engine([run]) as e:
+        rows = e.query("critical_path_names").to_pylist()
+    got = {(r["side"], r["source"], r["name"]): r["time_ns"] for r in rows}
+    assert got[("host", "range", "prep")] == 60
+    assert got[("host", "range", "tail")] == 50
+    assert got[("host", "api", "cudaLaunchKernel")] == 40
+    assert got[("host", "api", "cudaStreamSynchronize")] == 30  # the sync's return
+    assert got[("host", "api", "end ProfilerStep#0")] == 50  # host time outside any range
+    assert sum(r["time_ns"] for r in rows) == 1000

@@ -67,7 +67,7 @@ best AS (
            arg_min(o.name, (o.pref, o.len)) AS name, arg_min(o.pref, (o.pref, o.len)) AS pref
     FROM pieces p LEFT JOIN ov o
       ON o.run_id = p.run_id AND o.step = p.step AND o.seq = p.seq AND o.a <= p.lo AND o.b >= p.hi
-    GROUP BY ALL
+    GROUP BY p.run_id, p.step, p.seq, p.lo, p.hi
 ),
 host_named AS (
     SELECT b.run_id, b.step, b.seq, b.dur_ns, h.wall_ns, coalesce(b.name, h.name) AS name,

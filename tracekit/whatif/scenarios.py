@@ -153,7 +153,8 @@ SCENARIOS: tuple[Scenario, ...] = (
              "lags and GPU work that start after the rank's previous collective ended and before "
              "it arrived at the next one, and the work after its last collective up to its last "
              "step's end) scaled so that the interval is as long as the shortest interval any "
-             "rank had between the same two collective instances: no rank waits for another.",
+             "rank had between the same two collective instances: no rank waits for another "
+             "(collectives that overlap on a rank, e.g. DDP's buckets on two Gloo threads, are one).",
              _exact("no-straggler"), lambda g, c, st: no_straggler(g, st.lead, st.d1, st.d2, st.anchor),
              unable=_unable_collectives, removes=lambda c: True),
     Scenario("comm", "comm=F", "collective transfers x F",
