@@ -11,7 +11,7 @@ import pytest
 from tracekit.cli import run as cli
 from tracekit.errors import InputError
 from tracekit.query import Engine
-from tracekit.whatif import scenarios, whatif
+from tracekit.whatif import load_graph, scenarios, whatif
 from tracekit.whatif.registry import Change, Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,7 +110,7 @@ def cpu_rank(run_factory):
 
 def test_cpu_rank_graph_and_its_scenarios_by_hand(cpu_rank):
     with Engine([cpu_rank]) as eng:
-        g = whatif.__globals__["load_graph"](eng)
+        g = load_graph(eng)
         out = whatif(eng, ["baseline", "ops:aten::mm=0.5", "host=0.5", "ops:.=0.5", "ops:nothing=0",
                            "kernels:.=0.5"])
     assert {k: g.counts[k] for k in ("wait:gloo start", "wait:gloo wait", "instances")} == \
@@ -173,3 +173,25 @@ def test_critical_path_names_split_a_segment_by_the_ranges_it_overlaps(run_facto
     assert got[("host", "api", "cudaStreamSynchronize")] == 30  # the sync's return
     assert got[("host", "api", "end ProfilerStep#0")] == 50  # host time outside any range
     assert sum(r["time_ns"] for r in rows) == 1000
+
+
+def test_cpu_rank_thread_wait_by_hand(run_factory):
+    """The 'thread wait' rule: the main thread (10) runs aten::a [100, 200], idles until
+    thread 30's autograd_op [150, 580] has ended, runs aten::b [600, 700] 20 us after it, then
+    aten::c, aten::d, aten::e [710-720, 730-740, 750-760] in ProfilerStep#0 [0, 1000] (main's
+    gaps 100, 400, 10, 10, 10: median 10). ops:autograd_op=0.5 ends it at 365, so b starts at
+    385 and the step ends at 785 (without the edge, b would wait 400 after a: no change)."""
+    i64, us = pa.int64(), 1000
+    rows = [(0, 1000, 10, "pytorch.user_annotation", "ProfilerStep#0"), (100, 200, 10, "pytorch.cpu_op", "aten::a"),
+            (150, 580, 30, "pytorch.cpu_op", "autograd_op"), (600, 700, 10, "pytorch.cpu_op", "aten::b"),
+            (710, 720, 10, "pytorch.cpu_op", "aten::c"), (730, 740, 10, "pytorch.cpu_op", "aten::d"),
+            (750, 760, 10, "pytorch.cpu_op", "aten::e")]
+    nv = {"start_ns": pa.array([r[0] * us for r in rows], i64), "end_ns": pa.array([r[1] * us for r in rows], i64),
+          "duration_ns": pa.array([(r[1] - r[0]) * us for r in rows], i64),
+          "range_id": pa.array(range(1, len(rows) + 1), i64), "pid": pa.array([1] * len(rows), i64),
+          "tid": pa.array([r[2] for r in rows], i64), "domain": [r[3] for r in rows], "name": [r[4] for r in rows]}
+    with Engine([run_factory({"nvtx_ranges": nv})]) as eng:
+        g = load_graph(eng)
+        out = whatif(eng, ["baseline", "ops:autograd_op=0.5"])
+    assert g.counts.get("wait:thread wait") == 1 and "wait:gloo wait" not in g.counts
+    assert out.column("predicted_ns").to_pylist() == [1_000_000, 785_000]
