@@ -158,56 +158,6 @@ SELECT c.* EXCLUDE (pair_lo, pair_hi),
                                                                 c.collective ORDER BY c.start_ns, c.end_ns)) END AS seq
 FROM with_peer c;
 
--- tk_clock_true(t, m): timestamp t of a rank on rank 0's clock, with the rank's clock_model row
--- m (offset_ns, drift_ppm, t0_ns): t - offset - drift * 1e-6 * (t - t0), rounded to ns; t itself
--- where the run has no clock model (one input: one clock).
-CREATE OR REPLACE TEMP MACRO tk_clock_true(t, off, drift, t0) AS
-    t - coalesce(off, 0) - coalesce(CAST(round(drift * 1e-6 * (t - t0)) AS BIGINT), 0);
-
--- tk_pid_clock(): per (run_id, pid) with a rank: that rank's clock_model row (offset_ns, drift_ppm,
--- t0_ns), for putting any table's timestamps on rank 0's clock with tk_clock_true (the job
--- timeline). Processes without a rank or a model row are absent (their times stay as recorded).
-CREATE OR REPLACE TEMP MACRO tk_pid_clock() AS TABLE
-SELECT r.run_id, r.pid, r.rank, m.offset_ns, m.drift_ppm, m.t0_ns
-FROM tk_ranks() r JOIN clock_model m ON m.run_id = r.run_id AND m.rank = r.rank;
-
--- tk_comm_calls(): tk_comm_calls_raw() with start_ns and end_ns on rank 0's clock (the run's
--- clock_model, estimated at conversion; docs/multirank.md), plus clock_id (null: the run's one
--- clock) and clock_bound_ns (the clock's bound; 0 for a run without a clock model, null for an
--- unestimated clock).
-CREATE OR REPLACE TEMP MACRO tk_comm_calls() AS TABLE
-SELECT c.* REPLACE (tk_clock_true(c.start_ns, m.offset_ns, m.drift_ppm, m.t0_ns) AS start_ns,
-                    tk_clock_true(c.end_ns, m.offset_ns, m.drift_ppm, m.t0_ns) AS end_ns,
-                    tk_clock_true(c.arrival_ns, m.offset_ns, m.drift_ppm, m.t0_ns) AS arrival_ns),
-       m.clock_id, CASE WHEN m.rank IS NULL THEN 0 ELSE m.bound_ns END AS clock_bound_ns
-FROM tk_comm_calls_raw() c
-LEFT JOIN clock_model m ON m.run_id = c.run_id AND m.rank = c.rank;
-
--- tk_comm_arrivals(): tk_comm_calls() with what its collective instance says about it. An instance
--- is (run_id, process_group, collective, seq): the seq-th call of that group and type on every
--- participant. ranks = participants in the instance; first/last_start_ns = earliest and latest
--- arrival (arrival_ns: an NCCL kernel's start, a Gloo range's c10d call) over them; arrival_from_last = 1 for the participant that arrived last (ties:
--- the lowest rank, then pid, device), 2 for the next-latest, ...; next_latest_start_ns = the start of
--- the participant with arrival_from_last = 2 (null when the instance has one participant);
--- arrival_from_first = 1 for the earliest (ties: the lowest rank). Point-to-point calls (kind
--- 'p2p') with a known sender and receiver pair into instances (process_group, 'Send/Recv',
--- sender, receiver, seq): the i-th send from A to B with the i-th recv at B from A; those whose
--- peer the trace does not record (SendRecv kernels, older PyTorch) cannot be paired provably
--- and are left out (collective_skew counts them in a notice). For collectives sender and
--- receiver are null.
-CREATE OR REPLACE TEMP MACRO tk_comm_arrivals() AS TABLE
-SELECT *,
-       row_number() OVER (inst ORDER BY arrival_ns, rank, pid, device_id) AS arrival_from_first,
-       count(*) OVER inst AS ranks,
-       min(arrival_ns) OVER inst AS first_start_ns,
-       max(arrival_ns) OVER inst AS last_start_ns,
-       row_number() OVER (inst ORDER BY arrival_ns DESC, rank, pid, device_id) AS arrival_from_last,
-       nth_value(arrival_ns, 2) OVER (inst ORDER BY arrival_ns DESC, rank, pid, device_id
-                                    ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS next_latest_start_ns
-FROM (SELECT * REPLACE (CASE WHEN kind = 'p2p' THEN 'Send/Recv' ELSE collective END AS collective)
-      FROM tk_comm_calls() WHERE kind = 'collective' OR (sender IS NOT NULL AND receiver IS NOT NULL))
-WINDOW inst AS (PARTITION BY run_id, process_group, collective, sender, receiver, seq);
-
 -- ---------------------------------------------------------------- the what-if graph of CPU ranks
 -- (docs/whatif.md, "CPU ranks"; tk_wi_nodes and tk_wi_collectives of queries/whatif/ use them)
 -- tk_cpu_procs(): (run_id, pid) of every process whose trace has PyTorch operators or Gloo
@@ -311,3 +261,53 @@ SELECT n.node_id, o.start_ns, o.end_ns, o.name
 FROM tk_cpu_ops() o ASOF JOIN (SELECT * FROM query_table(nodes) WHERE category = 'op') n
   ON n.run_id = o.run_id AND n.pid = o.pid AND n.thread_or_device = o.tid AND n.start_ns <= o.start_ns
 WHERE o.start_ns < n.end_ns OR o.start_ns = n.start_ns;
+
+-- tk_clock_true(t, m): timestamp t of a rank on rank 0's clock, with the rank's clock_model row
+-- m (offset_ns, drift_ppm, t0_ns): t - offset - drift * 1e-6 * (t - t0), rounded to ns; t itself
+-- where the run has no clock model (one input: one clock).
+CREATE OR REPLACE TEMP MACRO tk_clock_true(t, off, drift, t0) AS
+    t - coalesce(off, 0) - coalesce(CAST(round(drift * 1e-6 * (t - t0)) AS BIGINT), 0);
+
+-- tk_pid_clock(): per (run_id, pid) with a rank: that rank's clock_model row (offset_ns, drift_ppm,
+-- t0_ns), for putting any table's timestamps on rank 0's clock with tk_clock_true (the job
+-- timeline). Processes without a rank or a model row are absent (their times stay as recorded).
+CREATE OR REPLACE TEMP MACRO tk_pid_clock() AS TABLE
+SELECT r.run_id, r.pid, r.rank, m.offset_ns, m.drift_ppm, m.t0_ns
+FROM tk_ranks() r JOIN clock_model m ON m.run_id = r.run_id AND m.rank = r.rank;
+
+-- tk_comm_calls(): tk_comm_calls_raw() with start_ns and end_ns on rank 0's clock (the run's
+-- clock_model, estimated at conversion; docs/multirank.md), plus clock_id (null: the run's one
+-- clock) and clock_bound_ns (the clock's bound; 0 for a run without a clock model, null for an
+-- unestimated clock).
+CREATE OR REPLACE TEMP MACRO tk_comm_calls() AS TABLE
+SELECT c.* REPLACE (tk_clock_true(c.start_ns, m.offset_ns, m.drift_ppm, m.t0_ns) AS start_ns,
+                    tk_clock_true(c.end_ns, m.offset_ns, m.drift_ppm, m.t0_ns) AS end_ns,
+                    tk_clock_true(c.arrival_ns, m.offset_ns, m.drift_ppm, m.t0_ns) AS arrival_ns),
+       m.clock_id, CASE WHEN m.rank IS NULL THEN 0 ELSE m.bound_ns END AS clock_bound_ns
+FROM tk_comm_calls_raw() c
+LEFT JOIN clock_model m ON m.run_id = c.run_id AND m.rank = c.rank;
+
+-- tk_comm_arrivals(): tk_comm_calls() with what its collective instance says about it. An instance
+-- is (run_id, process_group, collective, seq): the seq-th call of that group and type on every
+-- participant. ranks = participants in the instance; first/last_start_ns = earliest and latest
+-- arrival (arrival_ns: an NCCL kernel's start, a Gloo range's c10d call) over them; arrival_from_last = 1 for the participant that arrived last (ties:
+-- the lowest rank, then pid, device), 2 for the next-latest, ...; next_latest_start_ns = the start of
+-- the participant with arrival_from_last = 2 (null when the instance has one participant);
+-- arrival_from_first = 1 for the earliest (ties: the lowest rank). Point-to-point calls (kind
+-- 'p2p') with a known sender and receiver pair into instances (process_group, 'Send/Recv',
+-- sender, receiver, seq): the i-th send from A to B with the i-th recv at B from A; those whose
+-- peer the trace does not record (SendRecv kernels, older PyTorch) cannot be paired provably
+-- and are left out (collective_skew counts them in a notice). For collectives sender and
+-- receiver are null.
+CREATE OR REPLACE TEMP MACRO tk_comm_arrivals() AS TABLE
+SELECT *,
+       row_number() OVER (inst ORDER BY arrival_ns, rank, pid, device_id) AS arrival_from_first,
+       count(*) OVER inst AS ranks,
+       min(arrival_ns) OVER inst AS first_start_ns,
+       max(arrival_ns) OVER inst AS last_start_ns,
+       row_number() OVER (inst ORDER BY arrival_ns DESC, rank, pid, device_id) AS arrival_from_last,
+       nth_value(arrival_ns, 2) OVER (inst ORDER BY arrival_ns DESC, rank, pid, device_id
+                                    ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS next_latest_start_ns
+FROM (SELECT * REPLACE (CASE WHEN kind = 'p2p' THEN 'Send/Recv' ELSE collective END AS collective)
+      FROM tk_comm_calls() WHERE kind = 'collective' OR (sender IS NOT NULL AND receiver IS NOT NULL))
+WINDOW inst AS (PARTITION BY run_id, process_group, collective, sender, receiver, seq);
