@@ -134,6 +134,7 @@ def test_cpu_rank_graph_and_its_scenarios_by_hand(cpu_rank):
     lines = notes(out)
     assert "ops:.=0.5 scales 7 operators of 7 names (0.350 ms of host time)" in lines
     assert "ops:nothing=0: n/a: ops:nothing=0 matches none of the 7 operators" in lines
+    assert "kernels:.=0.5: n/a: the run has no kernels (its CPU ranks' operators are ops:REGEX=F)" in lines
 
 
 def test_ops_on_a_gpu_run_is_na(tiny_run):

@@ -122,6 +122,8 @@ def _unable_kernels(g: Graph, c: Change) -> str | None:
     if kernel_hits(g, c.pattern).any():
         return None
     total = int((g.cat == CAT["kernel"]).sum())
+    if not total and g.ops is not None:
+        return "the run has no kernels (its CPU ranks' operators are ops:REGEX=F)"
     return (f"kernels:{c.pattern}={c.factor:g} matches none of the {total:,} kernels "
             "(NCCL kernels are comm=F)")
 
