@@ -166,7 +166,8 @@ def make_job(out_dir: str | Path, ranks: int = 8, *, seed: int = 0,
              jitter_ns: tuple[int, int] = (0, 20_000), straggler: int | None = None,
              straggler_delay_ns: int = 0, ranks_per_host: int = 1, same_pid: bool = False,
              source: str | Path = NCCL_TRACE, gzip_output: bool = False,
-             end_jitter_ns: int = 0, write: bool = True, late_fraction: float = 1.0) -> Job:
+             end_jitter_ns: int = 0, write: bool = True, late_fraction: float = 1.0,
+             jitter_from_first: bool = False) -> Job:
     """Write an N-rank job (``out_dir/trace_rank{r:05d}.json``) and return its paths and truth.
 
     offsets_ns / drifts_ppm: one per host (``ranks // ranks_per_host`` hosts; host 0 must be
@@ -178,8 +179,12 @@ def make_job(out_dir: str | Path, ranks: int = 8, *, seed: int = 0,
     end at the same time); the rank's work after it starts that much later. write=False: only
     the truth (no files; steps, step_ns and straggler_added_ns stay empty). late_fraction: the
     chance that a rank is late at all before a collective (its jitter is 0 otherwise: OS noise
-    hits some ranks, not all; 1.0, the default, draws a jitter for every rank). Raises
-    ValueError on inconsistent arguments."""
+    hits some ranks, not all; 1.0, the default, draws a jitter for every rank).
+    jitter_from_first: each rank's jitter before a collective is its lateness behind the
+    earliest rank there (the drawn jitter minus the smallest of the collective's draws), so
+    the earliest rank is never late and every ns the jitter adds to a step is waiting at a
+    collective (by default every rank is late by its own draw: the earliest rank's draw is
+    work every rank did, not waiting). Raises ValueError on inconsistent arguments."""
     if ranks < 1 or ranks_per_host < 1 or ranks % ranks_per_host:
         raise ValueError("ranks must be a positive multiple of ranks_per_host")
     if straggler is not None and not 0 <= straggler < ranks:
@@ -204,6 +209,8 @@ def make_job(out_dir: str | Path, ranks: int = 8, *, seed: int = 0,
         np.full((ranks, len(colls)), lo, dtype=np.int64)
     if late_fraction < 1.0:
         jit = np.where(rng.random(size=jit.shape) < late_fraction, jit, 0)
+    if jitter_from_first:
+        jit = jit - jit.min(axis=0, keepdims=True)
     delays = jit.copy()
     if straggler is not None:
         delays[straggler] += straggler_delay_ns

@@ -11,7 +11,7 @@ from helpers.whatif_run import tiny_run as build_tiny_run
 from tracekit.cli import run as cli
 from tracekit.errors import InputError
 from tracekit.query import Engine
-from tracekit.whatif import scenarios, whatif
+from tracekit.whatif import load_graph, scenarios, whatif
 from tracekit.whatif.registry import Change, Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,7 +30,7 @@ def test_docs_list_every_scenario_from_the_registry():
     assert doc[begin:end] == scenarios.markdown(), \
         "docs/whatif.md's scenario list is stale: paste tracekit.whatif.scenarios.markdown()"
     assert [line.split("`")[1] for line in doc[begin:end].splitlines()] == \
-        ["baseline", "no-straggler", "comm=F", "launch=0", "kernels:REGEX=F", "host=F"]
+        ["baseline", "no-straggler", "comm=F", "launch=0", "kernels:REGEX=F", "ops:REGEX=F", "host=F"]
 
 
 def test_help_and_errors_name_every_scenario(monkeypatch, capsys):
@@ -42,7 +42,7 @@ def test_help_and_errors_name_every_scenario(monkeypatch, capsys):
     for s in scenarios.SCENARIOS:
         assert f"{s.syntax}: {s.help}" in lines
     with pytest.raises(InputError, match=r"unknown scenario 'x': use baseline, no-straggler, comm=F, "
-                                         r"launch=0, kernels:REGEX=F or host=F \(combine with \+\)"):
+                                         r"launch=0, kernels:REGEX=F, ops:REGEX=F or host=F \(combine with \+\)"):
         scenarios.parse("comm=0.5+x")
     with pytest.raises(InputError, match="only launch=0 is defined"):
         scenarios.parse("launch=0.5")
@@ -71,3 +71,115 @@ def test_each_scenario_is_parsed_once(tiny_run, monkeypatch, capsys):
     assert cli(["whatif", str(tiny_run), "-s", "host=0.5", "-s", "launch=0", "-f", "csv"]) == 0
     assert calls == ["host=0.5", "launch=0"]
     assert "host=0.5" in capsys.readouterr().out
+
+
+@pytest.fixture
+def cpu_rank(run_factory):
+    """A CPU rank by hand (us): main thread 10 runs aten::linear [100, 300] (aten::mm [150, 250]
+    and aten::add [260, 290] inside), c10d::allreduce_ [350, 400], then idles until its Gloo
+    all-reduce on thread 20 [420, 700] has ended and runs aten::copy_ [720, 800], aten::zero_
+    [820, 830], aten::fill_ [840, 850] in ProfilerStep#0 [0, 1000]. The main thread's gaps before its
+    operators are 100, 50, 320, 20, 10 (median 50): the 320 us gap is the wait (>= 4 x 50), and it
+    woke 20 us after the range ended, having idled 300 before."""
+    i64, us = pa.int64(), 1000
+    rows = [(0, 1000, 10, "pytorch.user_annotation", "ProfilerStep#0"),
+            (100, 300, 10, "pytorch.cpu_op", "aten::linear"), (150, 250, 10, "pytorch.cpu_op", "aten::mm"),
+            (260, 290, 10, "pytorch.cpu_op", "aten::add"), (350, 400, 10, "pytorch.cpu_op", "c10d::allreduce_"),
+            (420, 700, 20, "pytorch.user_annotation", "gloo:all_reduce"),
+            (720, 800, 10, "pytorch.cpu_op", "aten::copy_"), (820, 830, 10, "pytorch.cpu_op", "aten::zero_"),
+            (840, 850, 10, "pytorch.cpu_op", "aten::fill_")]
+    nv = {"start_ns": pa.array([r[0] * us for r in rows], i64), "end_ns": pa.array([r[1] * us for r in rows], i64),
+          "duration_ns": pa.array([(r[1] - r[0]) * us for r in rows], i64),
+          "range_id": pa.array(range(1, len(rows) + 1), i64), "pid": pa.array([1] * len(rows), i64),
+          "tid": pa.array([r[2] for r in rows], i64), "domain": [r[3] for r in rows], "name": [r[4] for r in rows]}
+    return run_factory({"nvtx_ranges": nv})
+
+
+def test_cpu_rank_graph_and_its_scenarios_by_hand(cpu_rank):
+    with Engine([cpu_rank]) as eng:
+        g = load_graph(eng)
+        out = whatif(eng, ["baseline", "ops:aten::mm=0.5", "host=0.5", "ops:.=0.5", "ops:nothing=0",
+                           "kernels:.=0.5"])
+    assert {k: g.counts[k] for k in ("wait:gloo start", "wait:gloo wait", "instances")} == \
+        {"wait:gloo start": 1, "wait:gloo wait": 1, "instances": 1}
+    pred = {r["scenario"]: r["predicted_ns"] for r in out.to_pylist()}
+    assert pred["baseline"] == 1_000_000
+    # aten::mm at half: linear takes 150, everything after it 50 earlier (the Gloo range starts
+    # 70 after the call that hands it over, the copy 20 after the range's end): 950
+    assert pred["ops:aten::mm=0.5"] == 950_000
+    # host time x 0.5: linear 50-250, the call 275-325, the range 70 after the call's start (not
+    # host time) 345-625, the copy 10 after its end 635-715, zero 725-735, fill 740-750, the
+    # step's end 75 later: 825. Without the wait edge the copy would start 160 after the call's
+    # end (485) and the step end at 675
+    assert pred["host=0.5"] == 825_000
+    # every operator at half: linear 100-200, call 250-275, range 320-600, copy 620-660,
+    # zero 680-685, fill 695-700, end 850
+    assert pred["ops:.=0.5"] == 850_000
+    assert pred["ops:nothing=0"] is None and pred["kernels:.=0.5"] is None
+    from tracekit.whatif import notes
+
+    lines = notes(out)
+    assert "ops:.=0.5 scales 7 operators of 7 names (0.350 ms of host time)" in lines
+    assert "ops:nothing=0: n/a: ops:nothing=0 matches none of the 7 operators" in lines
+    assert "kernels:.=0.5: n/a: the run has no kernels (its CPU ranks' operators are ops:REGEX=F)" in lines
+
+
+def test_ops_on_a_gpu_run_is_na(tiny_run):
+    with Engine([tiny_run]) as eng:
+        out = whatif(eng, ["ops:gemm=0.5"])
+    assert out.column("predicted_ns").to_pylist() == [None]
+    assert "no operators of a CPU rank" in out.column("note")[0].as_py()
+
+
+def test_critical_path_names_split_a_segment_by_the_ranges_it_overlaps(run_factory):
+    """Issue 35 item 3: the hand-made step of test_whatif_floors (host [0,100) before the first
+    launch, launch latency [100,115), K1 [115,515), stream gap [515,520), K2 [520,870), the
+    sync's return [870,900), host [900,1000)) with a range `prep` [40,100) and `tail` [950,1000):
+    the first host segment is 40 ns of the call's own name and 60 of prep (before, all 100 went
+    to the range at its start: none), the last one 50 of `tail` and 50 of no range (the step's
+    end mark's name: before, all 100)."""
+    i64 = pa.int64()
+    api = {"start_ns": pa.array([100, 120, 200], i64), "end_ns": pa.array([110, 130, 900], i64),
+           "duration_ns": pa.array([10, 10, 700], i64), "pid": pa.array([1, 1, 1], i64),
+           "tid": pa.array([10, 10, 10], i64), "correlation_id": pa.array([1, 2, 3], i64),
+           "name": ["cudaLaunchKernel", "cudaLaunchKernel", "cudaStreamSynchronize"]}
+    k = {"start_ns": pa.array([115, 520], i64), "end_ns": pa.array([515, 870], i64),
+         "duration_ns": pa.array([400, 350], i64), "device_id": pa.array([0, 0], pa.int32()),
+         "stream_id": pa.array([7, 7], i64), "correlation_id": pa.array([1, 2], i64),
+         "pid": pa.array([1, 1], i64), "name": ["gemm_k1", "elementwise_k2"]}
+    nv = {"start_ns": pa.array([0, 40, 950], i64), "end_ns": pa.array([1000, 100, 1000], i64),
+          "duration_ns": pa.array([1000, 60, 50], i64), "range_id": pa.array([1, 2, 3], i64),
+          "pid": pa.array([1, 1, 1], i64), "tid": pa.array([10, 10, 10], i64),
+          "domain": ["pytorch.user_annotation"] * 3, "name": ["ProfilerStep#0", "prep", "tail"]}
+    run = run_factory({"cuda_api": api, "kernels": k, "nvtx_ranges": nv})
+    with Engine([run]) as e:
+        rows = e.query("critical_path_names").to_pylist()
+    got = {(r["side"], r["source"], r["name"]): r["time_ns"] for r in rows}
+    assert got[("host", "range", "prep")] == 60
+    assert got[("host", "range", "tail")] == 50
+    assert got[("host", "api", "cudaLaunchKernel")] == 40
+    assert got[("host", "api", "cudaStreamSynchronize")] == 30  # the sync's return
+    assert got[("host", "api", "end ProfilerStep#0")] == 50  # host time outside any range
+    assert sum(r["time_ns"] for r in rows) == 1000
+
+
+def test_cpu_rank_thread_wait_by_hand(run_factory):
+    """The 'thread wait' rule: the main thread (10) runs aten::a [100, 200], idles until
+    thread 30's autograd_op [150, 580] has ended, runs aten::b [600, 700] 20 us after it, then
+    aten::c, aten::d, aten::e [710-720, 730-740, 750-760] in ProfilerStep#0 [0, 1000] (main's
+    gaps 100, 400, 10, 10, 10: median 10). ops:autograd_op=0.5 ends it at 365, so b starts at
+    385 and the step ends at 785 (without the edge, b would wait 400 after a: no change)."""
+    i64, us = pa.int64(), 1000
+    rows = [(0, 1000, 10, "pytorch.user_annotation", "ProfilerStep#0"), (100, 200, 10, "pytorch.cpu_op", "aten::a"),
+            (150, 580, 30, "pytorch.cpu_op", "autograd_op"), (600, 700, 10, "pytorch.cpu_op", "aten::b"),
+            (710, 720, 10, "pytorch.cpu_op", "aten::c"), (730, 740, 10, "pytorch.cpu_op", "aten::d"),
+            (750, 760, 10, "pytorch.cpu_op", "aten::e")]
+    nv = {"start_ns": pa.array([r[0] * us for r in rows], i64), "end_ns": pa.array([r[1] * us for r in rows], i64),
+          "duration_ns": pa.array([(r[1] - r[0]) * us for r in rows], i64),
+          "range_id": pa.array(range(1, len(rows) + 1), i64), "pid": pa.array([1] * len(rows), i64),
+          "tid": pa.array([r[2] for r in rows], i64), "domain": [r[3] for r in rows], "name": [r[4] for r in rows]}
+    with Engine([run_factory({"nvtx_ranges": nv})]) as eng:
+        g = load_graph(eng)
+        out = whatif(eng, ["baseline", "ops:autograd_op=0.5"])
+    assert g.counts.get("wait:thread wait") == 1 and "wait:gloo wait" not in g.counts
+    assert out.column("predicted_ns").to_pylist() == [1_000_000, 785_000]

@@ -158,6 +158,110 @@ SELECT c.* EXCLUDE (pair_lo, pair_hi),
                                                                 c.collective ORDER BY c.start_ns, c.end_ns)) END AS seq
 FROM with_peer c;
 
+-- ---------------------------------------------------------------- the what-if graph of CPU ranks
+-- (docs/whatif.md, "CPU ranks"; tk_wi_nodes and tk_wi_collectives of queries/whatif/ use them)
+-- tk_cpu_procs(): (run_id, pid) of every process whose trace has PyTorch operators or Gloo
+-- ranges and no CUDA API call: a CPU rank.
+CREATE OR REPLACE TEMP MACRO tk_cpu_procs() AS TABLE
+SELECT DISTINCT run_id, pid FROM nvtx_ranges
+WHERE domain = 'pytorch.cpu_op' OR (starts_with(domain, 'pytorch.') AND starts_with(name, 'gloo:'))
+EXCEPT SELECT DISTINCT run_id, pid FROM cuda_api;
+
+-- tk_cpu_gloo(): the Gloo backend's execution of each collective on a CPU rank (`gloo:<op>`
+-- ranges of a positive duration, on Gloo's worker threads), as tk_comm_calls_raw takes them.
+CREATE OR REPLACE TEMP MACRO tk_cpu_gloo() AS TABLE
+SELECT r.run_id, r.pid, r.tid, r.start_ns, r.end_ns, r.name
+FROM nvtx_ranges r JOIN tk_cpu_procs() p ON p.run_id = r.run_id AND p.pid = r.pid
+WHERE starts_with(r.domain, 'pytorch.') AND starts_with(r.name, 'gloo:') AND r.end_ns > r.start_ns;
+
+-- tk_cpu_ops(): every PyTorch operator range (domain pytorch.cpu_op) of a CPU rank, on a thread
+-- that runs no Gloo collective; top = true for one no other operator of its thread encloses
+-- (those are the graph's host nodes: the operators they call are their own time).
+CREATE OR REPLACE TEMP MACRO tk_cpu_ops() AS TABLE
+WITH gt AS (SELECT DISTINCT run_id, pid, tid FROM tk_cpu_gloo()),
+o AS (
+    SELECT r.run_id, r.pid, r.tid, r.start_ns, greatest(r.end_ns, r.start_ns) AS end_ns, r.name,
+           max(greatest(r.end_ns, r.start_ns)) OVER (PARTITION BY r.run_id, r.pid, r.tid ORDER BY r.start_ns, r.end_ns DESC
+                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS enclosing_end
+    FROM nvtx_ranges r JOIN tk_cpu_procs() p ON p.run_id = r.run_id AND p.pid = r.pid
+    LEFT JOIN gt ON gt.run_id = r.run_id AND gt.pid = r.pid AND gt.tid = r.tid
+    WHERE r.domain = 'pytorch.cpu_op' AND r.end_ns IS NOT NULL AND gt.tid IS NULL
+)
+SELECT run_id, pid, tid, start_ns, end_ns, name, enclosing_end IS NULL OR end_ns > enclosing_end AS top FROM o;
+
+-- tk_cpu_edges(nodes): the dependencies between threads of a CPU rank that its trace shows only
+-- by timing (nodes: tk_wi_nodes' table). rule 'gloo start' (a start edge: dst may start once
+-- src has started): the k-th `c10d::<op>_` call of a process and collective type hands its k-th
+-- Gloo range to a worker thread (paired as tk_comm_calls_raw pairs them); src = the top operator
+-- node of the calling thread holding the call's start, dst = the Gloo range's node.
+-- rules 'gloo wait' and 'thread wait' (after edges: dst may start once src has ended): an
+-- operator node that starts after an idle gap of its thread at least 4 times the thread's median
+-- gap, during which a node of another thread of the process ended (the latest end before the
+-- node's start: a Gloo range, 'gloo wait', or an operator, 'thread wait'), no later after that
+-- end than the thread had been idle before it (it waited at least as long as it took to wake).
+CREATE OR REPLACE TEMP MACRO tk_cpu_edges(nodes) AS TABLE
+WITH h AS (
+    SELECT n.node_id, n.run_id, n.pid, n.thread_or_device AS tid, n.start_ns, n.end_ns, n.category,
+           lag(n.end_ns) OVER (PARTITION BY n.chain_id ORDER BY n.node_id) AS prev_end
+    FROM query_table(nodes) n JOIN tk_cpu_procs() p ON p.run_id = n.run_id AND p.pid = n.pid
+    WHERE n.chain_kind = 0
+),
+ops AS (
+    SELECT *, start_ns - prev_end AS gap,
+           median(start_ns - prev_end) OVER (PARTITION BY run_id, pid, tid) AS typical
+    FROM h WHERE category = 'op'
+),
+ends AS (SELECT node_id, run_id, pid, tid, end_ns, category FROM h WHERE category IN ('op', 'collective')),
+waits AS (
+    SELECT e.node_id AS src, o.node_id AS dst,
+           CASE WHEN e.category = 'collective' THEN 'gloo wait' ELSE 'thread wait' END AS rule,
+           o.start_ns, o.prev_end, e.end_ns AS src_end, e.tid AS src_tid, o.tid
+    FROM (SELECT * FROM ops WHERE gap > 0 AND gap >= 4 * typical) o
+    ASOF JOIN ends e ON e.run_id = o.run_id AND e.pid = o.pid AND e.end_ns <= o.start_ns
+),
+calls AS (
+    SELECT run_id, pid, tid, start_ns AS call_ns,
+           tk_collective_type(regexp_extract(name, '^c10d::_?([A-Za-z_]+?)_?$', 1)) AS collective
+    FROM nvtx_ranges
+    WHERE starts_with(domain, 'pytorch.') AND starts_with(name, 'c10d::') AND end_ns > start_ns
+      AND regexp_matches(name, '^c10d::_?[A-Za-z_]+$') AND regexp_extract(name, '^c10d::_?([A-Za-z_]+?)_?$', 1) <> ''
+),
+calls_k AS (
+    SELECT *, row_number() OVER w AS k, count(*) OVER w AS n FROM calls
+    WINDOW w AS (PARTITION BY run_id, pid, collective ORDER BY call_ns)
+),
+gloo_k AS (
+    SELECT g.run_id, g.pid, g.tid, g.start_ns, tk_collective_type(substr(g.name, 6)) AS collective,
+           row_number() OVER w AS k, count(*) OVER w AS n
+    FROM tk_cpu_gloo() g WINDOW w AS (PARTITION BY g.run_id, g.pid, tk_collective_type(substr(g.name, 6))
+                                      ORDER BY g.start_ns, g.end_ns)
+),
+handed AS (
+    SELECT c.run_id, c.pid, c.tid, c.call_ns, d.node_id AS dst
+    FROM gloo_k g JOIN calls_k c ON c.run_id = g.run_id AND c.pid = g.pid AND c.collective = g.collective
+                                 AND c.k = g.k AND c.n = g.n AND c.call_ns <= g.start_ns
+    JOIN h d ON d.run_id = g.run_id AND d.pid = g.pid AND d.tid = g.tid AND d.start_ns = g.start_ns
+            AND d.category = 'collective'
+),
+starts AS (
+    SELECT s.node_id AS src, c.dst, 'gloo start' AS rule
+    FROM handed c ASOF JOIN (SELECT * FROM h WHERE category = 'op') s
+      ON s.run_id = c.run_id AND s.pid = c.pid AND s.tid = c.tid AND s.start_ns <= c.call_ns
+)
+SELECT src, dst, rule FROM starts
+UNION ALL
+SELECT src, dst, rule FROM waits
+WHERE src_tid <> tid AND src_end > prev_end AND start_ns - src_end <= src_end - prev_end;
+
+-- tk_cpu_op_parts(nodes): every operator of a CPU rank (tk_cpu_ops, the top ones too) with the
+-- node (tk_wi_nodes, category 'op') of the top operator it runs in: node_id, start_ns, end_ns
+-- (as recorded), name. ops:REGEX=F scales the union of the matching operators inside each node.
+CREATE OR REPLACE TEMP MACRO tk_cpu_op_parts(nodes) AS TABLE
+SELECT n.node_id, o.start_ns, o.end_ns, o.name
+FROM tk_cpu_ops() o ASOF JOIN (SELECT * FROM query_table(nodes) WHERE category = 'op') n
+  ON n.run_id = o.run_id AND n.pid = o.pid AND n.thread_or_device = o.tid AND n.start_ns <= o.start_ns
+WHERE o.start_ns < n.end_ns OR o.start_ns = n.start_ns;
+
 -- tk_clock_true(t, m): timestamp t of a rank on rank 0's clock, with the rank's clock_model row
 -- m (offset_ns, drift_ppm, t0_ns): t - offset - drift * 1e-6 * (t - t0), rounded to ns; t itself
 -- where the run has no clock model (one input: one clock).

@@ -16,7 +16,9 @@
 -- chain_kind 0 = host, 1 = GPU. node_id is the row's position in (chain, start, end) order, from 0.
 -- category: host: 'launch' (kernel/copy/memset launch), 'sync' (a call that blocks the thread
 -- until GPU work ends: *Synchronize*, and copies that are not *Async*), 'api' (any other call),
--- 'mark'; GPU: 'kernel', 'memcpy', 'memset', 'collective' (an NCCL kernel).
+-- 'mark'; GPU: 'kernel', 'memcpy', 'memset', 'collective' (an NCCL kernel). A CPU rank (no CUDA
+-- API call: tk_cpu_procs) has 'op' nodes (its top operators, tk_cpu_ops) on each thread and a
+-- 'collective' node per Gloo range on the Gloo worker's thread (tk_cpu_gloo).
 CREATE OR REPLACE TEMP MACRO tk_wi_nodes() AS TABLE
 WITH api AS (
     SELECT run_id, pid, tid, correlation_id, start_ns, end_ns, name,
@@ -64,6 +66,10 @@ alln AS (
     SELECT run_id, pid, 0, tid, NULL, correlation_id, start_ns, end_ns, name, category, 0 FROM marks
     UNION ALL
     SELECT run_id, pid, 1, device_id, stream_id, correlation_id, start_ns, end_ns, name, category, 1 FROM gpu
+    UNION ALL  -- CPU ranks (queries/ranks/_macros.sql): top operators, Gloo ranges on their threads
+    SELECT run_id, pid, 0, tid, NULL, NULL, start_ns, end_ns, name, 'op', 1 FROM tk_cpu_ops() WHERE top
+    UNION ALL
+    SELECT run_id, pid, 0, tid, NULL, NULL, start_ns, end_ns, name, 'collective', 1 FROM tk_cpu_gloo()
 )
 SELECT row_number() OVER (ORDER BY run_id, pid, chain_kind, thread_or_device, stream_id, start_ns,
                                    ord, end_ns, correlation_id) - 1 AS node_id,
@@ -131,7 +137,8 @@ WHERE launch_ns <= sync_start;
 -- tk_wi_collectives(nodes): the GPU nodes that are calls of a collective instance matched across
 -- ranks as collective_skew matches them (tk_comm_arrivals, queries/ranks/_macros.sql): instance
 -- = a dense number per (run_id, process_group, collective, seq); is_last = the participant that
--- arrived last (its kernel duration is the instance's transfer time).
+-- arrived last (its kernel duration is the instance's transfer time). A CPU rank's Gloo ranges
+-- (category 'collective' on their worker thread) are matched the same way (device_id null).
 -- The calls' times are on rank 0's clock (tk_comm_calls), the nodes' on their rank's own: each
 -- node is moved by its rank's clock_model row the same way (tk_wi_clock) before the match.
 CREATE OR REPLACE TEMP MACRO tk_wi_collectives(nodes) AS TABLE
@@ -139,9 +146,10 @@ WITH a AS (
     SELECT run_id, pid, device_id, start_ns, end_ns, rank, arrival_from_last,
            dense_rank() OVER (ORDER BY run_id, process_group, collective, seq) - 1 AS instance
     FROM tk_comm_arrivals() WHERE backend = 'nccl'
+       OR (backend = 'gloo' AND (run_id, pid) IN (SELECT (run_id, pid) FROM tk_cpu_procs()))
 ),
 n AS (
-    SELECT n.node_id, n.run_id, n.pid, n.thread_or_device AS device_id,
+    SELECT n.node_id, n.run_id, n.pid, CASE WHEN n.chain_kind = 1 THEN n.thread_or_device END AS device_id,
            tk_clock_true(n.start_ns, c.offset_ns, c.drift_ppm, c.t0_ns) AS start_ns,
            tk_clock_true(n.end_ns, c.offset_ns, c.drift_ppm, c.t0_ns) AS end_ns
     FROM query_table(nodes) n JOIN tk_wi_clock(nodes) c ON c.run_id = n.run_id AND c.pid = n.pid
@@ -149,7 +157,7 @@ n AS (
 )
 SELECT n.node_id, a.instance, a.rank, a.arrival_from_last = 1 AS is_last
 FROM n JOIN a
-  ON a.run_id = n.run_id AND a.pid = n.pid AND a.device_id = n.device_id
+  ON a.run_id = n.run_id AND a.pid = n.pid AND a.device_id IS NOT DISTINCT FROM n.device_id
  AND a.start_ns = n.start_ns AND a.end_ns = n.end_ns
 QUALIFY row_number() OVER (PARTITION BY n.node_id ORDER BY a.instance) = 1;
 

@@ -4,7 +4,8 @@
 -- The segments of critical_path (docs/whatif.md) grouped per run, step and what they are. GPU
 -- segments (kernel, memcpy, memset, collective transfer, and stream wait: work queued behind
 -- earlier work of its stream) by their event's name. Host segments (host, launch, sync wait,
--- other) by the innermost range of the segment's process that holds the segment's start: a
+-- other) split at the ends of the ranges of the segment's process that it overlaps, each piece
+-- named by the innermost range that covers it (a zero-length segment: that holds its start): a
 -- user range first (`record_function` / `pytorch.user_annotation`, an NVTX range; not the step
 -- range itself), else the innermost `pytorch.cpu_op` operator, else the innermost
 -- `pytorch.python_function`, else the API call's own name (source 'api'). Ranges of every thread
@@ -19,7 +20,7 @@
 -- @column name      text   The range, operator, function, call or kernel name.
 -- @column time_ns   ns     Time of the name on the step's critical path.
 -- @column share_pct %      100 x time_ns / wall_ns.
--- @column segments  count  Segments summed.
+-- @column segments  count  Segments with time under the name (a host segment split among several names counts for each).
 -- @column wall_ns   ns     The step's wall time.
 -- @empty no steps to replay (no `step N`, ProfilerStep#N or --step-pattern ranges, no iterations detected in the kernels)
 WITH procs AS (
@@ -40,23 +41,47 @@ ranges AS (
     WHERE coalesce(r.domain, '') <> 'pytorch.gpu_user_annotation'
       AND NOT regexp_matches(r.name, '^(ProfilerStep#\d+|step \d+)$')
 ),
+-- a host segment split at the ends of the ranges it overlaps: each piece named by the range
+-- that covers it (zero-length segments: the range holding their start)
+seg_h AS (
+    SELECT run_id, step, seq, rank, start_ns AS s, start_ns + dur_ns AS e, name, wall_ns FROM seg WHERE on_host
+),
+ov AS (
+    SELECT h.run_id, h.step, h.seq, greatest(r.start_ns, h.s) AS a, least(r.end_ns, h.e) AS b, r.name, r.pref,
+           r.end_ns - r.start_ns AS len
+    FROM seg_h h JOIN ranges r
+      ON r.run_id = h.run_id AND r.rank = h.rank AND r.start_ns < greatest(h.e, h.s + 1) AND r.end_ns > h.s
+),
+pts AS (
+    SELECT run_id, step, seq, s AS t FROM seg_h UNION SELECT run_id, step, seq, e FROM seg_h
+    UNION SELECT run_id, step, seq, a FROM ov UNION SELECT run_id, step, seq, b FROM ov
+),
+pieces AS (
+    SELECT * FROM (SELECT run_id, step, seq, t AS lo, lead(t) OVER (PARTITION BY run_id, step, seq ORDER BY t) AS hi
+                   FROM pts) WHERE hi > lo
+    UNION ALL
+    SELECT run_id, step, seq, s, e FROM seg_h WHERE e = s
+),
+best AS (
+    SELECT p.run_id, p.step, p.seq, p.hi - p.lo AS dur_ns,
+           arg_min(o.name, (o.pref, o.len)) AS name, arg_min(o.pref, (o.pref, o.len)) AS pref
+    FROM pieces p LEFT JOIN ov o
+      ON o.run_id = p.run_id AND o.step = p.step AND o.seq = p.seq AND o.a <= p.lo AND o.b >= p.hi
+    GROUP BY p.run_id, p.step, p.seq, p.lo, p.hi
+),
 host_named AS (
-    SELECT s.run_id, s.step, s.seq, s.dur_ns, s.wall_ns,
-           coalesce(arg_min(r.name, (r.pref, r.end_ns - r.start_ns)), s.name) AS name,
-           coalesce(CASE arg_min(r.pref, (r.pref, r.end_ns - r.start_ns)) WHEN 1 THEN 'range'
-                    WHEN 2 THEN 'cpu_op' WHEN 3 THEN 'python_function' END, 'api') AS source
-    FROM seg s LEFT JOIN ranges r
-      ON r.run_id = s.run_id AND r.rank = s.rank AND r.start_ns <= s.start_ns AND r.end_ns > s.start_ns
-    WHERE s.on_host
-    GROUP BY s.run_id, s.step, s.seq, s.dur_ns, s.wall_ns, s.name
+    SELECT b.run_id, b.step, b.seq, b.dur_ns, h.wall_ns, coalesce(b.name, h.name) AS name,
+           coalesce(CASE b.pref WHEN 1 THEN 'range' WHEN 2 THEN 'cpu_op' WHEN 3 THEN 'python_function' END,
+                    'api') AS source
+    FROM best b JOIN seg_h h ON h.run_id = b.run_id AND h.step = b.step AND h.seq = b.seq
 ),
 named AS (
-    SELECT run_id, step, 'host' AS side, source, name, dur_ns, wall_ns FROM host_named
+    SELECT run_id, step, seq, 'host' AS side, source, name, dur_ns, wall_ns FROM host_named
     UNION ALL
-    SELECT run_id, step, 'gpu', category, name, dur_ns, wall_ns FROM seg WHERE NOT on_host
+    SELECT run_id, step, seq, 'gpu', category, name, dur_ns, wall_ns FROM seg WHERE NOT on_host
 )
 SELECT run_id, step, side, source, name, CAST(sum(dur_ns) AS BIGINT) AS time_ns,
-       100.0 * sum(dur_ns) / any_value(wall_ns) AS share_pct, count(*) AS segments,
+       100.0 * sum(dur_ns) / any_value(wall_ns) AS share_pct, count(DISTINCT seq) AS segments,
        any_value(wall_ns) AS wall_ns
 FROM named
 GROUP BY run_id, step, side, source, name

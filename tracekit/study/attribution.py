@@ -105,7 +105,7 @@ def profile(path: str | os.PathLike, step_pattern: str | None = None) -> Profile
     with Engine([path], step_pattern=step_pattern) as eng:
         run_id = eng.runs[0].run_id
         g = load_graph(eng)
-        if not ((g.cat >= CAT["kernel"]) & (g.cat <= CAT["collective"])).any():
+        if not ((g.cat >= CAT["kernel"]) & (g.cat <= CAT["memset"])).any():  # Gloo ranges aside
             return _phase_profile(eng, run_id, str(path))  # no GPU work: a CPU run
         if g.steps.num_rows == 0:
             raise InputError(f"{path}: no steps to attribute (step_summary finds none)")

@@ -31,7 +31,8 @@ SCHEMA = pa.schema([
 
 _OWN = {CAT["kernel"]: "kernel", CAT["memcpy"]: "memcpy", CAT["memset"]: "memset",
         CAT["transfer"]: "collective transfer", CAT["api"]: "host", CAT["launch"]: "launch",
-        CAT["sync"]: "sync wait", CAT["mark"]: "host", CAT["collective"]: "collective transfer"}
+        CAT["sync"]: "sync wait", CAT["mark"]: "host", CAT["collective"]: "collective transfer",
+        CAT["op"]: "host"}
 
 
 def _best_sources(g: Graph, s: Schedule):

@@ -30,12 +30,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracekit.whatif import cpu as _cpu
 from tracekit.whatif.store import Appender, Store, chunks, disk_nodes
 
 NEG = np.int64(-(2**62))
 """No time: the value of a missing dependency (every real time is larger)."""
 
-CATEGORIES = ("mark", "api", "launch", "sync", "kernel", "memcpy", "memset", "collective", "transfer")
+CATEGORIES = ("mark", "api", "launch", "sync", "kernel", "memcpy", "memset", "collective", "transfer", "op")
+"""Node categories; 'op': a CPU rank's top operator (:mod:`tracekit.whatif.cpu`)."""
 CAT = {c: i for i, c in enumerate(CATEGORIES)}
 
 
@@ -84,6 +86,7 @@ class Graph:
     counts: dict = field(default_factory=dict)
     store: Store = field(default_factory=Store)
     chain_device: np.ndarray | None = None
+    ops: pa.Table | None = None  # CPU ranks' operators per 'op' node (tracekit.whatif.cpu.OPS)
 
     @property
     def n(self) -> int:
@@ -133,6 +136,7 @@ class Part:
     pids: list = field(default_factory=list)
     chain_device: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     waits: dict = field(default_factory=dict)  # rule: edges of tk_wi_wait_edges
+    ops: pa.Table | None = None  # tracekit.whatif.cpu: a CPU rank's operators per 'op' node
 
     @property
     def n(self) -> int:
@@ -150,6 +154,7 @@ def read_part(con) -> Part:
                         "n.category, n.name, c.rank FROM tk_wi_n n JOIN tk_wi_clock('tk_wi_n') c "
                         "ON c.run_id = n.run_id AND c.pid = n.pid ORDER BY n.node_id")
     launch = fetch(con, "SELECT src, dst FROM tk_wi_l")
+    cpu_edges, ops = _cpu.read(con, fetch)  # CPU ranks: waits between threads, operators
     sync = fetch(con, "SELECT src, dst FROM tk_wi_sync_edges('tk_wi_n', 'tk_wi_l')")
     wait = fetch(con, "SELECT src, dst, rule FROM tk_wi_wait_edges('tk_wi_n', 'tk_wi_l')")
     devs = fetch(con, "SELECT chain_id, CASE WHEN any_value(chain_kind) = 1 THEN any_value(thread_or_device) "
@@ -172,13 +177,15 @@ def read_part(con) -> Part:
                 run=run_dict.indices.to_numpy(zero_copy_only=False).astype(np.int32),
                 run_ids=run_dict.dictionary.to_pylist(), rank=_col(nodes, "rank", np.int32),
                 edges={k: (_col(t, "src"), _col(t, "dst")) for k, t in
-                       (("launch", launch), ("sync", pa.concat_tables([sync, wait.drop(["rule"])])),
-                        ("event", event))},
+                       (("launch", pa.concat_tables([launch, cpu_edges["start"]])),
+                        ("sync", pa.concat_tables([sync, wait.drop(["rule"])])),
+                        ("event", pa.concat_tables([event, cpu_edges["after"]])))},
                 coll=(_col(coll, "node_id"), _col(coll, "instance"),
                       coll.column("is_last").to_numpy(zero_copy_only=False).astype(bool)),
                 steps=steps, pids=pids, chain_device=_col(devs, "device", fill=-1),
-                waits=dict(zip(*np.unique(np.asarray(wait.column("rule").to_pylist(), dtype=object),
-                                          return_counts=True))) if wait.num_rows else {})
+                waits={**(dict(zip(*np.unique(np.asarray(wait.column("rule").to_pylist(), dtype=object),
+                                             return_counts=True))) if wait.num_rows else {}),
+                       **cpu_edges["counts"]}, ops=ops)
 
 
 def load(con) -> Graph:
@@ -222,6 +229,7 @@ def join(parts, store: Store | None = None) -> Graph:
     n = chains = 0
     chain_dev: list[np.ndarray] = []
     waits: dict = {}
+    ops: list[pa.Table] = []
     for p in parts:
         if not p.n:
             continue
@@ -239,6 +247,8 @@ def join(parts, store: Store | None = None) -> Graph:
         chain_dev.append(p.chain_device)
         for rule, k in p.waits.items():
             waits[rule] = waits.get(rule, 0) + int(k)
+        if p.ops is not None and p.ops.num_rows:
+            ops.append(_cpu.offset(p.ops, n))
         n += p.n
         p.start_abs = p.end_abs = p.chain = p.cat = p.name_idx = p.run = p.rank = np.empty(0, np.int64)
         pa.default_memory_pool().release_unused()  # the part's Arrow tables, freed, not kept
@@ -260,6 +270,7 @@ def join(parts, store: Store | None = None) -> Graph:
     g = _assemble(arrays, n, list(names), list(runs), done, (c_node, c_inst, c_last), steps_t,
                   store, counts)
     g.chain_device = np.concatenate([*chain_dev, np.full(n_inst, -1, np.int64)]).astype(np.int64)
+    g.ops = pa.concat_tables(ops) if ops else None
     return g
 
 

@@ -65,8 +65,8 @@ def name_hits(names, pattern: str) -> np.ndarray:
 
 def label(change) -> str:
     """A change of a scenario (``kind``, ``factor``, ``pattern``) as its text, quoted."""
-    if change.kind == "kernels":
-        return f"'kernels:{change.pattern}={change.factor:g}'"
+    if change.kind in ("kernels", "ops"):
+        return f"'{change.kind}:{change.pattern}={change.factor:g}'"
     return f"'{change.kind}={change.factor:g}'"
 
 

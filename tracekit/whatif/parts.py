@@ -130,7 +130,7 @@ def _job_inputs(con) -> tuple[pa.Table, pa.Table, bool]:
     """Over the whole job: its steps, its NCCL calls matched into instances, and whether every
     process with events has a rank."""
     steps = _graph.fetch(con, "SELECT * FROM tk_steps()")
-    arrivals = _graph.fetch(con, "SELECT * FROM tk_comm_arrivals() WHERE backend = 'nccl'")
+    arrivals = _graph.fetch(con, "SELECT * FROM tk_comm_arrivals() WHERE backend IN ('nccl', 'gloo')")
     unranked = con.sql(
         "SELECT count(*) FROM (SELECT DISTINCT run_id, pid FROM ("
         + " UNION ALL ".join(f"SELECT run_id, pid FROM {t}" for t in _EVENT_TABLES)

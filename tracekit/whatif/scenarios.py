@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracekit.errors import InputError
+from tracekit.whatif import cpu as _cpu
 from tracekit.whatif import limits
 from tracekit.whatif.graph import CAT, Graph
 from tracekit.whatif.registry import Change, Scenario, State, factor
@@ -44,6 +45,15 @@ def _factor_of(word: str, only_zero: bool = False):
 
 
 _KERNELS = re.compile(r"^kernels:(.+)=([^=]+)$")
+_OPS = re.compile(r"^ops:(.+)=([^=]+)$")
+
+
+def _parse_ops(part: str, spec: str) -> Change | None:
+    m = _OPS.match(part)
+    if not m:
+        return None
+    limits.check_pattern(spec, m.group(1))
+    return Change("ops", factor(m.group(2), spec), m.group(1))
 
 
 def _parse_kernels(part: str, spec: str) -> Change | None:
@@ -71,7 +81,8 @@ def _comm(c: Change, g: Graph, at: slice, ld, dd) -> None:
 
 
 def _host(c: Change, g: Graph, at: slice, ld, dd) -> None:
-    x = (np.asarray(g.cat[at]) <= CAT["sync"]) & ~np.asarray(g.first[at]) & (ld > 0)
+    cat = np.asarray(g.cat[at])
+    x = ((cat <= CAT["sync"]) | (cat == CAT["op"])) & ~np.asarray(g.first[at]) & (ld > 0)
     ld[x] = limits.scaled(ld[x], c.factor, c)
 
 
@@ -111,6 +122,8 @@ def _unable_kernels(g: Graph, c: Change) -> str | None:
     if kernel_hits(g, c.pattern).any():
         return None
     total = int((g.cat == CAT["kernel"]).sum())
+    if not total and g.ops is not None:
+        return "the run has no kernels (its CPU ranks' operators are ops:REGEX=F)"
     return (f"kernels:{c.pattern}={c.factor:g} matches none of the {total:,} kernels "
             "(NCCL kernels are comm=F)")
 
@@ -123,11 +136,14 @@ def _unable_collectives(g: Graph, c: Change) -> str | None:
     if nccl:
         return (f"its {nccl:,} NCCL kernels match no collective instance across ranks (one rank "
                 "of a bigger job? convert every rank's trace together)")
+    if g.ops is not None and g.ops.num_rows:
+        return "the run has no Gloo collective matched across ranks (one rank?)"
     return "the run has no NCCL collectives"
 
 
 def _unable_launch(g: Graph, c: Change) -> str | None:
-    gpu = (g.cat >= CAT["kernel"]) & (g.cat <= CAT["collective"])
+    gpu = (g.cat >= CAT["kernel"]) & (g.cat <= CAT["memset"])
+    gpu |= (g.cat == CAT["collective"]) & (g.chain_device[g.chain] >= 0)
     return None if gpu.any() else "the run has no GPU work (no launch to remove)"
 
 
@@ -139,7 +155,8 @@ SCENARIOS: tuple[Scenario, ...] = (
              "lags and GPU work that start after the rank's previous collective ended and before "
              "it arrived at the next one, and the work after its last collective up to its last "
              "step's end) scaled so that the interval is as long as the shortest interval any "
-             "rank had between the same two collective instances: no rank waits for another.",
+             "rank had between the same two collective instances: no rank waits for another "
+             "(collectives that overlap on a rank, e.g. DDP's buckets on two Gloo threads, are one).",
              _exact("no-straggler"), lambda g, c, st: no_straggler(g, st.lead, st.d1, st.d2, st.anchor),
              unable=_unable_collectives, removes=lambda c: True),
     Scenario("comm", "comm=F", "collective transfers x F",
@@ -154,8 +171,15 @@ SCENARIOS: tuple[Scenario, ...] = (
              "NCCL kernels are "
              "communication (`comm=F`), not matched.",
              _parse_kernels, _apply_kernels, _describe_kernels, _unable_kernels),
+    Scenario("ops", "ops:REGEX=F", "matching CPU operators x F",
+             "the time of CPU ranks' PyTorch operators whose name matches REGEX (RE2, searched, as "
+             "kernels:; a `+` in it is written `\\+`), with the operators they call, x F: the host "
+             "counterpart of kernels:REGEX=F (a rank without CUDA; GPU ranks' operators launch "
+             "kernels, which kernels:REGEX=F scales).",
+             _parse_ops, _cpu.apply_ops, _cpu.describe_ops, _cpu.unable_ops),
     Scenario("host", "host=F", "host time between calls x F",
-             "host time between the calls of every host thread x F.",
+             "host time between the calls of every host thread x F (on a CPU rank: between its "
+             "top operators).",
              _factor_of("host"), _per_chunk(_host)),
 )
 """Every scenario, in the order ``--help`` and docs/whatif.md list them."""

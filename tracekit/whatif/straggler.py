@@ -15,37 +15,38 @@ def straggler_warp(g: Graph):
     """Per-rank time warps that make every interval of a rank between two collectives (from its
     previous collective's end, or its first event, to its arrival at the next one) and every
     collective window (arrival to end) as long as the shortest any rank had for the same
-    instances. Returns {key: (x, y)}: the breakpoints of each rank's warp, by
-    :func:`tracekit.whatif.graph.rank_key`."""
+    instances. Collectives that overlap on a rank (DDP's gradient buckets all-reducing at once
+    on Gloo's worker threads, NCCL kernels on several streams) are one window: the instances
+    that overlap on any rank form one group (:func:`_groups`), and each rank's window of a
+    group runs from its first arrival in it to its last end. Returns {key: (x, y)}: the
+    breakpoints of each rank's warp, by :func:`tracekit.whatif.graph.rank_key`; a rank whose
+    windows still interleave (groups in another order than on other ranks) has none."""
     coll = nonzero(g.n, lambda a, b: (np.asarray(g.instance[a:b]) >= 0)
                    & (np.asarray(g.cat[a:b]) == CAT["collective"]))
     if not len(coll):
         return {}
-    ck = rank_key(g, coll)
-    order = np.lexsort((g.start[coll], ck))
-    coll, ck = coll[order], ck[order]
-    new = np.ones(len(coll), dtype=bool)
+    ck, inst, c_start, c_end, host = _groups(g, coll)
+    new = np.ones(len(ck), dtype=bool)
     new[1:] = ck[1:] != ck[:-1]
     ukeys, first_t = _first_starts(g)
-    prev_end = np.empty(len(coll), dtype=np.int64)
-    prev_end[1:] = g.end[coll[:-1]]
+    prev_end = np.empty(len(ck), dtype=np.int64)
+    prev_end[1:] = c_end[:-1]
     prev_end[new] = first_t[np.searchsorted(ukeys, ck[new])]
-    inst = g.instance[coll]
-    prev_inst = np.empty(len(coll), dtype=np.int64)
+    prev_inst = np.empty(len(ck), dtype=np.int64)
     prev_inst[1:] = inst[:-1]
     prev_inst[new] = -1
-    gap = g.start[coll] - prev_end
-    window = g.end[coll] - g.start[coll]
+    gap = c_start - prev_end
+    window = c_end - c_start
     pair = (prev_inst + 1) * (int(inst.max()) + 2) + inst
     gap_t = _shortest(pair, gap)
-    win_t = _shortest(inst, window)
+    win_t = np.where(host, window, _shortest(inst, window))
     warps = {}
     bounds = np.flatnonzero(np.append(new, True))
     for a, b in itertools.pairwise(bounds):
         x = np.empty(2 * (b - a) + 1, dtype=np.float64)
         x[0] = prev_end[a]
-        x[1::2] = g.start[coll[a:b]]
-        x[2::2] = g.end[coll[a:b]]
+        x[1::2] = c_start[a:b]
+        x[2::2] = c_end[a:b]
         steps = np.empty(2 * (b - a), dtype=np.float64)
         steps[0::2] = gap_t[a:b]
         steps[1::2] = win_t[a:b]
@@ -53,6 +54,62 @@ def straggler_warp(g: Graph):
         if np.all(np.diff(x) >= 0):
             warps[int(ck[a])] = (x, y)
     return warps
+
+
+def _groups(g: Graph, coll: np.ndarray):
+    """The collective windows of every rank: (rank key, group, start, end), one row per rank
+    and group, ordered by rank and start. A group is a set of instances linked by overlapping
+    on some rank (its smallest instance number names it); one that overlaps no other is alone
+    (NCCL kernels on one stream: every group is one instance)."""
+    ck = rank_key(g, coll)
+    order = np.lexsort((g.end[coll], g.start[coll], ck))
+    coll, ck = coll[order], ck[order]
+    s, e = g.start[coll], g.end[coll]
+    inst = g.instance[coll].astype(np.int64)
+    new = np.ones(len(coll), dtype=bool)
+    new[1:] = ck[1:] != ck[:-1]
+    reach = np.empty(len(coll), dtype=np.int64)  # the latest end of the rank's earlier collectives
+    reach[1:] = _running_max(e, new)[:-1]
+    link = ~new & (s < np.where(new, s, reach))
+    label = np.arange(int(inst.max()) + 1, dtype=np.int64)
+    a, b = inst[np.flatnonzero(link) - 1], inst[link]
+    while len(a):  # join linked instances: every label the smallest of its group
+        m = np.minimum(label[a], label[b])
+        before = label.copy()
+        np.minimum.at(label, a, m)
+        np.minimum.at(label, b, m)
+        label = label[label]
+        if np.array_equal(label, before):
+            break
+    grp = label[inst]
+    key = np.stack([ck, grp])
+    u, inv = np.unique(key, axis=1, return_inverse=True)
+    inv = inv.ravel()
+    gs = np.full(u.shape[1], np.iinfo(np.int64).max)
+    ge = np.full(u.shape[1], np.iinfo(np.int64).min)
+    np.minimum.at(gs, inv, s)
+    np.maximum.at(ge, inv, e)
+    host = np.zeros(u.shape[1], dtype=bool)  # a Gloo group: collectives on a host thread
+    host[inv[g.chain_device[g.chain[coll]] < 0]] = True
+    # a Gloo range can close well after its collective completed (its worker descheduled: the
+    # rank's main thread resumed ms before): a Gloo group ends on every rank when its last
+    # collective first ended on any rank
+    first_end = np.full(len(label), np.iinfo(np.int64).max)
+    np.minimum.at(first_end, inst, e)
+    done = np.full(u.shape[1], np.iinfo(np.int64).min)
+    np.maximum.at(done, inv, first_end[inst])
+    ge = np.where(host, np.clip(done, gs, ge), ge)
+    o = np.lexsort((ge, gs, u[0]))
+    return u[0][o], u[1][o], gs[o], ge[o], host[o]
+
+
+def _running_max(x: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """Per row, the largest ``x`` from its group's first row (``new``) up to it."""
+    grp = (np.cumsum(new) - 1).astype(np.int64)
+    lo = int(x.min())
+    span = int(x.max()) - lo + 1
+    key = grp * span + (x - lo)
+    return np.maximum.accumulate(key) - grp * span + lo
 
 
 def _first_starts(g: Graph) -> tuple[np.ndarray, np.ndarray]:
