@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from helpers.whatif_run import tiny_run as build_tiny_run
 
