@@ -146,10 +146,11 @@ def _decode_enum(arr: pa.Array, mapping: dict[int, str]) -> pa.Array:
 def _decode_lookup(arr: pa.Array, name: str, ctx: Context) -> pa.Array:
     """Keys (int64, computed in SQL) -> names; keys without an entry get a visible label."""
     mapping = ctx.lookup(name)
-    out = _decode_enum(arr, mapping) if mapping else arr.cast(pa.string())
-    missing = pc.and_(pc.is_valid(arr), pc.invert(pc.is_in(arr, value_set=pa.array(list(mapping), pa.int64()))))
-    if not pc.any(missing).as_py():
-        return out
+    if mapping:
+        out = _decode_enum(arr, mapping)
+        missing = pc.and_(pc.is_valid(arr), pc.invert(pc.is_in(arr, value_set=pa.array(list(mapping), pa.int64()))))
+        if not pc.any(missing).as_py():
+            return out
     low = pc.bit_wise_and(arr, pa.scalar(0xFFFFFFFF, pa.int64()))
     if name == "nvtx_domain":  # domain 0 is the default domain
         label = pc.if_else(pc.equal(low, 0), pa.scalar("", pa.string()),
@@ -160,7 +161,9 @@ def _decode_lookup(arr: pa.Array, name: str, ctx: Context) -> pa.Array:
         label = arr.cast(pa.string())
     else:
         label = pc.binary_join_element_wise(f"<unknown {name} ", low.cast(pa.string()), ">", "")
-    return pc.if_else(missing, label, out)
+    # no mapping (an export without naming events: the usual case for NVTX domains and
+    # categories): every key is missing and the label is null where the key is
+    return pc.if_else(missing, label, out) if mapping else label
 
 
 def _decode_style(arr: pa.Array, ctx: Context) -> pa.Array:
