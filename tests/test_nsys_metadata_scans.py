@@ -1,14 +1,16 @@
 """The nsys collector's metadata queries on the export's sqlite3 connection: the NVTX domain and
 category names come from one scan of NVTX_EVENTS, and a table's rowid bounds from none (both were
-whole-table scans per lookup / per table: docs/performance.md, issue 39)."""
+whole-table scans per lookup / per table: docs/performance.md, issue 39); and the labels of NVTX
+domains and categories in an export without naming events (the lookup's shortcut)."""
 
 from __future__ import annotations
 
 import sqlite3
 
-from conftest import FIXTURES
+from conftest import FIXTURES, edited_export
 
-from tracekit.collectors.nsys.decode import Context
+from tracekit.collectors.nsys import mapping as M
+from tracekit.collectors.nsys.decode import Context, TablePlan
 from tracekit.collectors.nsys.export import Export
 
 # one NvtxDomainCreate row (process 24129, domain 2 "TensorRT"), 60 NVTX rows with rowids 1..60
@@ -49,3 +51,27 @@ def test_rowid_bounds_scan_nothing():
     for sql in seen:
         plan = _plan(raw, sql)
         assert "SCAN" not in plan, (sql, plan)
+
+
+# NVTX ranges without any naming event (no NvtxDomainCreate, no NvtxCategory row): the domain and
+# category lookups are empty, and every key gets its label (pid 77, tid 78)
+NO_NAMES_EDIT = """
+DELETE FROM NVTX_EVENTS;
+INSERT INTO NVTX_EVENTS (rowid, start, end, eventType, text, globalTid, domainId, category) VALUES
+ (1, 100, 200, 59, 'default domain', 77*16777216+78, 0, NULL),
+ (2, 110, 120, 59, 'domain five', 77*16777216+78, 5, 9),
+ (3, 130, 140, 60, 'no domain id', 77*16777216+78, NULL, 0);
+"""
+
+
+def test_lookups_without_naming_events(tmp_path):
+    src = edited_export(tmp_path, "nsys2023.1_rtx3090_conv_fp16", NO_NAMES_EDIT)
+    with Export(src) as ex:
+        ctx = Context(ex)
+        plan = TablePlan(ex, M.TABLE_MAPS["nvtx_ranges"], ctx)
+        batches = list(plan.batches(ex, lambda n: None))
+        assert ctx.lookup("nvtx_domain") == {} and ctx.lookup("nvtx_category") == {}
+    got = [(r["name"], r["domain"], r["category"]) for b in batches for r in b.to_pylist()]
+    assert got == [("default domain", "", None), ("domain five", "<unknown domain 5>", "9"),
+                   ("no domain id", "", None)]
+    assert all(b.schema.field(c).type == "string" for b in batches for c in ("domain", "category"))
