@@ -6,6 +6,7 @@ them, with or without per-value type guards, and the Arrow decoding of every bat
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 
 import pyarrow as pa
@@ -28,6 +29,8 @@ class Context:
     def __init__(self, export: Export):
         self.export = export
         self._lookups: dict[str, dict[int, str]] = {}
+        self._names: dict[str, dict[int, str]] | None = None  # NVTX names (_nvtx_names)
+        self._lock = threading.Lock()
         self.event_types = dict(M.FALLBACK_EVENT_TYPES)
         if export.has("ENUM_NSYS_EVENT_TYPE", "id", "name"):
             for i, name in export.rows("SELECT id, name FROM ENUM_NSYS_EVENT_TYPE"):
@@ -41,26 +44,42 @@ class Context:
         return clause.format(**self.event_types)
 
     def lookup(self, name: str) -> dict[int, str]:
-        if name not in self._lookups:
-            self._lookups[name] = getattr(self, f"_lookup_{name}")()
-        return self._lookups[name]
+        with self._lock:  # tables decode on several threads: each lookup is read once
+            if name not in self._lookups:
+                self._lookups[name] = getattr(self, f"_lookup_{name}")()
+            return self._lookups[name]
 
-    def _nvtx_names(self, types: tuple[str, ...], key_sql: str) -> dict[int, str]:
+    def _nvtx_names(self, which: str) -> dict[int, str]:
+        """The ``which`` ('domain' or 'category') names of the export's NVTX naming events.
+
+        Both come from one scan of NVTX_EVENTS (millions of rows in a large export, no index on
+        eventType): the first lookup asked reads the naming rows of both."""
+        if self._names is not None:
+            return self._names.get(which, {})
+        self._names = {}
         ex = self.export
-        if not ex.has("NVTX_EVENTS", "eventType", "globalTid"):
+        if not ex.has("NVTX_EVENTS", "eventType", "globalTid", "domainId"):
             return {}
         text = M.NVTX_TEXT if ex.has("NVTX_EVENTS", "textId", "text") else M.NVTX_TEXT_OLD
+        kinds = {"domain": (M.NVTX_DOMAIN_TYPES, M.NVTX_DOMAIN_KEY.sql)}
+        if ex.has("NVTX_EVENTS", "category"):
+            kinds["category"] = (M.NVTX_CATEGORY_TYPES, M.NVTX_CATEGORY_KEY.sql)
         # the first (earliest) naming event of each key wins, as nsys stats does for domains;
         # a name is repeated on every range of its domain, so it is cut at MAX_LABEL_BYTES (a
         # 64 MB domain name overflowed Arrow's take, a 900 MB one took 5.4 GB)
         cut = f"substr(CAST(({text.sql}) AS BLOB), 1, {MAX_LABEL_BYTES + 1})"
-        rows = ex.rows(f"SELECT {key_sql}, {cut} FROM NVTX_EVENTS AS t "
-                       f"WHERE t.eventType IN ({self.types(types)}) ORDER BY t.start DESC")
-        out = {}
-        for k, v in rows:
-            if k is not None:
-                out[int(k)] = self._label(v)
-        return out
+        keys = ", ".join(f"CASE WHEN t.eventType IN ({self.types(types)}) THEN {key_sql} END"
+                         for types, key_sql in kinds.values())
+        types = ", ".join(self.types(types) for types, _key in kinds.values())
+        rows = ex.rows(f"SELECT {keys}, {cut} FROM NVTX_EVENTS AS t "
+                       f"WHERE t.eventType IN ({types}) ORDER BY t.start DESC")
+        out: dict[str, dict[int, str]] = {k: {} for k in kinds}
+        for row in rows:
+            for kind, k in zip(kinds, row):
+                if k is not None:
+                    out[kind][int(k)] = self._label(row[-1])
+        self._names = out
+        return out.get(which, {})
 
     def _label(self, value) -> str:
         """A name read as BLOB (at most MAX_LABEL_BYTES + 1 bytes) as text, cut and counted."""
@@ -71,14 +90,12 @@ class Context:
         return raw[:MAX_LABEL_BYTES].decode("utf-8", "replace") + "…"
 
     def _lookup_nvtx_domain(self) -> dict[int, str]:
-        if not self.export.has("NVTX_EVENTS", "domainId"):
-            return {}
-        return self._nvtx_names(M.NVTX_DOMAIN_TYPES, M.NVTX_DOMAIN_KEY.sql)
+        return self._nvtx_names("domain")
 
     def _lookup_nvtx_category(self) -> dict[int, str]:
-        if not self.export.has("NVTX_EVENTS", "domainId", "category"):
+        if not self.export.has("NVTX_EVENTS", "category"):
             return {}
-        return self._nvtx_names(M.NVTX_CATEGORY_TYPES, M.NVTX_CATEGORY_KEY.sql)
+        return self._nvtx_names("category")
 
     def _lookup_gpu_metric(self) -> dict[int, str]:
         if not self.export.has("TARGET_INFO_GPU_METRICS", "typeId", "metricId", "metricName"):
@@ -129,10 +146,11 @@ def _decode_enum(arr: pa.Array, mapping: dict[int, str]) -> pa.Array:
 def _decode_lookup(arr: pa.Array, name: str, ctx: Context) -> pa.Array:
     """Keys (int64, computed in SQL) -> names; keys without an entry get a visible label."""
     mapping = ctx.lookup(name)
-    out = _decode_enum(arr, mapping) if mapping else arr.cast(pa.string())
-    missing = pc.and_(pc.is_valid(arr), pc.invert(pc.is_in(arr, value_set=pa.array(list(mapping), pa.int64()))))
-    if not pc.any(missing).as_py():
-        return out
+    if mapping:
+        out = _decode_enum(arr, mapping)
+        missing = pc.and_(pc.is_valid(arr), pc.invert(pc.is_in(arr, value_set=pa.array(list(mapping), pa.int64()))))
+        if not pc.any(missing).as_py():
+            return out
     low = pc.bit_wise_and(arr, pa.scalar(0xFFFFFFFF, pa.int64()))
     if name == "nvtx_domain":  # domain 0 is the default domain
         label = pc.if_else(pc.equal(low, 0), pa.scalar("", pa.string()),
@@ -143,7 +161,9 @@ def _decode_lookup(arr: pa.Array, name: str, ctx: Context) -> pa.Array:
         label = arr.cast(pa.string())
     else:
         label = pc.binary_join_element_wise(f"<unknown {name} ", low.cast(pa.string()), ">", "")
-    return pc.if_else(missing, label, out)
+    # no mapping (an export without naming events: the usual case for NVTX domains and
+    # categories): every key is missing and the label is null where the key is
+    return pc.if_else(missing, label, out) if mapping else label
 
 
 def _decode_style(arr: pa.Array, ctx: Context) -> pa.Array:

@@ -288,8 +288,10 @@ class Export:
         """Split ``table``'s rowids into ranges ``(lo, hi]`` of ``rows`` rowids each (default
         :data:`RANGE_ROWS`), or None when the table is small (or has no rowid)."""
         rows = rows or RANGE_ROWS
-        try:
-            lo, hi = self.rows(f'SELECT min(rowid), max(rowid) FROM "{table}"')[0]
+        try:  # two queries: SQLite answers a lone min() or max() of the rowid from the b-tree's
+            # ends, but scans the whole table for both in one SELECT
+            lo = self.rows(f'SELECT min(rowid) FROM "{table}"')[0][0]
+            hi = self.rows(f'SELECT max(rowid) FROM "{table}"')[0][0]
         except InputError:
             return None
         if lo is None or hi - lo < 2 * rows:
