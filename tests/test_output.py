@@ -264,6 +264,20 @@ def test_empty_nccl_says_why(fixture_runs, capsys):
                     f"kernels in run {run.name}")
 
 
+@pytest.mark.parametrize("query", ["stragglers", "step_waits"])
+def test_empty_rank_queries_say_the_trace_is_one_rank(fixture_runs, capsys, query):
+    """A one-rank trace of an 8-rank job (MI300X rank 0: 17 NCCL calls, each with one
+    participant) has no stragglers to name: the last line says why, not only 'no row matched'."""
+    run = fixture_runs["kineto_mi300_resnet_actckpt_train.json.gz"]
+    assert cli(["query", query, str(run)]) == 0
+    out, err = _out(capsys)
+    assert out == ""
+    assert err.rstrip("\n").split("\n")[-1] == (
+        f"tracekit: {query}: run {run.name}: each of its 17 collective calls has one participant "
+        f"(one rank's trace): {'stragglers need' if query == 'stragglers' else 'waits across ranks need'} "
+        "every rank's trace in one run folder (tracekit convert TRACE... of the job)")
+
+
 def test_empty_roofline_names_the_missing_ncu_pass(fixture_runs, capsys):
     run = fixture_runs[f"{SLICE}.sqlite"]
     assert cli(["query", "roofline", str(run), "-f", "csv"]) == 0
