@@ -80,10 +80,11 @@ def whatif(
         warn(line.removeprefix("warning: ")) if line.startswith("warning: ") else note(line)
     if terminal:
         from tracekit.cli.termtable import terminal_width
-        from tracekit.cli.whatif_output import job_rows, short_notes, table_columns
+        from tracekit.cli.whatif_output import job_rows, run_ahead_lines, short_notes, table_columns
 
+        ahead = run_ahead_lines(result)
         result, lines = job_rows(result, waits)
-        for line in lines:
+        for line in lines + ahead:
             note(line)
         columns = ",".join(table_columns(result, terminal_width() >= 100))
         result = short_notes(result)
