@@ -294,3 +294,13 @@ def test_a_gpu_floor_of_communication_says_so(kineto_run, monkeypatch, capsys):
     assert ("3 of 3 steps: the busiest stream's work (gpu_floor_ns) is mostly collective kernels, and a "
             "one-rank trace cannot tell their transfer time from waiting for the other ranks") in cap.err
     assert "apart from collectives, the busiest stream has 7.0-7.1 ms of work a step" in cap.err
+
+
+def test_cli_table_of_detected_steps_has_no_bound(kineto_run, monkeypatch, capsys):
+    """A step detected in the kernels has no host range: neither bound nor run-ahead is shown,
+    nor a footnote about them (both empty in every row), nor a run-ahead line."""
+    monkeypatch.setenv("COLUMNS", "100")
+    assert cli(["whatif", str(kineto_run("kineto_a100_simple_add")), "-s", "launch=0"]) == 0
+    cap = capsys.readouterr()
+    lines = cap.out.splitlines()
+    assert lines[1].split()[-2:] == ["measured", "s"] and "bound" not in cap.out and "ahead" not in cap.err

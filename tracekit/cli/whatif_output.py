@@ -63,9 +63,11 @@ def table_columns(result: pa.Table, wide: bool) -> list[str]:
         keep.insert(3, "ranks")
     if any(v is not None for v in result.column("note").to_pylist()):
         keep.append("note")  # n/a, or the floor that set the prediction
-    keep.append("bound")  # which side bounds the measured step (run-ahead: run_ahead_lines)
+    ranged = any(v is not None for v in result.column("bound").to_pylist())  # else no host range
+    if ranged:
+        keep.append("bound")  # which side bounds the measured step (run-ahead: run_ahead_lines)
     if wide:  # else the speedup would be the column left out
-        keep += ["measured_ns", "run_ahead_ns"]
+        keep += ["measured_ns", "run_ahead_ns"] if ranged else ["measured_ns"]
     if all(v is None for v in result.column("rank").to_pylist()):
         keep.append("pid")  # no rank known: the process tells the steps apart
     return keep
