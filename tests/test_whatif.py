@@ -502,6 +502,8 @@ def test_job_rows_show_the_waited_for_ranks_bound_and_say_what_by_step_picks():
     """A job's terminal rows (issue 36 item 3 follow-up): a step with a waited-for rank shows that
     rank's bound and run-ahead, not the longest rank's; a step without one shows by_step's rank,
     the one whose predicted step is longest (not the one ending last), and stderr says so."""
+    import pyarrow as pa  # here: main's test_whatif.py no longer imports it at the top
+
     from tracekit.cli.whatif_output import job_rows
     from tracekit.whatif import RESULT_SCHEMA
 
