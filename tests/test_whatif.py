@@ -429,6 +429,7 @@ def test_cli_table_on_a_job_one_row_per_step_in_80_columns(job, monkeypatch, cap
     assert f"ranks 8, rank {truth.straggler}," in lines[1]  # the same rank in every row
     head = lines[2].split()
     assert head[:2] == ["scenario", "step"] and head[-1] == "note" and "saved" in head
+    assert lines[1].endswith(", bound host")  # the waited-for rank's bound, the same in every row
     div = {"ms": 1e6, "µs": 1e3}[head[head.index("saved") + 1]]
     rows = [line.split() for line in lines if line.startswith(("no-straggler", "kernels:"))]
     assert len(rows) == 2 * 3
@@ -482,3 +483,27 @@ def test_collectives_match_across_host_clocks(hosts_job, capsys):
     assert unmatched_collectives(g) == []
     assert cli(["whatif", str(run), "-s", "baseline", "-f", "csv"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_job_rows_show_the_waited_for_ranks_bound_and_say_what_by_step_picks():
+    """A job's terminal rows (issue 36 item 3 follow-up): a step with a waited-for rank shows that
+    rank's bound and run-ahead, not the longest rank's; a step without one shows by_step's rank,
+    the one whose predicted step is longest (not the one ending last), and stderr says so."""
+    import pyarrow as pa  # here: main's test_whatif.py no longer imports it at the top
+
+    from tracekit.cli.whatif_output import job_rows
+    from tracekit.whatif import RESULT_SCHEMA
+
+    def row(step, rank, pred, bound, ahead):
+        return {"scenario": "host=0.5", "run_id": "j", "step": step, "rank": rank, "measured_ns": 1000,
+                "predicted_ns": pred, "baseline_ns": 1000, "replay_ns": pred, "baseline_err_pct": 0.0,
+                "bound": bound, "run_ahead_ns": ahead}
+    result = pa.Table.from_pylist([row(1, 0, 900, "gpu", 5), row(1, 1, 800, "host", 7),
+                                   row(2, 0, 700, "serial", 0), row(2, 1, 600, "host", 3)], schema=RESULT_SCHEMA)
+    waits = pa.table({"run_id": ["j", "j", "j", "j"], "step": [1, 1, 2, 2], "rank": [0, 1, 0, 1],
+                      "held_ns": [0, 40, 0, 0]})
+    rows, lines = job_rows(result, waits)
+    got = [(r["step"], r["rank"], r["predicted_ns"], r["bound"], r["run_ahead_ns"]) for r in rows.to_pylist()]
+    assert got == [(1, 1, 900, "host", 7), (2, 0, 700, "serial", 0)]
+    assert len(lines) == 1 and lines[0].endswith(
+        "; 1 of 2 rows have no such rank and show the rank whose predicted step is longest")

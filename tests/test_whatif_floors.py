@@ -202,3 +202,103 @@ def test_launch_queue_depth_from_a_blocked_launch(run_factory, kineto_run):
     with Engine([kineto_run("kineto_mi300_resnet_actckpt_train")]) as e:
         q = launch_queue(load_graph(e))
     assert (q.calls, q.most, q.waited.tolist(), q.depth) == (2_685, 1_847, [1_455, 1_501], None)
+
+
+def test_cli_table_shows_bound_and_run_ahead(kineto_run, monkeypatch, capsys):
+    """The terminal table shows bound at 80 columns and run_ahead_ns from 100; the run-ahead is a
+    stderr line (the values of test_run_ahead_and_bound_per_step, from the raw JSON): MI300X
+    steps 15-17 host, balanced, balanced, the host 32.263-37.925 ms ahead; the H100 inference
+    step serial and not ahead."""
+    mi300 = kineto_run("kineto_mi300_resnet_actckpt_train")
+    monkeypatch.setenv("COLUMNS", "80")
+    assert cli(["whatif", str(mi300), "-s", "host=0.5", "-s", "launch=0"]) == 0
+    cap = capsys.readouterr()
+    lines = cap.out.splitlines()
+    assert all(len(line) <= 80 for line in lines) and lines[2].split()[-1] == "bound"
+    got = [(r.split()[0], r.split()[1], r.split()[-1]) for r in lines[4:]]
+    assert got == [(s, step, b) for s in ("host=0.5", "launch=0")
+                   for step, b in (("15", "host"), ("16", "balanced"), ("17", "balanced"))]
+    assert "the host runs 32.3-37.9 ms ahead of the GPU at a step's end (run_ahead_ns" in cap.err
+    monkeypatch.setenv("COLUMNS", "100")
+    assert cli(["whatif", str(mi300), "-s", "host=0.5"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert all(len(line) <= 100 for line in lines) and lines[2].split()[-2:] == ["run_ahead", "ms"]
+    assert [r.split()[-1] for r in lines[4:]] == ["32.263", "35.275", "37.925"]
+    monkeypatch.setenv("COLUMNS", "80")
+    assert cli(["whatif", str(kineto_run("kineto_h100_timesformer_infer")), "-s", "host=0.5"]) == 0
+    cap = capsys.readouterr()
+    lines = cap.out.splitlines()
+    assert lines[1].split()[-1] == "bound" and lines[3].split()[-1] == "serial" and len(lines) == 4
+    assert "the host does not run ahead of the GPU" in cap.err
+
+
+def _stream_work_from_json(stem: str) -> dict:
+    """Per ProfilerStep#N of the raw Kineto trace: {stream: (ns of GPU work, ns of it in NCCL/RCCL
+    kernels)} of the GPU activities whose runtime call (correlation ID, same process) starts
+    inside the step range."""
+    doc = json.loads(gzip.open(FIXTURES / "kineto" / f"{stem}.json.gz", "rt").read())
+    ns = lambda us: round(us * 1000)  # noqa: E731
+    ev = doc["traceEvents"]
+    gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    calls = {(e["pid"], e["args"]["correlation"]): ns(e["ts"]) for e in ev
+             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    out = {}
+    for s in ev:
+        if s.get("cat") == "user_annotation" and s["name"].startswith("ProfilerStep#"):
+            a, b = ns(s["ts"]), ns(s["ts"]) + ns(s["dur"])
+            per: dict = {}
+            for e in gpu:
+                t = calls.get((s["pid"], e["args"]["correlation"]))
+                if t is not None and a <= t <= b:
+                    busy, comm = per.get(e["args"]["stream"], (0, 0))
+                    coll = "nccl" in e["name"].lower() or "rccl" in e["name"].lower()
+                    per[e["args"]["stream"]] = (busy + ns(e["dur"]), comm + ns(e["dur"]) * coll)
+            out[int(s["name"].split("#")[1])] = per
+    return out
+
+
+def test_a_gpu_floor_of_communication_says_so(kineto_run, monkeypatch, capsys):
+    """MI300X, one rank of an 8-rank job: the busiest stream of ProfilerStep#15-17 is two RCCL
+    kernels a step (15.865, 15.909, 15.426 ms); the compute stream has 7.084, 7.026 and 7.085 ms
+    of work (recounted from the raw JSON). A floor that sets a prediction there is 'gpu floor
+    (communication)' ('gpu floor (comm)' in the table) and stderr says a one-rank trace cannot
+    tell transfer from waiting (before: 'gpu floor', read as a GPU computing all the time)."""
+    from tracekit.whatif import floors
+    from tracekit.whatif.replay import replay
+
+    stem = "kineto_mi300_resnet_actckpt_train"
+    run = kineto_run(stem)
+    raw = _stream_work_from_json(stem)
+    with Engine([run]) as e:
+        g = load_graph(e)
+        rows = whatif(e, ["baseline", "host=0.5", "launch=0"]).to_pylist()
+    s = replay(g)
+    steps = g.steps.column("step").to_pylist()
+    top = {n: max(raw[n].values()) for n in steps}
+    assert {n: top[n] for n in steps} == {15: (15_864_902, 15_864_902), 16: (15_909_382, 15_909_382),
+                                         17: (15_426_026, 15_426_026)}  # all RCCL
+    assert floors.gpu_floor(g, s).tolist() == [top[n][0] for n in steps]
+    assert floors.floor_comm_share(g, s).tolist() == [1.0, 1.0, 1.0]
+    compute = {n: max(b - c for b, c in raw[n].values()) for n in steps}
+    assert compute == {15: 7_084_468, 16: 7_026_024, 17: 7_084_865}
+    notes = {(r["scenario"], r["step"]): r["note"] for r in rows if r["scenario"] != "baseline"}
+    comm = "gpu floor (communication)"
+    assert notes == {("host=0.5", 15): comm, ("host=0.5", 16): "no gain", ("host=0.5", 17): comm,
+                     ("launch=0", 15): comm, ("launch=0", 16): comm, ("launch=0", 17): comm}
+    monkeypatch.setenv("COLUMNS", "80")
+    assert cli(["whatif", str(run), "-s", "launch=0"]) == 0
+    cap = capsys.readouterr()
+    assert cap.out.splitlines()[2] == "note gpu floor (comm)"  # the same in every row
+    assert ("3 of 3 steps: the busiest stream's work (gpu_floor_ns) is mostly collective kernels, and a "
+            "one-rank trace cannot tell their transfer time from waiting for the other ranks") in cap.err
+    assert "apart from collectives, the busiest stream has 7.0-7.1 ms of work a step" in cap.err
+
+
+def test_cli_table_of_detected_steps_has_no_bound(kineto_run, monkeypatch, capsys):
+    """A step detected in the kernels has no host range: neither bound nor run-ahead is shown,
+    nor a footnote about them (both empty in every row), nor a run-ahead line."""
+    monkeypatch.setenv("COLUMNS", "100")
+    assert cli(["whatif", str(kineto_run("kineto_a100_simple_add")), "-s", "launch=0"]) == 0
+    cap = capsys.readouterr()
+    lines = cap.out.splitlines()
+    assert lines[1].split()[-2:] == ["measured", "s"] and "bound" not in cap.out and "ahead" not in cap.err

@@ -54,9 +54,9 @@ def whatif(
     changes, and print per scenario, step and rank: measured_ns, the baseline replay's time and
     error, predicted_ns and speedup (baseline / predicted). Every prediction comes with the
     baseline's error beside it; docs/whatif.md says what the trace does not record. The
-    terminal table shows scenario, step, rank, predicted, speedup, saved and the baseline's
-    error (a note where a scenario is n/a or a floor set it; measured in 100 columns or more);
-    -f csv/json hold every column."""
+    terminal table shows scenario, step, rank, predicted, speedup, saved, the baseline's error
+    and bound (a note where a scenario is n/a or a floor set it; measured and run-ahead in 100
+    columns or more; the run-ahead's range also on stderr); -f csv/json hold every column."""
     from tracekit.convert.cluster import scheduler_address
     from tracekit.query import Engine
     from tracekit.whatif import UNITS
@@ -80,10 +80,11 @@ def whatif(
         warn(line.removeprefix("warning: ")) if line.startswith("warning: ") else note(line)
     if terminal:
         from tracekit.cli.termtable import terminal_width
-        from tracekit.cli.whatif_output import job_rows, short_notes, table_columns
+        from tracekit.cli.whatif_output import job_rows, run_ahead_lines, short_notes, table_columns
 
+        ahead = run_ahead_lines(result)
         result, lines = job_rows(result, waits)
-        for line in lines:
+        for line in lines + ahead:
             note(line)
         columns = ",".join(table_columns(result, terminal_width() >= 100))
         result = short_notes(result)

@@ -59,7 +59,9 @@ UNITS = {
                            "launched in the step's host range minus the range's end (0: that work had ended "
                            "by then); empty where the step launched no GPU work or has no host range."),
     "note": ("text", "n/a and why, where the scenario cannot act on the run (predicted_ns is then empty); "
-                     "'gpu floor' or 'no gain' where a floor set predicted_ns."),
+                     "'gpu floor' or 'no gain' where a floor set predicted_ns ('gpu floor (communication)': "
+                     "the busiest stream's work is at least half collective kernels, transfer or waiting "
+                     "for other ranks)."),
 }
 
 
@@ -118,6 +120,7 @@ def whatif(engine, scenarios: list[str], include_warmup: bool = True, *, jobs: i
     ranged = g.cat[g.steps.column("start_node").to_numpy()] == _graph.CAT["mark"]
     bound = [b if r else None for b, r in zip(bound, ranged.tolist())]
     ahead_col = [None if a < 0 else a for a in ahead.tolist()]
+    comm_line = _floors.comm_floor_line(g, base_s, work, ranged)
     cols = {f.name: [] for f in RESULT_SCHEMA}
     na_lines = []
     for spec, changes in parsed:
@@ -143,8 +146,8 @@ def whatif(engine, scenarios: list[str], include_warmup: bool = True, *, jobs: i
         cols["note"] += note if isinstance(note, list) else [note] * n
         cols["run_ahead_ns"] += ahead_col
     queue = _queue.describe(_queue.launch_queue(g))
-    lines = unmatched_collectives(g) + ([queue] if queue else []) + na_lines + [line for _, changes in parsed
-                                                   for line in _scenarios.describe(g, changes)]
+    lines = (unmatched_collectives(g) + ([queue] if queue else []) + comm_line + na_lines
+             + [line for _, changes in parsed for line in _scenarios.describe(g, changes)])
     lines = list(dict.fromkeys(lines))  # a note repeated by several scenarios, once
     out = pa.table(cols, schema=RESULT_SCHEMA.with_metadata({NOTES_KEY: json.dumps(lines)}))
     if not include_warmup and "warmup" in g.steps.column_names:
@@ -171,7 +174,9 @@ def _predict(g, changes, base, base_floor, work):
     pred = np.maximum(raw, lo)
     if removes:
         pred = np.minimum(pred, base)
-    note = [("gpu floor" if p > r else "no gain" if p < r else None) for p, r in zip(pred.tolist(), raw.tolist())]
+    comm = _floors.floor_comm_share(g, s, work) >= _floors.COMM_SHARE
+    note = [("gpu floor (communication)" if p > r and c else "gpu floor" if p > r else "no gain" if p < r else None)
+            for p, r, c in zip(pred.tolist(), raw.tolist(), comm.tolist())]
     return pred, raw, floor, note
 
 

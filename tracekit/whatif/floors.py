@@ -102,18 +102,69 @@ def host_waits(g: Graph, s: Schedule) -> np.ndarray:
     return out
 
 
+def _stream_busy(g: Graph, s: Schedule, work) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row of ``g.steps``, busy ns, of it in collective kernels ns) per step and stream of the
+    GPU work launched in the step, as long as it runs in schedule ``s``."""
+    nodes, rows = step_of_gpu_work(g) if work is None else work
+    if not len(nodes):
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
+    n_chain = int(g.chain.max()) + 1
+    u, inv = np.unique(rows.astype(np.int64) * n_chain + g.chain[nodes], return_inverse=True)
+    dur = s.end[nodes] - s.start[nodes]
+    busy, comm = np.zeros(len(u), dtype=np.int64), np.zeros(len(u), dtype=np.int64)
+    np.add.at(busy, inv, dur)
+    np.add.at(comm, inv, np.where(g.cat[nodes] == CAT["collective"], dur, 0))
+    return u // n_chain, busy, comm
+
+
 def gpu_floor(g: Graph, s: Schedule, work=None) -> np.ndarray:
     """Per row of ``g.steps``: the GPU time (ns) of the busiest stream's work launched in the
     step, as long as it runs in schedule ``s`` (``work``: :func:`step_of_gpu_work`'s result,
     computed when None); 0 where the step launched none. Work on one stream runs one after the
     other, so a step of a steady pipeline cannot take less."""
-    nodes, rows = step_of_gpu_work(g) if work is None else work
     out = np.zeros(g.steps.num_rows, dtype=np.int64)
-    if not len(nodes):
-        return out
-    grp = rows.astype(np.int64) * (int(g.chain.max()) + 1) + g.chain[nodes]
-    u, inv = np.unique(grp, return_inverse=True)
-    busy = np.zeros(len(u), dtype=np.int64)
-    np.add.at(busy, inv, s.end[nodes] - s.start[nodes])
-    np.maximum.at(out, u // (int(g.chain.max()) + 1), busy)
+    rows, busy, _ = _stream_busy(g, s, work)
+    np.maximum.at(out, rows, busy)
     return out
+
+
+def floor_comm_share(g: Graph, s: Schedule, work=None) -> np.ndarray:
+    """Per row of ``g.steps``: the share (0-1) of :func:`gpu_floor`'s stream time that is
+    collective kernels (NCCL/RCCL, category ``collective``); 0 where the step launched no GPU
+    work. On a one-rank trace such a kernel's time is transfer and waiting for the other ranks,
+    which the trace cannot tell apart (docs/whatif.md, "Floors")."""
+    out = np.zeros(g.steps.num_rows, dtype=np.float64)
+    rows, busy, comm = _stream_busy(g, s, work)
+    if not len(rows):
+        return out
+    floor = np.zeros(g.steps.num_rows, dtype=np.int64)
+    np.maximum.at(floor, rows, busy)
+    top = busy == floor[rows]  # the busiest stream (of equals, the most communication)
+    np.maximum.at(out, rows[top], comm[top] / np.maximum(busy[top], 1))
+    return out
+
+
+COMM_SHARE = 0.5
+"""A GPU floor whose stream time is at least this share collective kernels is communication."""
+
+
+def comm_floor_line(g: Graph, s: Schedule, work, ranged: np.ndarray) -> list[str]:
+    """A stderr line when the busiest stream of some host-ranged steps (``ranged``) is mostly
+    collective kernels in schedule ``s`` (:func:`floor_comm_share` >= :data:`COMM_SHARE`),
+    with the time of the busiest stream's work that is not communication; none otherwise."""
+    comm = ranged & (floor_comm_share(g, s, work) >= COMM_SHARE)
+    if not comm.any():
+        return []
+    rows, busy, coll = _stream_busy(g, s, work)
+    other = np.zeros(g.steps.num_rows, dtype=np.int64)
+    np.maximum.at(other, rows, busy - coll)
+    lo, hi = other[comm].min() / 1e6, other[comm].max() / 1e6
+    span = f"{lo:.1f}" if f"{lo:.1f}" == f"{hi:.1f}" else f"{lo:.1f}-{hi:.1f}"
+    runs = np.unique(g.run[g.steps.column("start_node").to_numpy()[comm]])
+    one = all(len(np.unique(g.rank[g.run == r])) == 1 for r in runs)
+    why = ("a one-rank trace cannot tell their transfer time from waiting for the other ranks"
+           if one else "their time is transfer and waiting for the other ranks")
+    return [f"{int(comm.sum())} of {int(ranged.sum())} steps: the busiest stream's work (gpu_floor_ns) is "
+            f"mostly collective kernels, and {why}: there bound gpu or balanced and 'gpu floor (communication)' "
+            f"mean the GPU communicates or waits, not that it computes; apart from collectives, the "
+            f"busiest stream has {span} ms of work a step"]
