@@ -57,10 +57,10 @@ def whatif(
     terminal table shows scenario, step, rank, predicted, speedup, saved, the baseline's error
     and bound (a note where a scenario is n/a or a floor set it; measured and run-ahead in 100
     columns or more; the run-ahead's range also on stderr); -f csv/json hold every column."""
-    from tracekit.convert.cluster import scheduler_address
     from tracekit.query import Engine
     from tracekit.whatif import UNITS
     from tracekit.whatif import whatif as run_whatif
+    from tracekit.workers.cluster import scheduler_address
 
     set_quiet(quiet)
     from tracekit.whatif.scenarios import parse_all

@@ -7,7 +7,7 @@
 - :mod:`tracekit.convert.identity`: whether a job's inputs can be one job;
 - :mod:`tracekit.convert.clocks`: the job's clock model, estimated from its collectives;
 - where the parts run (this process, local worker processes or a Dask scheduler's workers) is
-  :mod:`tracekit.workers` (``tracekit.convert.cluster`` still names it).
+  :mod:`tracekit.workers`.
 """
 
 from __future__ import annotations
