@@ -182,7 +182,8 @@ def test_nsys_hosts_session_start_first_then_the_collectives(tmp_path):
 def test_point_to_point_pairs_are_their_own_kind(tmp_path):
     # a 2-rank job whose 6 Broadcasts are made sends from rank 0 to rank 1 (PyTorch >= 2.4 writes
     # 'Dst Rank' on a send, 'Src Rank' on a recv): each send pairs with the recv of the same
-    # position, shown as kind 'p2p' beside the 15 AllReduce instances, never in stragglers
+    # position, shown as kind 'p2p' beside the 15 AllReduce instances; with exactly two ranks in
+    # the communicator the peer is provable, so stragglers judges the pairs too (issue 36 item 4)
     import json
     from decimal import Decimal
 
@@ -209,7 +210,9 @@ def test_point_to_point_pairs_are_their_own_kind(tmp_path):
     assert {r["kind"] for r in skew if r["collective"] == "AllReduce"} == {"collective"}
     assert not any("point-to-point" in n for n in notices)  # every one paired
     strag, _ = query(path, "stragglers")
-    assert {r["collectives"] for r in strag} == {15}
+    assert {r["collectives"] for r in strag} == {21}
+    last = {r["rank"]: r["last_arrivals"] for r in strag}
+    assert last[1] == sum(c["last_rank"] == 1 for c in job.truth.collectives) and last[0] == 21 - last[1]
 
 
 @pytest.mark.parametrize("ranks,end_jitter_ns", [(8, 0), (64, 2000), (256, 5000)])

@@ -57,7 +57,7 @@ def whatif(
     terminal table shows scenario, step, rank, predicted, speedup, saved, the baseline's error
     and bound (a note where a scenario is n/a or a floor set it; measured and run-ahead in 100
     columns or more; the run-ahead's range also on stderr); -f csv/json hold every column."""
-    from tracekit.query import Engine
+    from tracekit.query import Session
     from tracekit.whatif import UNITS
     from tracekit.whatif import whatif as run_whatif
     from tracekit.workers.cluster import scheduler_address
@@ -69,10 +69,10 @@ def whatif(
     if output is not None and str(output) != "-":
         check_output(output, protect=run_dirs)
     terminal = columns is None and format == Format.table and (output is None or str(output) == "-")
-    with Engine(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as eng:
-        result = run_whatif(eng, parsed, jobs=jobs or 1, scheduler=scheduler_address(scheduler))
+    with Session(run_dirs, memory_limit=memory_limit, step_pattern=step_pattern) as s:
+        result = run_whatif(s.engine, parsed, jobs=jobs or 1, scheduler=scheduler_address(scheduler))
         # the terminal table names the rank each step waits for (issue 36, item 3)
-        waits = eng.query("step_waits") if terminal else None
+        waits = s.query("step_waits") if terminal else None
     from tracekit.cli.messages import note, warn
     from tracekit.whatif import notes
 

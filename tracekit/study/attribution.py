@@ -100,11 +100,11 @@ def _mean(g, keep, state) -> float:
 def profile(path: str | os.PathLike, step_pattern: str | None = None) -> Profile:
     """Decompose the run folder ``path`` (see the module docstring). :class:`InputError` when it
     has no steps."""
-    from tracekit.query import Engine
+    from tracekit.query import Session
 
-    with Engine([path], step_pattern=step_pattern) as eng:
+    with Session([path], step_pattern=step_pattern) as eng:  # queries with their warnings
         run_id = eng.runs[0].run_id
-        g = load_graph(eng)
+        g = load_graph(eng.engine)
         if not ((g.cat >= CAT["kernel"]) & (g.cat <= CAT["memset"])).any():  # Gloo ranges aside
             return _phase_profile(eng, run_id, str(path))  # no GPU work: a CPU run
         if g.steps.num_rows == 0:
