@@ -74,6 +74,15 @@ def test_each_scenario_is_parsed_once(tiny_run, monkeypatch, capsys):
     assert "host=0.5" in capsys.readouterr().out
 
 
+def _cpu_ranges(rows) -> dict:
+    """nvtx_ranges of process 1 from (start_us, end_us, tid, domain, name) rows (times in us)."""
+    i64, us = pa.int64(), 1000
+    return {"start_ns": pa.array([r[0] * us for r in rows], i64), "end_ns": pa.array([r[1] * us for r in rows], i64),
+            "duration_ns": pa.array([(r[1] - r[0]) * us for r in rows], i64),
+            "range_id": pa.array(range(1, len(rows) + 1), i64), "pid": pa.array([1] * len(rows), i64),
+            "tid": pa.array([r[2] for r in rows], i64), "domain": [r[3] for r in rows], "name": [r[4] for r in rows]}
+
+
 @pytest.fixture
 def cpu_rank(run_factory):
     """A CPU rank by hand (us): main thread 10 runs aten::linear [100, 300] (aten::mm [150, 250]
@@ -82,17 +91,13 @@ def cpu_rank(run_factory):
     [820, 830], aten::fill_ [840, 850] in ProfilerStep#0 [0, 1000]. The main thread's gaps before its
     operators are 100, 50, 320, 20, 10 (median 50): the 320 us gap is the wait (>= 4 x 50), and it
     woke 20 us after the range ended, having idled 300 before."""
-    i64, us = pa.int64(), 1000
     rows = [(0, 1000, 10, "pytorch.user_annotation", "ProfilerStep#0"),
             (100, 300, 10, "pytorch.cpu_op", "aten::linear"), (150, 250, 10, "pytorch.cpu_op", "aten::mm"),
             (260, 290, 10, "pytorch.cpu_op", "aten::add"), (350, 400, 10, "pytorch.cpu_op", "c10d::allreduce_"),
             (420, 700, 20, "pytorch.user_annotation", "gloo:all_reduce"),
             (720, 800, 10, "pytorch.cpu_op", "aten::copy_"), (820, 830, 10, "pytorch.cpu_op", "aten::zero_"),
             (840, 850, 10, "pytorch.cpu_op", "aten::fill_")]
-    nv = {"start_ns": pa.array([r[0] * us for r in rows], i64), "end_ns": pa.array([r[1] * us for r in rows], i64),
-          "duration_ns": pa.array([(r[1] - r[0]) * us for r in rows], i64),
-          "range_id": pa.array(range(1, len(rows) + 1), i64), "pid": pa.array([1] * len(rows), i64),
-          "tid": pa.array([r[2] for r in rows], i64), "domain": [r[3] for r in rows], "name": [r[4] for r in rows]}
+    nv = _cpu_ranges(rows)
     return run_factory({"nvtx_ranges": nv})
 
 
@@ -139,20 +144,7 @@ def test_critical_path_names_split_a_segment_by_the_ranges_it_overlaps(run_facto
     the first host segment is 40 ns of the call's own name and 60 of prep (before, all 100 went
     to the range at its start: none), the last one 50 of `tail` and 50 of no range (the step's
     end mark's name: before, all 100)."""
-    i64 = pa.int64()
-    api = {"start_ns": pa.array([100, 120, 200], i64), "end_ns": pa.array([110, 130, 900], i64),
-           "duration_ns": pa.array([10, 10, 700], i64), "pid": pa.array([1, 1, 1], i64),
-           "tid": pa.array([10, 10, 10], i64), "correlation_id": pa.array([1, 2, 3], i64),
-           "name": ["cudaLaunchKernel", "cudaLaunchKernel", "cudaStreamSynchronize"]}
-    k = {"start_ns": pa.array([115, 520], i64), "end_ns": pa.array([515, 870], i64),
-         "duration_ns": pa.array([400, 350], i64), "device_id": pa.array([0, 0], pa.int32()),
-         "stream_id": pa.array([7, 7], i64), "correlation_id": pa.array([1, 2], i64),
-         "pid": pa.array([1, 1], i64), "name": ["gemm_k1", "elementwise_k2"]}
-    nv = {"start_ns": pa.array([0, 40, 950], i64), "end_ns": pa.array([1000, 100, 1000], i64),
-          "duration_ns": pa.array([1000, 60, 50], i64), "range_id": pa.array([1, 2, 3], i64),
-          "pid": pa.array([1, 1, 1], i64), "tid": pa.array([10, 10, 10], i64),
-          "domain": ["pytorch.user_annotation"] * 3, "name": ["ProfilerStep#0", "prep", "tail"]}
-    run = run_factory({"cuda_api": api, "kernels": k, "nvtx_ranges": nv})
+    run = build_tiny_run(run_factory, ranges=(("prep", 40, 100), ("tail", 950, 1000)))
     with Engine([run]) as e:
         rows = e.query("critical_path_names").to_pylist()
     got = {(r["side"], r["source"], r["name"]): r["time_ns"] for r in rows}
@@ -170,15 +162,11 @@ def test_cpu_rank_thread_wait_by_hand(run_factory):
     aten::c, aten::d, aten::e [710-720, 730-740, 750-760] in ProfilerStep#0 [0, 1000] (main's
     gaps 100, 400, 10, 10, 10: median 10). ops:autograd_op=0.5 ends it at 365, so b starts at
     385 and the step ends at 785 (without the edge, b would wait 400 after a: no change)."""
-    i64, us = pa.int64(), 1000
     rows = [(0, 1000, 10, "pytorch.user_annotation", "ProfilerStep#0"), (100, 200, 10, "pytorch.cpu_op", "aten::a"),
             (150, 580, 30, "pytorch.cpu_op", "autograd_op"), (600, 700, 10, "pytorch.cpu_op", "aten::b"),
             (710, 720, 10, "pytorch.cpu_op", "aten::c"), (730, 740, 10, "pytorch.cpu_op", "aten::d"),
             (750, 760, 10, "pytorch.cpu_op", "aten::e")]
-    nv = {"start_ns": pa.array([r[0] * us for r in rows], i64), "end_ns": pa.array([r[1] * us for r in rows], i64),
-          "duration_ns": pa.array([(r[1] - r[0]) * us for r in rows], i64),
-          "range_id": pa.array(range(1, len(rows) + 1), i64), "pid": pa.array([1] * len(rows), i64),
-          "tid": pa.array([r[2] for r in rows], i64), "domain": [r[3] for r in rows], "name": [r[4] for r in rows]}
+    nv = _cpu_ranges(rows)
     with Engine([run_factory({"nvtx_ranges": nv})]) as eng:
         g = load_graph(eng)
         out = whatif(eng, ["baseline", "ops:autograd_op=0.5"])
