@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+import faulthandler
+import os
 import shutil
 import signal
 import sqlite3
@@ -40,6 +42,28 @@ SMALL_EXPORT = FIXTURES / "nsys" / "nsys2025.5_cuda_graph.sqlite"  # 3 add_one k
 # here (a handler resets to the default in the subprocesses, so Python installs its own there).
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# A test stuck inside C code that holds the GIL (a regular expression backtracking, a hash of a
+# huge shared-reference tuple, a GIL deadlock between DuckDB and a Python callback) stops
+# pytest-timeout's thread too: the worker would hang silently until CI's own limit. faulthandler's
+# watchdog is a C thread that needs no GIL: past WATCHDOG_S it writes every thread's stack to the
+# real stderr and ends the worker, which xdist reports as a crashed test and replaces.
+WATCHDOG_S = 720  # pytest-timeout (pyproject.toml) fires first whenever Python code can run
+_WATCHDOG_FD: int | None = None
+
+
+def pytest_configure(config):
+    global _WATCHDOG_FD
+    _WATCHDOG_FD = os.dup(2)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    faulthandler.dump_traceback_later(WATCHDOG_S, exit=True, file=_WATCHDOG_FD)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 def edited_export(tmp_path: Path, base: str, sql: str, name: str = "edited.sqlite") -> Path:
     """A writable copy of fixture export ``base`` (file stem) with ``sql`` applied."""
