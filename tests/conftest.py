@@ -48,7 +48,9 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
 # pytest-timeout's thread too: the worker would hang silently until CI's own limit. faulthandler's
 # watchdog is a C thread that needs no GIL: past WATCHDOG_S it writes every thread's stack to the
 # real stderr and ends the worker, which xdist reports as a crashed test and replaces.
-WATCHDOG_S = 720  # pytest-timeout (pyproject.toml) fires first whenever Python code can run
+# pytest-timeout (pyproject.toml, 600 s) fires first whenever Python code can run;
+# $TRACEKIT_TEST_WATCHDOG_S sets another limit (to see the watchdog work)
+WATCHDOG_S = float(os.environ.get("TRACEKIT_TEST_WATCHDOG_S", "720"))
 _WATCHDOG_FD: int | None = None
 
 
@@ -64,6 +66,7 @@ def pytest_runtest_protocol(item, nextitem):
         yield
     finally:
         faulthandler.cancel_dump_traceback_later()
+
 
 def edited_export(tmp_path: Path, base: str, sql: str, name: str = "edited.sqlite") -> Path:
     """A writable copy of fixture export ``base`` (file stem) with ``sql`` applied."""
