@@ -180,3 +180,14 @@ def test_sizes_in_binary_units_one_unit_for_columns_alike():
     # 6629510000 / 2^30 = 6.174; 11811160064 / 2^30 = 11.000; 512 B keeps its own unit
     assert lines[1].split() == ["device", "peak_allocated", "GiB", "peak_reserved", "GiB", "min", "B"]
     assert lines[3].split() == ["cuda:0", "6.17", "11.00", "512"]
+
+
+def test_a_column_of_plain_floats_keeps_its_digits_lined_up():
+    """whatif's speedup column read 1.059 / 1 / 1.03 (trailing zeros dropped value by value)."""
+    from tracekit.cli.display import columns_of
+
+    t = pa.table({"speedup": [1.059, 1.0, 1.03, None], "ratio": [0.5, 2.0, 0.01234, 3.25]})
+    speedup, ratio = columns_of(t)
+    assert speedup.cells == ["1.059", "1.000", "1.030", ""]
+    # values below 1 keep 4 significant digits, each value as written before
+    assert ratio.cells == ["0.5", "2", "0.01234", "3.25"]
