@@ -23,7 +23,7 @@ LAYERS = {
     "tracekit.collectors": 2,
     "tracekit.runfolder": 1, "tracekit.schema": 1, "tracekit.duck": 1, "tracekit.progress": 1,
     "tracekit.suggest": 1, "tracekit.labels": 1,
-    "tracekit.errors": 0, "tracekit": 0,
+    "tracekit.errors": 0, "tracekit.limits": 0, "tracekit": 0,
 }
 NAMES = {5: "CLI", 4: "commands", 3: "library", 2: "collectors", 1: "schema and run folders",
          0: "errors"}

@@ -77,6 +77,7 @@ def queries_copy(tmp_path, monkeypatch):
     monkeypatch.setattr(named_queries.resources, "files",
                         lambda pkg: copy if pkg == "tracekit.queries" else real(pkg))
     monkeypatch.setattr(named_queries, "_CACHE", None)
+    monkeypatch.setattr(named_queries, "_ONE", {})
     yield copy
     named_queries._CACHE = None  # noqa: SLF001 - the real queries again
 

@@ -15,8 +15,8 @@ COMMANDS = ("collect", "convert", "query", "sql", "queries", "schema", "study", 
             "timeline", "verify", "whatif", "workloads", "plot", "plot steps")
 
 
-def imported(*args: str) -> set[str]:
-    """Top-level packages a fresh ``tracekit ARGS`` process imported (exit status 0)."""
+def modules(*args: str) -> set[str]:
+    """Every module a fresh ``tracekit ARGS`` process imported (exit status 0)."""
     proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "tracekit", *args],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -25,13 +25,33 @@ def imported(*args: str) -> set[str]:
         if line.startswith("import time:") and line.count("|") == 2:
             name = line.rsplit("|", 1)[1].strip()
             if name != "package":  # the header line
-                names.add(name.split(".")[0])
-    assert "tracekit" in names  # the parse read the list
+                names.add(name)
+    assert "tracekit.cli" in names  # the parse read the list
     return names
+
+
+def imported(*args: str) -> set[str]:
+    """Top-level packages a fresh ``tracekit ARGS`` process imported (exit status 0)."""
+    return {name.split(".")[0] for name in modules(*args)}
+
+
+# what building the CLI needs beside the command modules (tracekit.cli.*): the errors, the
+# scheduler options' names, the label-cut count every command reports, the timeline's default
+BUILD_NEEDS = {"tracekit", "tracekit.errors", "tracekit.workers", "tracekit.workers.cluster",
+               "tracekit.labels", "tracekit.limits"}
 
 
 def test_help_imports_no_data_library():
     assert imported("--help") & set(HEAVY) == set()
+
+
+def test_help_imports_only_what_building_the_cli_needs():
+    """`tracekit --help` imports no library module the commands use when they run
+    (tracekit.timeline, tracekit.query.filters, tracekit.outfile, ...): those are imported inside
+    the command functions."""
+    names = {n for n in modules("--help") if n.split(".")[0] == "tracekit"}
+    assert {n for n in names if not n.startswith("tracekit.cli")} == BUILD_NEEDS
+    assert names >= {"tracekit.cli.query", "tracekit.cli.timeline", "tracekit.cli.plot"}
 
 
 # `whatif --help` lists the scenarios from their registry (tracekit.whatif.scenarios), whose
@@ -46,6 +66,32 @@ def test_command_help_imports_no_data_library(command):
 
 
 def test_query_imports_only_what_it_uses(small_run):
-    names = imported("query", "kernel_summary", str(small_run), "-f", "csv")
-    assert {"duckdb", "pyarrow"} <= names  # what the query needs
-    assert names & {"pandas", "matplotlib", "torch", "scipy", "polars", "rich"} == set()
+    names = modules("query", "kernel_summary", str(small_run), "-f", "csv")
+    top = {name.split(".")[0] for name in names}
+    assert {"duckdb", "pyarrow"} <= top  # what the query needs
+    assert top & {"pandas", "matplotlib", "torch", "scipy", "polars", "rich"} == set()
+    # no other command's library: plots, study, what-if, timeline, collect, convert, collectors
+    other = ("tracekit.plots", "tracekit.study", "tracekit.whatif", "tracekit.timeline",
+             "tracekit.collect", "tracekit.convert", "tracekit.collectors", "tracekit.workloads")
+    assert {n for n in names if n.startswith(other)} == set()
+
+
+def test_get_query_parses_one_file_until_all_are_listed(monkeypatch):
+    """`tracekit query NAME` parses NAME's file only (not all of queries/); the query is the one
+    all_queries() lists, and an unknown name fails with all_queries()'s message."""
+    from tracekit.errors import QueryError
+    from tracekit.query import named_queries
+
+    monkeypatch.setattr(named_queries, "_CACHE", None)
+    monkeypatch.setattr(named_queries, "_ONE", {})
+    parsed = []
+    real = named_queries.parse_query
+    monkeypatch.setattr(named_queries, "parse_query",
+                        lambda text, path="<string>": parsed.append(path) or real(text, path))
+    q = named_queries.get_query("kernel_summary")
+    assert [p.replace("\\", "/").rsplit("/", 2)[-2:] for p in parsed] == [["summary", "kernel_summary.sql"]]
+    assert named_queries.get_query("kernel_summary") is q and len(parsed) == 1  # kept
+    with pytest.raises(QueryError, match=r"unknown query 'kernel_sumary'.*kernel_summary"):
+        named_queries.get_query("kernel_sumary")
+    assert len(parsed) > 40  # the unknown name listed them all
+    assert named_queries.all_queries()["kernel_summary"] == q

@@ -26,6 +26,7 @@ from tracekit.cli import (  # noqa: F401  (registers commands)
 )
 from tracekit.cli.app import STATE, app
 from tracekit.cli.helptext import reflow
+from tracekit.cli.partial import app_for
 from tracekit.errors import TracekitError, one_line
 
 reflow(app)  # docstrings as paragraphs: no sentence broken where its source line ended
@@ -84,7 +85,7 @@ def run(argv: list[str] | None = None) -> int:
 
     take_cuts()  # counted per command
     try:
-        rv = app(args=argv, prog_name="tracekit", standalone_mode=False)
+        rv = app_for(app, argv)(args=argv, prog_name="tracekit", standalone_mode=False)
         sys.stdout.flush()  # a full disk behind stdout fails here, not after the exit status
         if take_cuts_n := take_cuts():  # trace text cut for a plot, report or table
             from tracekit.cli.messages import warn

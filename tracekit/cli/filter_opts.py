@@ -9,8 +9,6 @@ from typing import Optional
 
 import typer
 
-from tracekit.query.filters import Filters, use
-
 STEP = typer.Option(None, "--step", metavar="N|A-B", help="Only events that start in step N (or "
                     "steps A to B) of each process; a kernel belongs to the step its start falls in.")
 WINDOW = typer.Option(None, "--window", metavar="START:END", help="Only events that start in this "
@@ -34,6 +32,8 @@ def filtered(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, step=None, window=None, rank=None, device=None, nvtx=None, **kwargs):
+        from tracekit.query.filters import Filters, use  # at run time: --help needs none of it
+
         with use(Filters.parse(step, window, rank, device, nvtx)):
             return fn(*args, **kwargs)
 

@@ -8,8 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracekit.errors import InputError
-from tracekit.outfile import write_output
-from tracekit.suggest import did_you_mean
 
 if TYPE_CHECKING:  # pyarrow (0.25 s with numpy) is imported by the functions that use it
     import pyarrow as pa
@@ -44,6 +42,8 @@ def select_columns(result: pa.Table, columns: str | None) -> pa.Table:
     :class:`InputError` naming an unknown column, with the closest names."""
     if not columns:
         return result
+    from tracekit.suggest import did_you_mean
+
     names = [c.strip() for c in columns.split(",") if c.strip()]
     for n in names:
         if result.column_names.count(n) > 1:
@@ -90,6 +90,8 @@ def render(result: pa.Table, fmt: Format, output: Path | None, title: str | None
     chosen with ``--columns``) as :func:`table_lines`. ``fmt`` table with ``output`` writes CSV (every row).
     CSV and JSON: see :mod:`tracekit.cli.serialize`.
     """
+    from tracekit.outfile import write_output
+
     if output is not None and str(output) == "-":
         output = None  # stdout
     if fmt == Format.parquet and output is None:

@@ -19,8 +19,6 @@ from tracekit.cli.filter_opts import filtered
 from tracekit.cli.options import COLUMNS, FORMAT, MEMORY_LIMIT, OUTPUT, ROWS, RUNS, STEP_PATTERN
 from tracekit.cli.output import Format, render, select_columns
 from tracekit.errors import QueryError
-from tracekit.outfile import check_output
-from tracekit.query.filters import current
 
 
 def parse_params(items: list[str]) -> dict[str, str]:
@@ -69,7 +67,9 @@ def query(
     (exit status 0).
     """
     from tracekit.cli.messages import note
+    from tracekit.outfile import check_output
     from tracekit.query import get_query, run
+    from tracekit.query.filters import current
 
     set_quiet(quiet)
     q = get_query(name)
@@ -111,6 +111,7 @@ def sql(
     Without --allow-external the statement reads no other file and writes none
     (docs/robustness.md).
     """
+    from tracekit.outfile import check_output
     from tracekit.query import run
 
     set_quiet(quiet)

@@ -8,7 +8,7 @@ import typer
 
 from tracekit.cli.app import app
 from tracekit.cli.options import MEMORY_LIMIT
-from tracekit.timeline import DEFAULT_MAX_EVENTS
+from tracekit.limits import DEFAULT_MAX_EVENTS
 
 
 def _time(value: str | None, option: str) -> str | int | None:

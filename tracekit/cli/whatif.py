@@ -9,7 +9,6 @@ import typer
 from tracekit.cli.app import QUIET, app, jobs_option, scheduler_option, scheduler_timeout_option, set_quiet
 from tracekit.cli.options import COLUMNS, FORMAT, MEMORY_LIMIT, OUTPUT, ROWS, STEP_PATTERN
 from tracekit.cli.output import Format, render, select_columns
-from tracekit.outfile import check_output
 
 # from the scenario registry (tracekit.whatif.scenarios.SCENARIOS): the list goes at the foot of
 # --help, at full width, not in the option's narrow column
@@ -57,6 +56,7 @@ def whatif(
     terminal table shows scenario, step, rank, predicted, speedup, saved, the baseline's error
     and bound (a note where a scenario is n/a or a floor set it; measured and run-ahead in 100
     columns or more; the run-ahead's range also on stderr); -f csv/json hold every column."""
+    from tracekit.outfile import check_output
     from tracekit.query import Session
     from tracekit.whatif import UNITS
     from tracekit.whatif import whatif as run_whatif

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 import typer
@@ -18,6 +17,8 @@ def workloads_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the registry as JSON instead of a table."),
 ):
     """List the training workloads (run one with `python -m tracekit.workloads NAME`)."""
+    import json
+
     from tracekit.workloads.registry import REGISTRY, SUITES
 
     if suite is not None and suite not in SUITES:

@@ -35,9 +35,9 @@ from collections.abc import Iterator
 
 from tracekit.errors import InputError
 from tracekit.labels import label
+from tracekit.limits import DEFAULT_MAX_EVENTS
 from tracekit.outfile import STDOUT, check_output, write_output
 
-DEFAULT_MAX_EVENTS = 2_000_000  # ~550 MB of JSON; with ~10 args an event, inside Perfetto UI's ~2 GB tab
 _INF = float("inf")
 _TRACK_GROUP = {"stream": 0, "thread": 1, "ranges": 2, "sync": 3}
 # a name from the trace longer than this is cut in the file (counted: tracekit.labels): a 1 MiB
