@@ -15,7 +15,7 @@
 -- Range names are 'domain:name' for a named domain, as nsys prints them. Like nsys, a run without
 -- NVTX ranges or without CUDA API calls has no rows (there is nothing to attribute kernels to).
 --
--- @column run_id       id     Run folder the row comes from.
+-- @column run_id
 -- @column range_name   text   NVTX range ('domain:name' in a named domain); NULL: launched in no range.
 -- @column style        enum   'push/pop' or 'start/end'; NULL with range_name.
 -- @column pid          id     Process of the launch call.

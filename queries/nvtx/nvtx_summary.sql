@@ -21,10 +21,10 @@
 --
 -- @param top BIGINT 0 [>=0]  Keep only the N rows with the most total time in each run (0 = all).
 -- @param raw BOOLEAN false  Group by the range's full text, PyTorch's `, op_id = N` / `, seq = N` / `, sizes = [...]` suffixes included (as nsys stats does).
--- @column run_id     id     Run folder the row comes from.
--- @column domain     text   NVTX domain name; '' for the default domain.
+-- @column run_id
+-- @column domain from nvtx_ranges
 -- @column name       text   Range name (message), without PyTorch's per-call suffixes unless raw=true.
--- @column style      enum   'push/pop' or 'start/end'.
+-- @column style from nvtx_ranges
 -- @column instances  count  Number of ranges.
 -- @column total_ns   ns     Sum of range durations.
 -- @column avg_ns     ns     Mean range duration.

@@ -9,7 +9,7 @@
 --
 -- @param top BIGINT 0 [>=0]  Keep only the N rows with the most total time in each run (0 = all).
 -- @param by VARCHAR name [name|grid]  One row per kernel name, or per name, grid and block (as nsys stats gpukernsum).
--- @column run_id     id     Run folder the row comes from.
+-- @column run_id
 -- @column name       text   Kernel name (demangled).
 -- @column grid       text   Grid dimensions XxYxZ (blocks) with -p by=grid; NULL by name.
 -- @column block      text   Block dimensions XxYxZ (threads) with -p by=grid; NULL by name.

@@ -11,7 +11,7 @@
 -- operations of this kind ran (NULL when total_ns is 0). Sorted by total time, descending.
 --
 -- @param include_memset BOOLEAN true  Include device memsets as the row kind='memset'.
--- @column run_id                 id       Run folder the row comes from.
+-- @column run_id
 -- @column kind                   enum     Copy kind: HtoD, DtoH, DtoD, HtoH, PtoP, HtoA, AtoH, AtoA, AtoD, DtoA, Unknown, or memset.
 -- @column operation              text     The row's label in nsys stats: '[CUDA memcpy HtoD]', ..., '[CUDA Unified Memory memcpy HtoD]', '[CUDA memset]'.
 -- @column count                  count    Number of operations.
