@@ -31,8 +31,7 @@ WITH k AS (
 ),
 g AS (
     SELECT run_id, name, grid, block, count(*) AS instances, sum(duration_ns)::BIGINT AS total_ns,
-           avg(duration_ns) AS avg_ns, median(duration_ns)::DOUBLE AS med_ns, min(duration_ns) AS min_ns,
-           max(duration_ns) AS max_ns, coalesce(tk_stddev_samp(duration_ns), 0.0) AS stddev_ns
+           unnest(tk_ns_stats(duration_ns))
     FROM k GROUP BY run_id, name, grid, block
 ),
 s AS (
