@@ -229,21 +229,3 @@ def test_benchmarks_keep_the_rules():
                     long.append(f"benchmarks/{p.name}: {node.name}")
     assert long == [] and _cycles(graph) == []
 
-
-# the modules that open an Engine themselves: the front door (query.api: run() and Session) and
-# the workers' half of a named query computed in parts (query.parts, below the front door: api
-# calls it). Everyone else, plots, study, timeline, whatif, convert's clock fit and the
-# whatif graph's parts on workers, opens a tracekit.query.Session (issue 38).
-ENGINE_OPENERS = {"tracekit.query.api", "tracekit.query.parts"}
-
-
-def test_only_the_front_door_opens_an_engine():
-    found = set()
-    for mod, path in MODULES.items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Call):
-                f = node.func
-                name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-                if name == "Engine":
-                    found.add(mod)
-    assert found == ENGINE_OPENERS, f"modules that open an Engine: {sorted(found)}"
