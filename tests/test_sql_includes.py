@@ -90,8 +90,8 @@ def test_named_queries_carry_their_includes():
 
 def test_step_name_regex_is_written_once():
     """The tracekit step range's regex: one macro in queries/_macros.sql (three copies before),
-    the same text as the Python side's tracekit.workloads.annotate.STEP_SQL_REGEX."""
-    from tracekit.workloads.annotate import STEP_SQL_REGEX
+    the same text as the Python side's tracekit.schema.step_ranges.STEP_SQL_REGEX."""
+    from tracekit.schema.step_ranges import STEP_SQL_REGEX
 
     text = (Path(__file__).resolve().parents[1] / "queries" / "_macros.sql").read_text()
     assert f"CREATE OR REPLACE TEMP MACRO tk_step_regex() AS '{STEP_SQL_REGEX}';" in text
