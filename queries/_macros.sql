@@ -28,6 +28,16 @@ CREATE OR REPLACE TEMP MACRO tk_stddev_samp(x) AS
                   AS DOUBLE) / (count(x) * (count(x) - 1)))
     END;
 
+-- tk_ns_stats(x): the distribution of an integer column x of nanoseconds, the statistics block of
+-- every nsys-stats-style summary written once: an aggregate returning a STRUCT whose fields
+-- unnest() makes columns, avg_ns, med_ns (median, the mean of the two middle values for an even
+-- count; DOUBLE), min_ns, max_ns and stddev_ns (sample, n - 1, tk_stddev_samp; 0 for a single
+-- value, as nsys stats prints), e.g.
+--   SELECT run_id, name, count(*) AS instances, unnest(tk_ns_stats(duration_ns)) FROM kernels GROUP BY ALL
+CREATE OR REPLACE TEMP MACRO tk_ns_stats(x) AS
+    {'avg_ns': avg(x), 'med_ns': median(x)::DOUBLE, 'min_ns': min(x), 'max_ns': max(x),
+     'stddev_ns': coalesce(tk_stddev_samp(x), 0.0)};
+
 -- Training steps (docs/metrics.md, "Steps"). One definition for every step-based query: tk_steps().
 -- Each run takes its steps from the FIRST of these sources that gives it any step (all processes of
 -- the run use the same source; step_source names it):
@@ -493,14 +503,11 @@ FROM probed GROUP BY run_id, scope, step_id, step, step_number, step_source, pid
 -- of the run's summed duration, 0-100) and rank_in_run (1 = most total time; ties by name).
 CREATE OR REPLACE TEMP MACRO tk_duration_summary(tbl) AS TABLE
 WITH per_name AS (
-    SELECT run_id, name, count(*) AS n, sum(duration_ns) AS total_ns, avg(duration_ns) AS avg_ns,
-           median(duration_ns) AS med_ns, min(duration_ns) AS min_ns, max(duration_ns) AS max_ns,
-           tk_stddev_samp(duration_ns) AS stddev_ns
+    SELECT run_id, name, count(*) AS n, sum(duration_ns) AS total_ns, unnest(tk_ns_stats(duration_ns))
     FROM query_table(tbl)
     GROUP BY run_id, name
 )
-SELECT run_id, name, n, total_ns::BIGINT AS total_ns, avg_ns, med_ns::DOUBLE AS med_ns, min_ns,
-       max_ns, coalesce(stddev_ns, 0.0) AS stddev_ns,
+SELECT run_id, name, n, total_ns::BIGINT AS total_ns, avg_ns, med_ns, min_ns, max_ns, stddev_ns,
        100.0 * total_ns / sum(total_ns) OVER (PARTITION BY run_id) AS time_pct,
        row_number() OVER (PARTITION BY run_id ORDER BY total_ns DESC, name) AS rank_in_run
 FROM per_name;

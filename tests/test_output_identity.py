@@ -3,15 +3,20 @@ every named query, run twice in fresh engines on real fixture runs, writes byte-
 (Parquet, not Arrow IPC: DuckDB leaves arbitrary values under the NULLs of its Arrow buffers,
 which no reader sees and Parquet does not store). Standard deviations are computed from exact
 integer sums (queries/_macros.sql, tk_stddev_samp), not in the order DuckDB's threads combine
-their partial states."""
+their partial states.
+
+And the same query, what-if and study on the same fixture runs give the bytes of the tree that
+wrote tests/data/output_digests.json (tests/helpers/outputs.py says how to write it anew)."""
 
 from __future__ import annotations
 
+import json
 import statistics
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from helpers import outputs
 
 from tracekit.query import all_queries
 from tracekit.query.engine import Engine
@@ -59,3 +64,23 @@ def test_every_named_query_gives_the_same_bytes_twice(nsys_run, named_results):
         again = {name: eng.query(name, params) for name, (_, params) in first.items()}
     assert len(first) == len(all_queries())
     assert [n for n, (t, _) in first.items() if _parquet_bytes(t) != _parquet_bytes(again[n])] == []
+
+
+@pytest.mark.slow
+def test_outputs_match_the_committed_digests(nsys_run, kineto_run, named_results, tmp_path):
+    """Every named query's CSV on three fixture runs, whatif's CSV on three and the study's
+    tables over three give the bytes the committed tree gave (tests/data/output_digests.json,
+    tests/helpers/outputs.py): a refactoring that changes none of them on purpose keeps them."""
+    committed = json.loads(outputs.DIGESTS.read_text(encoding="utf-8"))
+    if committed["versions"] != outputs.versions():
+        pytest.skip(f"digests written with {committed['versions']}, not {outputs.versions()}")
+
+    def run_of(stem):
+        return (nsys_run if outputs.SOURCES[stem] == "nsys" else kineto_run)(stem)
+
+    got = outputs.all_digests(run_of, named_results, tmp_path)
+    want = committed["digests"]
+    assert len(got) == len(want) and sum(k.startswith("query/") for k in got) == 3 * len(all_queries())
+    changed = sorted(k for k in got.keys() | want.keys() if got.get(k) != want.get(k))
+    assert changed == [], (f"outputs changed: {changed}; if on purpose, run "
+                           f"`{outputs.WRITE_COMMAND}` and say why in the commit")

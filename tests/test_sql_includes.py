@@ -90,9 +90,32 @@ def test_named_queries_carry_their_includes():
 
 def test_step_name_regex_is_written_once():
     """The tracekit step range's regex: one macro in queries/_macros.sql (three copies before),
-    the same text as the Python side's tracekit.workloads.annotate.STEP_SQL_REGEX."""
-    from tracekit.workloads.annotate import STEP_SQL_REGEX
+    the same text as the Python side's tracekit.schema.step_ranges.STEP_SQL_REGEX."""
+    from tracekit.schema.step_ranges import STEP_SQL_REGEX
 
     text = (Path(__file__).resolve().parents[1] / "queries" / "_macros.sql").read_text()
     assert f"CREATE OR REPLACE TEMP MACRO tk_step_regex() AS '{STEP_SQL_REGEX}';" in text
     assert text.count(STEP_SQL_REGEX) == 1
+
+
+def test_pass_through_columns_take_their_docs_from_the_schema():
+    """Issue 38 item 4: ``-- @column run_id`` and ``-- @column NAME from TABLE[.COLUMN]`` take
+    the unit and description of tracekit.schema instead of repeating them."""
+    from tracekit import schema
+
+    q = named_queries.parse_query(
+        "-- q: x\n-- @column run_id\n-- @column pid from kernels\n-- @column src from kernels.pid\n"
+        "-- @column total_ns ns Sum.\nSELECT 1", "q.sql")
+    pid = schema.TABLES["kernels"].column("pid")
+    assert [(c.name, c.unit, c.description) for c in q.columns] == [
+        ("run_id", "id", "Run folder the row comes from."), ("pid", "id", pid.description),
+        ("src", "id", pid.description), ("total_ns", "ns", "Sum.")]
+    for line, why in (("-- @column pid", "no unit and description"),
+                      ("-- @column pid from kernelz", "unknown table 'kernelz'"),
+                      ("-- @column pid from kernels.pidd", "has no column 'pidd'")):
+        with pytest.raises(QueryError, match=f"^q.sql: @column pid.*{why}"):
+            named_queries.parse_query(f"-- q: x\n{line}\nSELECT 1", "q.sql")
+    # no named query writes the run_id doc out again
+    texts = [p.read_text(encoding="utf-8") for p in QUERIES.rglob("*.sql")]
+    assert sum(t.count("\n-- @column run_id\n") for t in texts) == 51
+    assert not any("@column run_id " in t for t in texts)

@@ -227,7 +227,9 @@ def test_step_message_round_trip():
     assert parse_step_message("step 3 (warm)") is None
     import re
 
-    assert re.match(annotate.STEP_SQL_REGEX, "step 4 (warmup)").groups() == ("4", " (warmup)")
+    from tracekit.schema.step_ranges import STEP_SQL_REGEX
+
+    assert re.match(STEP_SQL_REGEX, "step 4 (warmup)").groups() == ("4", " (warmup)")
 
 
 def test_ddp_comm_hook_emits_comm_ranges(recorder):

@@ -7,7 +7,8 @@ table, see ``docs/schema.md``) and answers named DuckDB queries over one or many
 Public entry points:
 
 - :func:`tracekit.convert.convert` — profiler output file(s) -> run folder
-- :class:`tracekit.query.engine.Engine` — DuckDB views over run folders; named and ad-hoc SQL
+- :func:`tracekit.query.run` / :class:`tracekit.query.Session` — the front door: named and
+  ad-hoc SQL over run folders, each result with its warnings and why it is empty
 - :mod:`tracekit.schema` — the one definition of every table and column
 """
 

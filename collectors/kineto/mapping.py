@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracekit.errors import InputError
-from tracekit.workloads import annotate as _annotate
+from tracekit.schema import step_ranges
 
 # Rows per table buffered in Python lists before they go to a Parquet part (16,384 rather than
 # 65,536: a lower peak RSS at the same speed, docs/performance.md), and the DuckDB memory limit and
@@ -34,12 +34,12 @@ ANNOTATION_DOMAINS = {
 }
 TRACEKIT_DOMAIN = "tracekit"
 # tracekit's runners name their record_function ranges exactly like their NVTX ranges (domain
-# `tracekit`, convention in tracekit.workloads.annotate): `step N` / `step N (warmup)` per step,
+# `tracekit`, convention in tracekit.schema.step_ranges): `step N` / `step N (warmup)` per step,
 # `data`, `forward`, `backward`, `optimizer`, `comm ...`. A user_annotation goes to domain
 # `tracekit` when its trace has at least one user_annotation matching TRACEKIT_STEP and its own
 # name matches TRACEKIT_STEP or TRACEKIT_PHASE (see docs/kineto.md).
-TRACEKIT_STEP = _annotate.STEP_SQL_REGEX
-TRACEKIT_PHASE = "^(" + "|".join(_annotate.PHASES) + ")$|^comm( .*)?$"
+TRACEKIT_STEP = step_ranges.STEP_SQL_REGEX
+TRACEKIT_PHASE = "^(" + "|".join(step_ranges.PHASES) + ")$|^comm( .*)?$"
 
 API_CATEGORIES = {"cuda_runtime": "runtime", "cuda_driver": "driver"}
 SKIPPED_CATEGORIES = {"Trace", "ac2g", "fwdbwd"}

@@ -10,14 +10,14 @@
 -- the run (samples carry no process, so in a multi-process run each process's steps get a row). Returns no rows when the capture had no GPU metrics (see
 -- run_tables for whether gpu_metrics was captured).
 --
--- @column run_id       id     Run folder the row comes from.
+-- @column run_id
 -- @column scope        enum   'run' or 'step'.
 -- @column step_id      id     nvtx_ranges.range_id of the step; null for scope 'run'.
 -- @column step         text   Step range message; null for scope 'run'.
 -- @column device_id    id     GPU the samples were taken on.
 -- @column link         enum   'NVLink' or 'PCIe'.
 -- @column direction    enum   'rx', 'tx' or null.
--- @column metric_name  text   Metric name as nsys lists it.
+-- @column metric_name from gpu_metrics
 -- @column unit         text   The unit in the metric name's last brackets ('Throughput %', ...); null when absent.
 -- @column samples      count  Samples in the window.
 -- @column avg_value    value  Mean sample value.

@@ -14,7 +14,7 @@
 --   bytes_per_s      = total_bytes / total_ns (time-weighted: the rate of the group as a whole);
 --   p10/p50/p90 and max of the per-copy rate bytes / duration (each copy weighs the same).
 --
--- @column run_id             id       Run folder the row comes from.
+-- @column run_id
 -- @column pid                id       Process.
 -- @column rank               id       Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
 -- @column device_id          id       GPU that executed the copies.

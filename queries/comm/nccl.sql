@@ -42,7 +42,7 @@
 --
 -- @param ranks BIGINT 0 [>=0]  Ranks in the communicator for the bus-bandwidth factor (0 = infer, see above).
 -- @param per_step BOOLEAN false  Also split rows by training step (step_number, step_source).
--- @column run_id              id       Run folder the row comes from.
+-- @column run_id
 -- @column pid                 id       Process.
 -- @column rank                id       Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
 -- @column device_id           id       CUDA device ordinal in that process.

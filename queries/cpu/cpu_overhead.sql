@@ -24,7 +24,7 @@
 --                    GPUs sat idle waiting on this host.
 -- Names lose CUPTI's version suffix (_v7000) before matching.
 --
--- @column run_id               id     Run folder the row comes from.
+-- @column run_id
 -- @column scope                enum   'run' or 'step'.
 -- @column step_id              id     nvtx_ranges.range_id of the step; null for scope 'run'.
 -- @column step                 text   Step range message; null for scope 'run'.

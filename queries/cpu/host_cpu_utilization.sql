@@ -25,7 +25,7 @@
 --                     window is 0.64, whatever the machine's size); for a process and for all
 --                     threads (levels 'process', 'all'), of the machine, busy_ns / (wall_ns * cpus).
 --
--- @column run_id           id     Run folder the row comes from.
+-- @column run_id
 -- @column scope            enum   'run' or 'step'.
 -- @column step_id          id     nvtx_ranges.range_id of the step; null for scope 'run'.
 -- @column step             text   Step range message; null for scope 'run'.

@@ -20,7 +20,7 @@
 --   host:  else the launch call had not been issued or had not returned: waiting on the host.
 -- A gap cut by the window edge counts for its part inside the window.
 --
--- @column run_id          id     Run folder the row comes from.
+-- @column run_id
 -- @column scope           enum   'run' or 'step'.
 -- @column step_id         id     nvtx_ranges.range_id of the step; null for scope 'run'.
 -- @column step            text   Step range message; null for scope 'run'.

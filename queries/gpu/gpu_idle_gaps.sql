@@ -7,7 +7,7 @@
 -- process), classified host / sync / copy / other as gpu_idle documents. Over scope 'run' the
 -- gaps inside [first activity, last activity] sum to gpu_idle's idle_ns per cause.
 --
--- @column run_id            id     Run folder the row comes from.
+-- @column run_id
 -- @column pid               id     Process that used the GPU.
 -- @column rank              id     Distributed rank of the process (tk_ranks); null when unknown.
 -- @column device_id         id     CUDA device ordinal in that process.

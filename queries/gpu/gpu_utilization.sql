@@ -15,7 +15,7 @@
 -- detected in the kernel sequence; step_source says which), with activity clipped to the step's
 -- start and end (host side for ranges, GPU side for detected iterations). busy_ns + idle_ns = wall_ns.
 --
--- @column run_id            id     Run folder the row comes from.
+-- @column run_id
 -- @column scope             enum   'run' (the GPU's whole active span) or 'step' (one training step).
 -- @column step_id           id     nvtx_ranges.range_id of the step range; null for scope 'run'.
 -- @column step              text   Step range message (`step 3`, `step 0 (warmup)`); null for scope 'run'.

@@ -10,7 +10,7 @@
 --
 -- @param bins BIGINT 200  Most bins when bin_ns is 0.
 -- @param bin_ns BIGINT 0  Bin width in ns (0 = chosen from the run's length).
--- @column run_id          id     Run folder the row comes from.
+-- @column run_id
 -- @column pid             id     Process that used the GPU.
 -- @column rank            id     Distributed rank of the process (tk_ranks); null when unknown.
 -- @column device_id       id     CUDA device ordinal in that process.

@@ -17,13 +17,13 @@
 -- A kernel that starts before its launch call started is impossible in real time: such rows keep
 -- their negative launch_latency_ns (never clamped) and are flagged clock_skew.
 --
--- @column run_id             id     Run folder the row comes from.
--- @column pid                id     Process.
+-- @column run_id
+-- @column pid from kernels
 -- @column rank               id     Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
--- @column device_id          id     CUDA device ordinal the kernel ran on.
--- @column stream_id          id     Stream (unique with pid and device_id).
--- @column correlation_id     id     CUPTI correlation ID of the kernel.
--- @column name               text   Kernel name.
+-- @column device_id from kernels
+-- @column stream_id from kernels
+-- @column correlation_id from kernels
+-- @column name from kernels
 -- @column kernel_start_ns    ns     Kernel start.
 -- @column kernel_duration_ns ns     Kernel duration.
 -- @column has_api            flag   A CUDA API row with the kernel's correlation ID exists.

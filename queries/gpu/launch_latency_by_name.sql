@@ -8,7 +8,7 @@
 -- flagged clock_skew are included with their negative latency. For the `nsys stats --report
 -- kernexecsum` equivalent (means, medians, QCount per launching thread) use launch_overhead.
 --
--- @column run_id            id     Run folder the row comes from.
+-- @column run_id
 -- @column pid               id     Process.
 -- @column rank              id     Distributed rank of the process (processes.rank, else the manifest's workload.ranks); null when unknown.
 -- @column device_id         id     CUDA device ordinal the kernels ran on.

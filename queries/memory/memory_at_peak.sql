@@ -16,7 +16,7 @@
 -- of a profiler window opened mid-run) that was still allocated at the peak. So the bytes of each
 -- grouping sum exactly to peak_allocated_bytes.
 --
--- @column run_id                id     Run folder the row comes from.
+-- @column run_id
 -- @column rank                  id     Distributed rank of the process (tk_ranks); null when unknown.
 -- @column device                id     'cpu' or e.g. 'cuda:0'.
 -- @column by                    enum   Grouping: 'operator', 'phase' or 'size'.

@@ -13,7 +13,7 @@
 -- Per nsys device: the peak of the device total, what of it was outside the allocator at that
 -- moment, and the peak of the outside total on its own.
 --
--- @column run_id                 id     Run folder the row comes from.
+-- @column run_id
 -- @column rank                   id     Distributed rank of the process (tk_ranks); null when unknown.
 -- @column device                 id     e.g. 'cuda:0'.
 -- @column peak_device_bytes      bytes  Largest total of the process's live device allocations (nsys).

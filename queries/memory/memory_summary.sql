@@ -15,7 +15,7 @@
 -- totals do; start_allocated_bytes shows what was held before the scope's first event). The
 -- peak's time, step and operator are those of the first event reaching it.
 --
--- @column run_id                 id     Run folder the row comes from.
+-- @column run_id
 -- @column scope                  enum   'run' (all events of the device) or 'step'.
 -- @column rank                   id     Distributed rank of the process (tk_ranks); null when unknown.
 -- @column device                 id     'cpu' (host memory) or e.g. 'cuda:0'.

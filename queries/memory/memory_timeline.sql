@@ -12,7 +12,7 @@
 --
 -- @param bins BIGINT 200 [>=1]  Most bins when bin_ns is 0.
 -- @param bin_ns BIGINT 0 [>=0]  Bin width in ns (0 = chosen from the run's length).
--- @column run_id               id     Run folder the row comes from.
+-- @column run_id
 -- @column rank                 id     Distributed rank of the process (tk_ranks); null when unknown.
 -- @column device               id     'cpu' or e.g. 'cuda:0'.
 -- @column bin                  count  Bin number, 0 = the run's first memory event.

@@ -9,11 +9,11 @@
 -- more failed runs than that leave no score (NULL). Multiplied by scaling.json's factor where the
 -- benchmark folder has one (4.0 onward). A result file in several run folders counts once.
 --
--- @column round         text   MLPerf round ('0.6', '4.0'); null outside a training_results_vX.Y tree.
--- @column submitter     text   Submitting organization (SUBMITTER folder).
--- @column system        text   System folder, e.g. dgx1_n130_ngc19.05_mxnet.
--- @column benchmark     text   Benchmark folder (resnet, ssd, gnn, llama2_70b_lora, ...).
--- @column accelerators  count  Accelerators of the system (nodes x accelerators per node).
+-- @column round from mlperf_runs
+-- @column submitter from mlperf_runs
+-- @column system from mlperf_runs
+-- @column benchmark from mlperf_runs
+-- @column accelerators from mlperf_runs
 -- @column runs          count  Result files of the system and benchmark.
 -- @column score_min     min    The score: olympic mean of the times to train, minutes.
 -- @key score_min

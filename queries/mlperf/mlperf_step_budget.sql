@@ -12,7 +12,7 @@
 -- else between run_start and run_stop. A profiled step slower than the log's own (profiler
 -- overhead, warm-up steps counted at the measured mean) can make the share exceed 1.
 --
--- @column run_id            id     Run folder.
+-- @column run_id
 -- @column file              text   The MLPerf log (mlperf_runs.file).
 -- @column log_steps         count  Training steps of the log's run.
 -- @column profiled_steps    count  Measured (non-warm-up) steps of the profile, all ranks.

@@ -27,15 +27,15 @@
 -- by summed projected duration, longest first.
 --
 -- @param by VARCHAR range [range|name]  One row per range (as nsys stats nvtxgpuproj) or per range name.
--- @column run_id            id     Run folder the row comes from.
--- @column range_id          id     The range (nvtx_ranges.range_id; nsys: NVTX_EVENTS rowid, nvtxgpuproj's RangeId).
+-- @column run_id
+-- @column range_id from nvtx_ranges
 -- @column domain            text   NVTX domain; '' for the default domain.
 -- @column name              text   Range name.
--- @column style             enum   'push/pop' or 'start/end'.
+-- @column style from nvtx_ranges
 -- @column pid               id     Process of the range and of the launching calls.
 -- @column tid               id     Thread of the range and of the launching calls.
--- @column depth             count  Push/pop nesting depth (0 = outermost); NULL for start/end ranges.
--- @column parent_range_id   id     Enclosing push/pop range on the same thread, NULL at depth 0.
+-- @column depth from nvtx_ranges
+-- @column parent_range_id from nvtx_ranges
 -- @column start_ns          ns     Range start.
 -- @column duration_ns       ns     Range duration (to the last NVTX timestamp of the run when never closed).
 -- @column ranges            count  Ranges in the row (1 per range; with by=name, the ranges of that name).

@@ -15,7 +15,7 @@
 -- Range names are 'domain:name' for a named domain, as nsys prints them. Like nsys, a run without
 -- NVTX ranges or without CUDA API calls has no rows (there is nothing to attribute kernels to).
 --
--- @column run_id       id     Run folder the row comes from.
+-- @column run_id
 -- @column range_name   text   NVTX range ('domain:name' in a named domain); NULL: launched in no range.
 -- @column style        enum   'push/pop' or 'start/end'; NULL with range_name.
 -- @column pid          id     Process of the launch call.
@@ -60,8 +60,7 @@ combo AS (
 )
 SELECT run_id, range_name, style, pid, tid, count(DISTINCT range_id) AS ranges,
        count(DISTINCT kid) AS instances, sum(duration_ns)::BIGINT AS total_ns,
-       avg(duration_ns) AS avg_ns, median(duration_ns)::DOUBLE AS med_ns, min(duration_ns) AS min_ns,
-       max(duration_ns) AS max_ns, coalesce(tk_stddev_samp(duration_ns), 0.0) AS stddev_ns, name AS kernel_name
+       unnest(tk_ns_stats(duration_ns)), name AS kernel_name
 FROM combo
 WHERE run_id IN (SELECT run_id FROM nvtx_ranges) AND run_id IN (SELECT run_id FROM cuda_api)
 GROUP BY run_id, range_name, style, pid, tid, name

@@ -21,10 +21,10 @@
 --
 -- @param top BIGINT 0 [>=0]  Keep only the N rows with the most total time in each run (0 = all).
 -- @param raw BOOLEAN false  Group by the range's full text, PyTorch's `, op_id = N` / `, seq = N` / `, sizes = [...]` suffixes included (as nsys stats does).
--- @column run_id     id     Run folder the row comes from.
--- @column domain     text   NVTX domain name; '' for the default domain.
+-- @column run_id
+-- @column domain from nvtx_ranges
 -- @column name       text   Range name (message), without PyTorch's per-call suffixes unless raw=true.
--- @column style      enum   'push/pop' or 'start/end'.
+-- @column style from nvtx_ranges
 -- @column instances  count  Number of ranges.
 -- @column total_ns   ns     Sum of range durations.
 -- @column avg_ns     ns     Mean range duration.
@@ -53,11 +53,7 @@ per_name AS (
         style,
         count(*) AS instances,
         sum(duration_ns) AS total_ns,
-        avg(duration_ns) AS avg_ns,
-        median(duration_ns) AS med_ns,
-        min(duration_ns) AS min_ns,
-        max(duration_ns) AS max_ns,
-        tk_stddev_samp(duration_ns) AS stddev_ns,
+        unnest(tk_ns_stats(duration_ns)),
         count(DISTINCT raw_name) AS raw_names
     FROM ranges
     GROUP BY run_id, domain, name, style
@@ -69,9 +65,8 @@ ranked AS (
         row_number() OVER (PARTITION BY run_id ORDER BY total_ns DESC, domain, name, style) AS rank_in_run
     FROM per_name
 )
-SELECT run_id, domain, name, style, instances, total_ns::BIGINT AS total_ns, avg_ns,
-       med_ns::DOUBLE AS med_ns, min_ns, max_ns, coalesce(stddev_ns, 0.0) AS stddev_ns, time_pct,
-       raw_names
+SELECT run_id, domain, name, style, instances, total_ns::BIGINT AS total_ns, avg_ns, med_ns,
+       min_ns, max_ns, stddev_ns, time_pct, raw_names
 FROM ranked
 WHERE getvariable('top') = 0 OR rank_in_run <= getvariable('top')
 ORDER BY run_id, total_ns DESC, domain, name, style;

@@ -21,7 +21,7 @@
 -- @param gpu VARCHAR NULL  Look the peak up under this device_name of gpu_peaks instead of the trace's GPU name.
 -- @param fp32_math VARCHAR simt  Peak used for fp32 FLOP: 'simt' (CUDA cores) or 'tf32' (tensor cores; matmuls with allow_tf32).
 -- @param op_dtype VARCHAR NULL  Element type for traces that record no argument types (nsys NVTX): fp32, fp16, bf16, ...
--- @column run_id              id      Run folder the row comes from.
+-- @column run_id
 -- @column pid                 id      Process.
 -- @column rank                id      Distributed rank of the process (processes.rank, else the manifest); NULL when unknown.
 -- @column scope               enum    'step' (one row per step) or 'run' (the process's whole trace).

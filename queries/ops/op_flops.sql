@@ -21,13 +21,13 @@
 -- @param all_ops BOOLEAN false  Also list operator calls without a model (flop and bytes NULL).
 -- @param op_dtype VARCHAR NULL  Element type for traces that record no argument types (nsys NVTX): fp32, fp16, bf16, ...; without it their bytes are NULL.
 -- @notice SELECT 'op_flops: run ' || r.run_id || ': FLOP modelled for ' || printf('%.1f', r.coverage_pct) || '% of GPU kernel time (' || printf('%.3f', r.covered_ms) || ' of ' || printf('%.3f', r.kernel_ms) || ' ms)' || coalesce('; most time without a model: ' || r.uncovered_top, '') || coalesce('; ' || b.n || ' call(s) of ' || b.ops || ' with shapes that do not fit the operator: FLOP NULL', '') FROM (SELECT DISTINCT run_id, coverage_pct, covered_ms, kernel_ms, uncovered_top FROM result WHERE coverage_pct IS NOT NULL) r LEFT JOIN (SELECT run_id, count(*) AS n, string_agg(DISTINCT name, ', ' ORDER BY name) AS ops FROM result WHERE family IS NOT NULL AND flop IS NULL AND family <> 'embedding' GROUP BY run_id) b ON b.run_id = r.run_id ORDER BY r.run_id
--- @column run_id         id     Run folder the row comes from.
+-- @column run_id
 -- @column pid            id     Process of the operator call.
 -- @column tid            id     Thread of the operator call.
--- @column range_id       id     The call (nvtx_ranges.range_id).
+-- @column range_id from nvtx_ranges
 -- @column name           text   Operator name (aten::mm, ...; PyTorch's NVTX suffixes ', seq = ..' removed).
 -- @column family         enum   Model used: matmul, convolution, attention, norm, softmax, reduction, elementwise, copy, embedding; NULL without a model.
--- @column input_dims     count  Argument shapes as recorded (nvtx_ranges.input_dims).
+-- @column input_dims from nvtx_ranges
 -- @column dtype          enum   Element type of the first floating-point tensor argument (else the first tensor's): fp32, fp16, bf16, fp64, fp8, int64, ...
 -- @column flop           FLOP   Modelled floating-point operations of the call (docs/metrics.md); NULL without a model.
 -- @column bytes          bytes  Modelled bytes: tensor arguments read plus the output written; NULL without a model or element type.

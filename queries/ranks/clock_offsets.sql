@@ -12,9 +12,9 @@
 -- advice in docs/multirank.md. A run of one input (one clock) has no rows.
 --
 -- @key offset_ns bound_ns
--- @column run_id       id     Run folder the row comes from.
--- @column rank         id     Distributed rank.
--- @column host         text   Host as the input records it; null when unrecorded (then the rank is its own clock).
+-- @column run_id
+-- @column rank from clock_model
+-- @column host from clock_model
 -- @column offset_ns    ns     The rank's clock minus rank 0's clock at t0_ns.
 -- @column drift_ppm    ppm    Rate of the rank's clock relative to rank 0's, minus 1.
 -- @column bound_ns     ns     Half-width of the interval around offset_ns that holds the truth (0: rank 0's clock, or --clock-model none; null: not estimated).

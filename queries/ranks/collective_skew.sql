@@ -29,7 +29,7 @@
 -- processes.rank or the manifest (tk_ranks); when a run records none (a multi-process nsys export),
 -- each participant's ordinal by (pid, device_id), 0-based.
 --
--- @column run_id              id       Run folder the row comes from.
+-- @column run_id
 -- @column process_group       text     Process group name as the input records it (Kineto 'Process Group Name'); null when unrecorded (nsys, Gloo ranges).
 -- @column collective          text     Collective type (AllReduce, AllGather, ReduceScatter, Broadcast, ...).
 -- @column seq                 count    Position of the instance among the group's calls of this type on each rank (1 = first).

@@ -22,7 +22,7 @@
 -- ordinal by pid (0-based), as collective_skew.
 --
 -- @param include_warmup BOOLEAN false  Keep warm-up steps (`step N (warmup)`).
--- @column run_id                      id     Run folder the row comes from.
+-- @column run_id
 -- @column rank                        id     Distributed rank of the step's process (see above).
 -- @column step                        count  Step number N.
 -- @column warmup                      flag   True for a warm-up step.

@@ -21,7 +21,7 @@
 -- without collectives, has no rows.
 --
 -- @param include_warmup BOOLEAN true  Keep warm-up steps (marked by `warmup`).
--- @column run_id        id     Run folder the row comes from.
+-- @column run_id
 -- @column rank          id     Distributed rank (as stragglers: processes.rank / manifest, else the participant ordinal).
 -- @column step          count  Step number, as step_summary numbers it.
 -- @column warmup        enum   true for a warm-up step (tracekit's `step N (warmup)`).

@@ -48,7 +48,7 @@
 -- All times are on rank 0's clock (the run's clock model, see collective_skew).
 -- Rows are ordered by straggler, then delay caused: a straggler is the first row.
 --
--- @column run_id            id     Run folder the row comes from.
+-- @column run_id
 -- @column rank              id     Distributed rank (processes.rank / manifest; else the participant ordinal, see collective_skew).
 -- @column straggler         enum   true when last at >= half its collectives and lateness_ns > 3 x jitter_ns / sqrt(collectives) + bound_ns; else false.
 -- @column collectives       count  Instances with two or more participants (collectives; point-to-point pairs of a 2-rank communicator) that the rank took part in.

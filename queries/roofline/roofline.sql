@@ -24,7 +24,7 @@
 -- @param merge_passes BOOLEAN false  Pool the metrics of the k-th launch of each kernel name across passes (input files / processes), for counters collected in separate ncu runs.
 -- @param min_roof_pct DOUBLE 20 [0..100]  Below this percentage of the roof at its intensity a kernel is labelled 'latency' (neither memory- nor compute-bound).
 -- @notice SELECT 'roofline: run ' || run_id || ': ' || string_agg(DISTINCT ceiling_note, '; ') || ' (' || count(*) || ' row(s) without ceilings or bound)' FROM result WHERE ceiling_note IS NOT NULL GROUP BY run_id ORDER BY run_id
--- @column run_id  id  Run folder the row comes from.
+-- @column run_id
 -- @column kernel_name  text  Kernel name as ncu prints it (demangled).
 -- @column device_name  text  GPU (device__attribute_display_name).
 -- @column launch_id  id  ncu_launches.launch_id (per = 'launch'); NULL per kernel.

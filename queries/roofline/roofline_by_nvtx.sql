@@ -23,7 +23,7 @@
 -- @param max_depth INTEGER 0 [>=0]  Report push/pop ranges up to this nesting depth (0 = outermost; start/end ranges always).
 -- @param group_by VARCHAR name [name|instance]  'name' (one row per range name) or 'instance' (one row per range instance: per step).
 -- @param ceilings VARCHAR none  Ceilings are not used here (see `roofline`).
--- @column run_id  id  Run folder.
+-- @column run_id
 -- @column range_name  text  NVTX range name.
 -- @column range_id  id  nvtx_ranges.range_id of the instance (group_by = 'instance'); NULL per name.
 -- @column start_ns  ns  Start of the first instance.

@@ -6,7 +6,7 @@
 -- matched kernels' summed duration over the run's summed kernel time (kernels with a positive
 -- duration). Runs without timeline kernels have no rows.
 --
--- @column run_id       id     Run folder the row comes from.
+-- @column run_id
 -- @column kernel_name  text   Kernel name as ncu_launches spells it.
 -- @column share        value  Share of the run's kernel time, a fraction 0-1.
 -- @key share

@@ -31,7 +31,7 @@
 -- training steps; --step-pattern names the real steps.
 --
 -- @param include_warmup BOOLEAN true  Keep warm-up steps (marked by `warmup`).
--- @column run_id        id         Run folder the row comes from.
+-- @column run_id
 -- @column rank          id         Distributed rank of the process (see above).
 -- @column step          count      Step number: N of `step N` (counts from 0 over warm-up and measured steps) or of `ProfilerStep#N`, the pattern's first group, or the detected iteration (from 0).
 -- @column wall_ns       ns         Step range duration (host side: end_ns - start_ns).

@@ -4,7 +4,7 @@
 -- calls that start inside them to 0 in the replay (docs/study.md, "Why scaling loses").
 --
 -- @key start_ns
--- @column run_id    id    Run folder the row comes from.
+-- @column run_id
 -- @column pid       id    OS process ID of the range's process.
 -- @column tid       id    Thread the range was recorded on.
 -- @column start_ns  ns    Range start on the trace's clock.

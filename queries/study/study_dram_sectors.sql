@@ -5,7 +5,7 @@
 -- ncu pass recorded none of them have no row (the study then uses DRAM bytes / 32).
 --
 -- @key sectors
--- @column run_id    id     Run folder the row comes from.
+-- @column run_id
 -- @column sectors   value  Summed DRAM sector counters (32-byte sectors).
 -- @column launches  count  Profiled launches that recorded one of them.
 -- @requires ncu_metrics

@@ -14,7 +14,7 @@
 -- inside a measured step has launches 0.
 --
 -- @key launches_per_step step_ns
--- @column run_id             id     Run folder the row comes from.
+-- @column run_id
 -- @column name               text   Kernel name (demangled), as kernel_summary.
 -- @column steps              count  Measured steps of the run, summed over its processes (ranks).
 -- @column launches           count  Launches of this kernel in the measured steps.

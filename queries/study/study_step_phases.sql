@@ -19,7 +19,7 @@
 -- compute.
 --
 -- @key wall_ns comm_ns
--- @column run_id      id     Run folder the row comes from.
+-- @column run_id
 -- @column pid         id     OS process ID of the step's process.
 -- @column step        count  Step number (as step_summary numbers it).
 -- @column start_ns    ns     Step start on the trace's clock (step_summary's start_ns).

@@ -8,7 +8,7 @@
 -- kernel time have no row.
 --
 -- @key tc_share tc_ns
--- @column run_id    id     Run folder the row comes from.
+-- @column run_id
 -- @column tc_ns     ns     Summed duration of kernels with a tensor-core name.
 -- @column total_ns  ns     Summed duration of all kernels of the run.
 -- @column tc_share  value  tc_ns / total_ns, a fraction 0-1.

@@ -11,7 +11,7 @@
 -- the summed API time of its run (not of wall time). Sorted by total time, descending.
 --
 -- @param top BIGINT 0 [>=0]  Keep only the N names with the most total time in each run (0 = all).
--- @column run_id     id     Run folder the row comes from.
+-- @column run_id
 -- @column name       text   API function name, without CUPTI's _vNNNN suffix.
 -- @column calls      count  Number of calls.
 -- @column total_ns   ns     Sum of call durations.

@@ -10,7 +10,7 @@
 -- kernel_summary's, with the same total_ns).
 --
 -- @param top BIGINT 15  Keep the N names with the most time per run (0 = all).
--- @column run_id        id      Run folder the row comes from.
+-- @column run_id
 -- @column level         enum    'category' (one row per category) or 'name' (one row per name).
 -- @column category      enum    compute, nccl, memcpy or memset.
 -- @column name          text    Kernel name, 'Memcpy KIND' or 'Memset'; null for category rows.

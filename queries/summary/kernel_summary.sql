@@ -9,7 +9,7 @@
 --
 -- @param top BIGINT 0 [>=0]  Keep only the N rows with the most total time in each run (0 = all).
 -- @param by VARCHAR name [name|grid]  One row per kernel name, or per name, grid and block (as nsys stats gpukernsum).
--- @column run_id     id     Run folder the row comes from.
+-- @column run_id
 -- @column name       text   Kernel name (demangled).
 -- @column grid       text   Grid dimensions XxYxZ (blocks) with -p by=grid; NULL by name.
 -- @column block      text   Block dimensions XxYxZ (threads) with -p by=grid; NULL by name.
@@ -31,8 +31,7 @@ WITH k AS (
 ),
 g AS (
     SELECT run_id, name, grid, block, count(*) AS instances, sum(duration_ns)::BIGINT AS total_ns,
-           avg(duration_ns) AS avg_ns, median(duration_ns)::DOUBLE AS med_ns, min(duration_ns) AS min_ns,
-           max(duration_ns) AS max_ns, coalesce(tk_stddev_samp(duration_ns), 0.0) AS stddev_ns
+           unnest(tk_ns_stats(duration_ns))
     FROM k GROUP BY run_id, name, grid, block
 ),
 s AS (

@@ -15,7 +15,7 @@
 -- of nsys stats' kernexecsum. Sorted by mean total time, descending, as nsys stats.
 --
 -- @param split BOOLEAN false  Also split rows by pid, tid and device_id (the grouping of nsys stats).
--- @column run_id            id     Run folder the row comes from.
+-- @column run_id
 -- @column name              text   Kernel name (demangled).
 -- @column api_name          text   API function that launched it (cudaLaunchKernel, cuLaunchKernel, cudaGraphLaunch, ...).
 -- @column pid               id     Launching process (with split=true; else NULL).

@@ -11,7 +11,7 @@
 -- operations of this kind ran (NULL when total_ns is 0). Sorted by total time, descending.
 --
 -- @param include_memset BOOLEAN true  Include device memsets as the row kind='memset'.
--- @column run_id                 id       Run folder the row comes from.
+-- @column run_id
 -- @column kind                   enum     Copy kind: HtoD, DtoH, DtoD, HtoH, PtoP, HtoA, AtoH, AtoA, AtoD, DtoA, Unknown, or memset.
 -- @column operation              text     The row's label in nsys stats: '[CUDA memcpy HtoD]', ..., '[CUDA Unified Memory memcpy HtoD]', '[CUDA memset]'.
 -- @column count                  count    Number of operations.
@@ -43,11 +43,7 @@ per_kind AS (
         count(*) AS count,
         sum(bytes) AS total_bytes,
         sum(duration_ns) AS total_ns,
-        avg(duration_ns) AS avg_ns,
-        median(duration_ns) AS med_ns,
-        min(duration_ns) AS min_ns,
-        max(duration_ns) AS max_ns,
-        tk_stddev_samp(duration_ns) AS stddev_ns,
+        unnest(tk_ns_stats(duration_ns)),
         avg(bytes) AS avg_bytes,
         median(bytes) AS med_bytes,
         min(bytes) AS min_bytes,
@@ -70,10 +66,10 @@ SELECT
     total_bytes::BIGINT AS total_bytes,
     total_ns::BIGINT AS total_ns,
     avg_ns,
-    med_ns::DOUBLE AS med_ns,
+    med_ns,
     min_ns,
     max_ns,
-    coalesce(stddev_ns, 0.0) AS stddev_ns,
+    stddev_ns,
     100.0 * total_ns / sum(total_ns) OVER (PARTITION BY run_id) AS time_pct,
     avg_bytes,
     med_bytes::DOUBLE AS med_bytes,

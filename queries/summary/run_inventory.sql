@@ -21,7 +21,7 @@
 --                 inputs, tf32, bf16, ...; each row names its source): bf16, fp16, and fp32 (fp32
 --                 and tf32); fp8, int8, fp64 and names stating no format are in none of them.
 --
--- @column run_id          id     Run folder the row comes from.
+-- @column run_id
 -- @column gpus            count  GPUs (pid, device_id) with GPU activity.
 -- @column gpu_processes   count  Processes with GPU activity.
 -- @column ranks           count  Distinct ranks (processes.rank, else the manifest's ranks); 0 when none is known.

@@ -5,7 +5,7 @@
 --
 -- @param start_ns BIGINT NULL  Window start (trace clock, ns).
 -- @param end_ns BIGINT NULL  Window end (trace clock, ns).
--- @column run_id        id     Run folder the row comes from.
+-- @column run_id
 -- @column gpu_id        id     The profiler's GPU number (gpu_metrics.gpu_id).
 -- @column device_id     id     CUDA device ordinal of that GPU, when the export maps it.
 -- @column metric_name   text   Metric name as nsys lists it.

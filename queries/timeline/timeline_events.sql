@@ -22,7 +22,7 @@
 -- @param end_ns BIGINT NULL  Keep events starting before this time (trace clock, ns).
 -- @param ranks VARCHAR NULL  Comma-separated ranks to keep (e.g. '0,3'); NULL keeps every process.
 -- @param origin_ns BIGINT 0  Time zero of the ts column (trace clock, ns).
--- @column run_id          id     Run folder the row comes from.
+-- @column run_id
 -- @column pid             id     OS process of the event (GPU activity: the process that issued it); NULL when unknown.
 -- @column rank            id     Distributed rank of that process (tk_ranks); NULL when unknown.
 -- @column track           enum   'stream', 'thread', 'ranges' or 'sync' (see above).

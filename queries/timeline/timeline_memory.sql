@@ -7,7 +7,7 @@
 --
 -- @param start_ns BIGINT NULL  Window start (trace clock, ns).
 -- @param end_ns BIGINT NULL  Window end (trace clock, ns).
--- @column run_id           id     Run folder the row comes from.
+-- @column run_id
 -- @column pid              id     Process (null for a snapshot).
 -- @column device           id     'cpu' or e.g. 'cuda:0'.
 -- @column source           enum   'kineto', 'nsys' or 'snapshot'.

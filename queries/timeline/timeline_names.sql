@@ -4,7 +4,7 @@
 -- kind 'process': processes rows (pid, name, rank from tk_ranks); kind 'thread': threads rows
 -- (pid, tid, name); kind 'device': devices rows (device_id, name = GPU product name).
 --
--- @column run_id     id     Run folder the row comes from.
+-- @column run_id
 -- @column kind       enum   'process', 'thread' or 'device'.
 -- @column pid        id     OS process ID (process and thread rows).
 -- @column tid        id     OS thread ID (thread rows).

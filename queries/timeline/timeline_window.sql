@@ -14,7 +14,7 @@
 -- @param step BIGINT NULL  Use the span of training step N (overrides start_ns and end_ns).
 -- @param ranks VARCHAR NULL  Comma-separated ranks to keep (e.g. '0,3'); NULL keeps every process.
 -- @param max_events BIGINT 0  Cut the window so it holds at most this many events (0 = no cut).
--- @column run_id          id     Run folder the row comes from.
+-- @column run_id
 -- @column start_ns        ns     Window start (NULL: open).
 -- @column end_ns          ns     Window end before any cut (NULL: open).
 -- @column first_ns        ns     Earliest start of an event in the window: the timeline's time zero.

@@ -18,7 +18,7 @@
 -- sequence run from their first kernel's start to the next iteration's).
 --
 -- @key dur_ns
--- @column run_id    id     Run folder the row comes from.
+-- @column run_id
 -- @column step      count  Step number (as step_summary numbers it).
 -- @column seq       count  Position of the segment on the path, from the step's start (0 = first).
 -- @column rank      id     Rank of the segment's event (a job's path crosses ranks at collectives); without rank information, the process's ordinal in the run (by pid, from 0).

@@ -13,7 +13,7 @@
 -- For each step the 10 names with the most time, largest first; share_pct is of the step's wall time.
 --
 -- @key time_ns share_pct
--- @column run_id    id     Run folder the row comes from.
+-- @column run_id
 -- @column step      count  Step number (as step_summary numbers it).
 -- @column side      enum   'host' or 'gpu'.
 -- @column source    enum   What names the row: range (NVTX / user annotation), cpu_op, python_function, api (a CUDA API call outside any range), or the GPU category (kernel, memcpy, memset, collective transfer, stream wait).

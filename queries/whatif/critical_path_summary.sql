@@ -5,7 +5,7 @@
 -- rank. For every step the time_ns of its rows add up to wall_ns, and share_pct to 100.
 --
 -- @key share_pct time_ns
--- @column run_id    id     Run folder the row comes from.
+-- @column run_id
 -- @column step      count  Step number.
 -- @column category  enum   Segment category (critical_path).
 -- @column rank      id     Rank of the segments' events.

@@ -17,6 +17,7 @@ from tracekit.errors import QueryError
 from tracekit.query.engine import Engine
 from tracekit.query.explain import run_warnings, tables_read, why_empty
 from tracekit.query.named_queries import NamedQuery, get_query
+from tracekit.runfolder import Run
 
 _NAME = re.compile(r"^\s*\w+\s*$")
 
@@ -122,7 +123,7 @@ class Session:
     :meth:`run` the whole :class:`QueryResult`. Options are :class:`Engine`'s; raises as it does.
     """
 
-    def __init__(self, runs: Sequence[str | os.PathLike], *, memory_limit: str | None = None,
+    def __init__(self, runs: Sequence[str | os.PathLike | Run], *, memory_limit: str | None = None,
                  step_pattern: str | None = None, threads: int | None = None,
                  external_access: bool = True, filters=None, explain: bool = True):
         self.engine = Engine(runs, memory_limit=memory_limit, step_pattern=step_pattern,

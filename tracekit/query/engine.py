@@ -66,6 +66,8 @@ class Engine:
     """Query engine over run folders.
 
     ``Engine(["runs/a", "runs/b"]).query("kernel_summary")`` returns a :class:`pyarrow.Table`.
+    A run folder is a path or an opened :class:`~tracekit.runfolder.Run` (a worker's part of a
+    job: the folder with its manifest narrowed to some ranks' files, tracekit.whatif.parts).
     Raises :class:`~tracekit.errors.RunFolderError` for a path that is not a run folder and
     :class:`~tracekit.errors.QueryError` for two runs with the same run_id, failing SQL or an
     invalid ``step_pattern``.
@@ -81,10 +83,10 @@ class Engine:
     (:func:`tracekit.query.filters.use`, none by default).
     """
 
-    def __init__(self, run_dirs: Sequence[str | os.PathLike], *, threads: int | None = None,
+    def __init__(self, run_dirs: Sequence[str | os.PathLike | Run], *, threads: int | None = None,
                  memory_limit: str | None = None, external_access: bool = True,
                  step_pattern: str | None = None, filters=None):
-        self.runs: list[Run] = [open_run(p) for p in run_dirs]
+        self.runs: list[Run] = [p if isinstance(p, Run) else open_run(p) for p in run_dirs]
         seen: dict[str, Run] = {}
         for r in self.runs:
             if r.run_id in seen:

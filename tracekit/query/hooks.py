@@ -13,6 +13,14 @@ Extensions are registered with :func:`register`. The ones tracekit ships are lis
 module at the top of the import layers, :data:`ENTRY_MODULE` (``tracekit/extensions.py``: the
 roofline tables, the critical path), loaded on first use by name, the way a plugin system loads
 its entry points: the query core never imports the packages that build on it.
+
+The filters (``--step``/``--window``/``--rank``/``--device``/``--nvtx``,
+:mod:`tracekit.query.filters`) are not an extension, on purpose: they provide no name a statement
+uses but narrow the core's own table views, from tables computed on the same connection while
+those views are still unfiltered (then dropped and made again narrowed; the kept steps likewise,
+when a statement first calls ``tk_steps()``). As an extension they would need three more hooks
+(on open, on each view, before the steps) that only they use, and the engine's view cache
+opened up to them; they stay inside the query core, in one module the engine calls.
 """
 
 from __future__ import annotations

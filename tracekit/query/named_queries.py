@@ -32,7 +32,11 @@ DOUBLE) and in the optional bracketed domain after the default: ``[>=0]``, ``[<=
 ``[0..100]`` (inclusive) or ``[kernel|launch]`` (one of the words); anything else is a
 :class:`~tracekit.errors.QueryError` (exit 2), never an empty or rounded answer.
 Every output column must have an ``@column`` line with a unit from :data:`tracekit.schema.UNITS`
-(tests enforce it).
+(tests enforce it). A column passed through from a run-folder table takes its unit and
+description from the schema instead of repeating them: ``-- @column pid from kernels`` (the
+column ``pid`` of :data:`tracekit.schema.TABLES` ``kernels``), ``-- @column src_pid from
+kernels.pid`` (another name), and ``-- @column run_id`` (the leading column of every view,
+:data:`tracekit.schema.RUN_ID`).
 
 ``-- @include MODULE ...`` lines name the macro modules (and query-core extensions) whose names
 the query uses, as Perfetto's ``INCLUDE PERFETTO MODULE`` does: ``core`` is ``queries/_macros.sql``,
@@ -55,7 +59,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from tracekit.errors import QueryError
+from tracekit import schema
+from tracekit.errors import QueryError, SchemaError
 from tracekit.schema import UNITS
 from tracekit.suggest import did_you_mean
 
@@ -65,6 +70,7 @@ _INT_BITS = {"TINYINT": 8, "SMALLINT": 16, "INTEGER": 32, "BIGINT": 64}
 _BOOL = {"true": "true", "t": "true", "1": "true", "yes": "true",
          "false": "false", "f": "false", "0": "false", "no": "false"}
 _COLUMN = re.compile(r"^@column\s+(\w+)\s+(\S+)\s*(.*)$")
+_PASSED = re.compile(r"^@column\s+(\w+)(?:\s+from\s+(\w+)(?:\.(\w+))?)?\s*$")
 _NOTICE = re.compile(r"^@notice\s+(SELECT\b.*)$", re.IGNORECASE)
 _DECLARATION = re.compile(r"^--\s*@(include|private)\s+(.*)$")
 
@@ -199,6 +205,8 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
                 raise QueryError(f"{path}: malformed @param line: {line!r}")
             pname, ptype, default, domain, desc = m.groups()
             params.append(Param(pname, ptype, default, domain or "", desc))
+        elif line.startswith("@column") and _PASSED.match(line):
+            columns.append(passed_column(*_PASSED.match(line).groups(), path=path))
         elif line.startswith("@column"):
             m = _COLUMN.match(line)
             if not m:
@@ -226,6 +234,23 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
         optional=tuple(optional),
         includes=declarations(text)["include"],
     )
+
+
+def passed_column(name: str, table: str | None, column: str | None, path: str = "") -> OutputColumn:
+    """The :class:`OutputColumn` of ``-- @column NAME from TABLE[.COLUMN]`` (bare ``-- @column
+    run_id``: :data:`tracekit.schema.RUN_ID`): the schema's unit and description of TABLE's
+    column COLUMN (default NAME). :class:`QueryError` naming the file for an unknown table or
+    column."""
+    if table is None:
+        if name != schema.RUN_ID.name:
+            raise QueryError(f"{path}: @column {name}: no unit and description (write them, or "
+                             f"'from TABLE' for a column passed through from a run-folder table)")
+        return OutputColumn(name, schema.RUN_ID.unit, schema.RUN_ID.description)
+    try:
+        col = schema.table(table).column(column or name)
+    except SchemaError as exc:
+        raise QueryError(f"{path}: @column {name} from {table}: {exc}") from None
+    return OutputColumn(name, col.unit, col.description)
 
 
 def declarations(text: str) -> dict[str, tuple[str, ...]]:

@@ -10,6 +10,8 @@ To add a table: define it in the module of its group and add it to that module's
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 from tracekit.errors import SchemaError
 from tracekit.schema import comm as _comm
 from tracekit.schema import memory as _memory
@@ -26,6 +28,11 @@ _ALL += _memory.TABLES
 _ALL += _mlperf.TABLES
 
 TABLES: dict[str, Table] = {t.name: t for t in _ALL}
+
+RUN_ID = Column("run_id", pa.string(), "id", "Run folder the row comes from.")
+"""The leading column every query view adds to a table's columns (the run folder's ``run_id``,
+tracekit/query/engine.py); a query's ``-- @column run_id`` line takes its unit and description
+from here (tracekit/query/named_queries.py)."""
 
 LAYOUT_VERSION = 2
 """Version of the run-folder layout (manifest + Parquet). Bumped on incompatible changes.
@@ -44,4 +51,4 @@ def table(name: str) -> Table:
         raise SchemaError(f"unknown table {name!r}; known: {', '.join(TABLES)}") from None
 
 
-__all__ = ["TABLES", "LAYOUT_VERSION", "Table", "Column", "UNITS", "table"]
+__all__ = ["TABLES", "RUN_ID", "LAYOUT_VERSION", "Table", "Column", "UNITS", "table"]

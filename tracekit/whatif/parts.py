@@ -106,13 +106,15 @@ def build_part(path: str, manifest: dict, steps: pa.Table, arrivals: pa.Table,
     """The graph part of the run folder ``path`` whose tables are those of ``manifest`` (a
     :func:`part_manifest`), with the job's ``steps`` and matched collective ``arrivals``
     (run on a worker)."""
-    from tracekit.query.engine import Engine
+    from tracekit.query.api import Session
     from tracekit.query.filters import NO_FILTER
 
-    with Engine([path], memory_limit=memory_limit, step_pattern=step_pattern,
-                filters=NO_FILTER) as e:
-        e.runs = [Run(path=Path(path), manifest=manifest)]
-        con = e.con
+    # through the front door like every other analysis: a Session over the part's run (the run
+    # folder with its manifest narrowed to the part's ranks), no filters (the job's are refused
+    # before parts are built), nothing to explain (no named query runs: the graph's own SQL does)
+    with Session([Run(path=Path(path), manifest=manifest)], memory_limit=memory_limit,
+                 step_pattern=step_pattern, filters=NO_FILTER, explain=False) as s:
+        con = s.engine.con
         con.register("tk_wi_g_steps_arrow", steps)
         con.register("tk_wi_g_arrivals_arrow", arrivals)
         con.execute("CREATE TEMP TABLE tk_wi_p_pids AS SELECT DISTINCT run_id, pid FROM ("

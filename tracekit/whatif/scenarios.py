@@ -44,24 +44,18 @@ def _factor_of(word: str, only_zero: bool = False):
     return parse_part
 
 
-_KERNELS = re.compile(r"^kernels:(.+)=([^=]+)$")
-_OPS = re.compile(r"^ops:(.+)=([^=]+)$")
+def _pattern_factor(word: str):
+    """A ``parse`` for ``WORD:REGEX=F`` (``kernels:gemm=0.5``, ``ops:aten::mm=0.5``): the
+    pattern checked (:func:`tracekit.whatif.limits.check_pattern`), the factor parsed."""
+    rx = re.compile(rf"^{word}:(.+)=([^=]+)$")
 
-
-def _parse_ops(part: str, spec: str) -> Change | None:
-    m = _OPS.match(part)
-    if not m:
-        return None
-    limits.check_pattern(spec, m.group(1))
-    return Change("ops", factor(m.group(2), spec), m.group(1))
-
-
-def _parse_kernels(part: str, spec: str) -> Change | None:
-    m = _KERNELS.match(part)
-    if not m:
-        return None
-    limits.check_pattern(spec, m.group(1))
-    return Change("kernels", factor(m.group(2), spec), m.group(1))
+    def parse_part(part: str, spec: str) -> Change | None:
+        m = rx.match(part)
+        if not m:
+            return None
+        limits.check_pattern(spec, m.group(1))
+        return Change(word, factor(m.group(2), spec), m.group(1))
+    return parse_part
 
 
 def _per_chunk(change_chunk):
@@ -170,13 +164,13 @@ SCENARIOS: tuple[Scenario, ...] = (
              "kernels whose name matches REGEX (RE2, searched; a `+` in it is written `\\+`) x F; "
              "NCCL kernels are "
              "communication (`comm=F`), not matched.",
-             _parse_kernels, _apply_kernels, _describe_kernels, _unable_kernels),
+             _pattern_factor("kernels"), _apply_kernels, _describe_kernels, _unable_kernels),
     Scenario("ops", "ops:REGEX=F", "matching CPU operators x F",
              "the time of CPU ranks' PyTorch operators whose name matches REGEX (RE2, searched, as "
              "kernels:; a `+` in it is written `\\+`), with the operators they call, x F: the host "
              "counterpart of kernels:REGEX=F (a rank without CUDA; GPU ranks' operators launch "
              "kernels, which kernels:REGEX=F scales).",
-             _parse_ops, _cpu.apply_ops, _cpu.describe_ops, _cpu.unable_ops),
+             _pattern_factor("ops"), _cpu.apply_ops, _cpu.describe_ops, _cpu.unable_ops),
     Scenario("host", "host=F", "host time between calls x F",
              "host time between the calls of every host thread x F (on a CPU rank: between its "
              "top operators).",

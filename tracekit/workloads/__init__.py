@@ -7,7 +7,7 @@
 - NVTX convention: :mod:`tracekit.workloads.annotate` and docs/workloads.md.
 """
 
-from tracekit.workloads.annotate import DOMAIN, PHASES, STEP_RE, parse_step_message, step_message
+from tracekit.schema.step_ranges import DOMAIN, PHASES, STEP_RE, parse_step_message, step_message
 from tracekit.workloads.loop import RunConfig, run
 from tracekit.workloads.registry import PRESETS, REGISTRY, SUITES, Preset, WorkloadSpec
 

@@ -3,7 +3,8 @@
 The convention (documented in docs/workloads.md) is fixed here, in one place:
 
 - ``step N`` / ``step N (warmup)``: one push/pop range per training step on the main thread;
-  ``N`` counts from 0 over warm-up and measured steps together. :data:`STEP_RE` parses it.
+  ``N`` counts from 0 over warm-up and measured steps together. The step and phase names are
+  :mod:`tracekit.schema.step_ranges` (the Kineto collector reads them too).
 - ``data``, ``forward``, ``backward``, ``optimizer``: push/pop ranges nested in the step range.
 - ``measure``: one push/pop range around all measured (non-warm-up) steps, for profilers'
   capture ranges (nsys ``--capture-range=nvtx --nvtx-capture=measure@tracekit``). On CUDA the
@@ -25,26 +26,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 
-DOMAIN = "tracekit"
-PHASES = ("data", "forward", "backward", "optimizer")
+from tracekit.schema.step_ranges import DOMAIN
+
 MEASURE = "measure"
 COMM = "comm allreduce"
-STEP_RE = re.compile(r"^step (?P<step>\d+)(?P<warmup> \(warmup\))?$")
-# The same pattern for SQL (DuckDB regexp_extract): step number is group 1, warm-up is group 2.
-STEP_SQL_REGEX = r"^step (\d+)( \(warmup\))?$"
-
-
-def step_message(step: int, warmup: bool) -> str:
-    """The message of the range that covers training step ``step``."""
-    return f"step {step} (warmup)" if warmup else f"step {step}"
-
-
-def parse_step_message(message: str) -> tuple[int, bool] | None:
-    """``(step, warmup)`` for a step range message, None for any other message."""
-    m = STEP_RE.match(message)
-    return None if m is None else (int(m["step"]), m["warmup"] is not None)
 
 
 class _Off:

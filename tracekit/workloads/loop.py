@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracekit.errors import InputError, ToolNotFoundError
+from tracekit.schema.step_ranges import step_message
 from tracekit.workloads import annotate as _annotate
 from tracekit.workloads import mlperflog as _mlperflog
-from tracekit.workloads.annotate import COMM, MEASURE, backend, end_range, start_range, step_message
+from tracekit.workloads.annotate import COMM, MEASURE, backend, end_range, start_range
 from tracekit.workloads.registry import PRESETS, REGISTRY
 
 PRECISIONS = ("fp32", "amp", "bf16")
