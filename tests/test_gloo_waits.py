@@ -137,7 +137,10 @@ def test_no_straggler_gives_back_the_extra_work_in_every_step(job):
             extra[int(step.split()[1])] = float(e["dur"]) * 1e3
     assert sorted(extra) == [4, 5] and all(20.1e6 <= x <= 20.2e6 for x in extra.values())
     with Engine([job]) as eng:
-        rows = whatif(eng, ["no-straggler"]).to_pylist()
+        out = whatif(eng, ["baseline", "no-straggler"]).to_pylist()
+    # the baseline is still exact with the late-closing ranges' nodes ended at the wake
+    assert [r["baseline_ns"] - r["measured_ns"] for r in out] == [0] * 8
+    rows = [r for r in out if r["scenario"] == "no-straggler"]
     assert len(rows) == 4
     for r in rows:  # ranks 0, 1 steps 4, 5: saved 20.9, 20.0, 21.7, 19.0 ms (before: 20.6, 0.3, 20.9, 0.0)
         assert 0.9 * extra[r["step"]] <= r["saved_ns"] <= 1.1 * extra[r["step"]], r
