@@ -242,10 +242,18 @@ ops AS (
     FROM h WHERE category = 'op'
 ),
 idle AS (SELECT * FROM ops WHERE gap > 0 AND gap >= 4 * typical),
-gloo AS (  -- first_end: when the range's collective first ended on any rank (this rank's clock)
-    SELECT c.*, c.end_ns - coalesce(x.after_first_end_ns, 0) AS first_end
+arr AS (  -- each Gloo range's call (rank 0's clock) and when its instance first ended on any rank
+    SELECT run_id, pid, start_ns, end_ns,
+           min(end_ns) OVER (PARTITION BY run_id, process_group, collective, sender, receiver, seq) AS first_end_ns
+    FROM tk_comm_arrivals() WHERE backend = 'gloo'
+),
+gloo AS (  -- first_end: when the range's collective first ended on any rank, on this rank's clock
+    SELECT c.*, c.end_ns - coalesce(greatest(a.end_ns - a.first_end_ns, 0), 0) AS first_end
     FROM (SELECT * FROM h WHERE category = 'collective') c
-    LEFT JOIN tk_wi_collectives(nodes) x ON x.node_id = c.node_id
+    LEFT JOIN tk_pid_clock() k ON k.run_id = c.run_id AND k.pid = c.pid
+    LEFT JOIN arr a ON a.run_id = c.run_id AND a.pid = c.pid
+     AND a.start_ns = tk_clock_true(c.start_ns, k.offset_ns, k.drift_ppm, k.t0_ns)
+     AND a.end_ns = tk_clock_true(c.end_ns, k.offset_ns, k.drift_ppm, k.t0_ns)
 ),
 gloo_cand AS (
     SELECT o.node_id AS dst, o.prev_end AS p, o.start_ns AS w, 4 * o.typical AS idle_min, c.node_id AS src,

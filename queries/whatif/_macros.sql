@@ -141,15 +141,12 @@ WHERE launch_ns <= sync_start;
 -- (category 'collective' on their worker thread) are matched the same way (device_id null).
 -- The calls' times are on rank 0's clock (tk_comm_calls), the nodes' on their rank's own: each
 -- node is moved by its rank's clock_model row the same way (tk_wi_clock) before the match.
--- after_first_end_ns: how long after the instance's earliest end on any participant (rank 0's
--- clock) the node ended (>= 0; tk_cpu_edges: a Gloo range closing late on a descheduled worker).
 CREATE OR REPLACE TEMP MACRO tk_wi_collectives(nodes) AS TABLE
 WITH a AS (
-    SELECT *, min(end_ns) OVER (PARTITION BY instance) AS first_end_ns
-    FROM (SELECT run_id, pid, device_id, start_ns, end_ns, rank, arrival_from_last,
-                 dense_rank() OVER (ORDER BY run_id, process_group, collective, seq) - 1 AS instance
-          FROM tk_comm_arrivals() WHERE backend = 'nccl'
-             OR (backend = 'gloo' AND (run_id, pid) IN (SELECT (run_id, pid) FROM tk_cpu_procs())))
+    SELECT run_id, pid, device_id, start_ns, end_ns, rank, arrival_from_last,
+           dense_rank() OVER (ORDER BY run_id, process_group, collective, seq) - 1 AS instance
+    FROM tk_comm_arrivals() WHERE backend = 'nccl'
+       OR (backend = 'gloo' AND (run_id, pid) IN (SELECT (run_id, pid) FROM tk_cpu_procs()))
 ),
 n AS (
     SELECT n.node_id, n.run_id, n.pid, CASE WHEN n.chain_kind = 1 THEN n.thread_or_device END AS device_id,
@@ -158,8 +155,7 @@ n AS (
     FROM query_table(nodes) n JOIN tk_wi_clock(nodes) c ON c.run_id = n.run_id AND c.pid = n.pid
     WHERE n.category = 'collective'
 )
-SELECT n.node_id, a.instance, a.rank, a.arrival_from_last = 1 AS is_last,
-       greatest(n.end_ns - a.first_end_ns, 0) AS after_first_end_ns
+SELECT n.node_id, a.instance, a.rank, a.arrival_from_last = 1 AS is_last
 FROM n JOIN a
   ON a.run_id = n.run_id AND a.pid = n.pid AND a.device_id IS NOT DISTINCT FROM n.device_id
  AND a.start_ns = n.start_ns AND a.end_ns = n.end_ns
