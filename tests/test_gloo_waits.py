@@ -35,6 +35,7 @@ import pytest
 from tracekit.convert import convert
 from tracekit.query import Engine
 from tracekit.whatif import load_graph, whatif
+from tracekit.whatif.parts import load_in_parts
 
 DATA = Path(__file__).resolve().parent / "data" / "gloo_ddp"
 # (rank, step, bucket) the main thread waited for and the rule finds (the table above)
@@ -108,6 +109,10 @@ def test_gloo_wait_edges_are_the_hand_counted_ones(job):
     assert g.counts["wait:gloo closed late"] == len(CLOSED_LATE) == 3
     assert g.counts["wait:gloo start"] == g.counts["collective_calls"] == 16 and g.counts["instances"] == 8
     assert "wait:thread wait" not in g.counts  # PyTorch runs backward on the calling thread on CPUs
+    # built a rank at a time (the other rank's first end from the job's arrivals): the same
+    with Engine([job]) as eng:
+        parts = load_in_parts(eng, part_rows=100)
+    assert parts.counts == g.counts and (parts.end == g.end).all()
     got = {}
     for rank, k, wake_ns in rows:
         step, b = 4 + k // 4, k % 4  # the k-th range of a rank is its k-th call's: bucket k % 4
