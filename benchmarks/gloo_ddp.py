@@ -136,6 +136,8 @@ def analyze(run: Path, late_rank: int) -> dict:
         "steps": len(steps),
         "measured_step_ns": statistics.median(r["measured_ns"] for r in wi),
         "no_straggler_saving_ns": statistics.median(r["baseline_ns"] - r["predicted_ns"] for r in wi),
+        # the total: a step that saves nothing counts here, not in the median
+        "no_straggler_mean_saving_ns": statistics.mean(r["baseline_ns"] - r["predicted_ns"] for r in wi),
         "straggler": bool(late.get("straggler")),
         "any_straggler": any(bool(r.get("straggler")) for r in st.values()),
         "delay_caused_per_step_ns": (late.get("delay_caused_ns") or 0) / max(1, len(steps)),
@@ -193,9 +195,14 @@ def table(res: dict) -> str:
         m, lo, hi = _spread([v / 1e6 for v in vals])
         return f"{m:.1f} [{lo:.1f}, {hi:.1f}]"
 
+    def pct(num, den):
+        m, lo, hi = _spread([100 * r["late"][num] / r["late"][den] for r in reps])
+        return f"{m:.0f} [{lo:.0f}, {hi:.0f}]"
+
     lines = ["| ranks | extra ms | extra_work ms | measured effect ms | no-straggler ms | error % "
+             "| no-straggler / extra_work % | mean saving / extra_work % "
              "| delay_caused/step ms | straggler (late / twins) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for c in res["cases"]:
         reps = c["repeats"]
         eff = [r["measured_effect_ns"] for r in reps]
@@ -205,6 +212,8 @@ def table(res: dict) -> str:
                    f"{sum(not r['clean']['any_straggler'] for r in reps)}/{len(reps)} false")
         lines.append(f"| {c['ranks']} | {c['extra_ms']:g} | {ms([r['late']['extra_work_ns'] for r in reps])} | "
                      f"{ms(eff)} | {ms(pred)} | {err:+.1f} | "
+                     f"{pct('no_straggler_saving_ns', 'extra_work_ns')} | "
+                     f"{pct('no_straggler_mean_saving_ns', 'extra_work_ns')} | "
                      f"{ms([r['late']['delay_caused_per_step_ns'] for r in reps])} | {verdict} |")
     return "\n".join(lines)
 

@@ -189,6 +189,27 @@ o AS (
 )
 SELECT run_id, pid, tid, start_ns, end_ns, name, enclosing_end IS NULL OR end_ns > enclosing_end AS top FROM o;
 
+-- tk_cpu_gloo_pick(cand, prior): one pass of tk_cpu_edges' 'gloo wait' rule. cand: (dst, p, w,
+-- idle_min, src, src_start, src_end, first_end) per operator node dst that starts (w) after an
+-- idle gap of its thread (from p; idle_min: 4 x the thread's median gap) and Gloo range node src
+-- of its process on another thread that started before w and had not ended at p (first_end: when
+-- its collective first ended on any rank); prior: an earlier pass's rows. A src found waited for
+-- (ok) in prior by a wake at or before p had completed by then and is no candidate. ok: the
+-- thread woke no later after the range's end than it had been idle before it; for a range whose
+-- end is recorded after the wake, it closed no later after the wake than the thread had been
+-- idle, or its collective first ended (on any rank) after the thread had been idle for idle_min
+-- and no longer before the wake than it had been idle before. Per dst, the first-started src
+-- that is ok, else the first-started (not ok: no edge).
+CREATE OR REPLACE TEMP MACRO tk_cpu_gloo_pick(cand, prior) AS TABLE
+SELECT * FROM (
+    SELECT c.*, CASE WHEN c.src_end <= c.w THEN c.w - c.src_end <= c.src_end - c.p
+                     ELSE c.src_end - c.w <= c.w - c.p
+                          OR (c.first_end <= c.w AND c.first_end - c.p >= c.idle_min
+                              AND c.w - c.first_end <= c.first_end - c.p) END AS ok
+    FROM query_table(cand) c
+    WHERE NOT EXISTS (SELECT 1 FROM query_table(prior) q WHERE q.ok AND q.src = c.src AND q.w <= c.p))
+QUALIFY row_number() OVER (PARTITION BY dst ORDER BY ok DESC, src_start, src_end, src) = 1;
+
 -- tk_cpu_edges(nodes): the dependencies between threads of a CPU rank that its trace shows only
 -- by timing (nodes: tk_wi_nodes' table). rule 'gloo start' (a start edge: dst may start once
 -- src has started): the k-th `c10d::<op>_` call of a process and collective type hands its k-th
@@ -196,9 +217,18 @@ SELECT run_id, pid, tid, start_ns, end_ns, name, enclosing_end IS NULL OR end_ns
 -- node of the calling thread holding the call's start, dst = the Gloo range's node.
 -- rules 'gloo wait' and 'thread wait' (after edges: dst may start once src has ended): an
 -- operator node that starts after an idle gap of its thread at least 4 times the thread's median
--- gap, during which a node of another thread of the process ended (the latest end before the
--- node's start: a Gloo range, 'gloo wait', or an operator, 'thread wait'), no later after that
--- end than the thread had been idle before it (it waited at least as long as it took to wake).
+-- gap. 'gloo wait' (tk_cpu_gloo_pick, three passes): the Gloo range the thread waited for is the
+-- first issued (earliest start) of its process's ranges on other threads that had started before
+-- the thread woke and had not completed when it went idle (a thread waits for its collectives in
+-- the order it issued them: DDP's buckets) whose end explains the wake: the thread woke no later
+-- after it than it had been idle before it. A range's end can be recorded after the wake (the
+-- worker records it after completing the collective's future: ~0.1 ms later, ms when it was
+-- descheduled; the range then stays a candidate of the thread's next gaps, which the next pass
+-- drops); such a range explains the wake when it closed no later after the wake than the thread
+-- had been idle, or when its collective first ended on another rank inside the idle time as the
+-- first test asks (tracekit.whatif.cpu ends its node at the wake: it had completed by then).
+-- 'thread wait': for an operator without a gloo wait, the latest end before its start being
+-- another thread's operator (an autograd thread), under the first test.
 CREATE OR REPLACE TEMP MACRO tk_cpu_edges(nodes) AS TABLE
 WITH h AS (
     SELECT n.node_id, n.run_id, n.pid, n.thread_or_device AS tid, n.start_ns, n.end_ns, n.category,
@@ -211,13 +241,39 @@ ops AS (
            median(start_ns - prev_end) OVER (PARTITION BY run_id, pid, tid) AS typical
     FROM h WHERE category = 'op'
 ),
+idle AS (SELECT * FROM ops WHERE gap > 0 AND gap >= 4 * typical),
+arr AS (  -- each Gloo range's call (rank 0's clock) and when its instance first ended on any rank
+    SELECT run_id, pid, start_ns, end_ns,
+           min(end_ns) OVER (PARTITION BY run_id, process_group, collective, sender, receiver, seq) AS first_end_ns
+    FROM tk_comm_arrivals() WHERE backend = 'gloo'
+),
+gloo AS (  -- first_end: when the range's collective first ended on any rank, on this rank's clock
+    SELECT c.*, c.end_ns - coalesce(greatest(a.end_ns - a.first_end_ns, 0), 0) AS first_end
+    FROM (SELECT * FROM h WHERE category = 'collective') c
+    LEFT JOIN tk_pid_clock() k ON k.run_id = c.run_id AND k.pid = c.pid
+    LEFT JOIN arr a ON a.run_id = c.run_id AND a.pid = c.pid
+     AND a.start_ns = tk_clock_true(c.start_ns, k.offset_ns, k.drift_ppm, k.t0_ns)
+     AND a.end_ns = tk_clock_true(c.end_ns, k.offset_ns, k.drift_ppm, k.t0_ns)
+),
+gloo_cand AS (
+    SELECT o.node_id AS dst, o.prev_end AS p, o.start_ns AS w, 4 * o.typical AS idle_min, c.node_id AS src,
+           c.start_ns AS src_start, c.end_ns AS src_end, c.first_end
+    FROM idle o JOIN gloo c
+      ON c.run_id = o.run_id AND c.pid = o.pid AND c.tid <> o.tid
+     AND c.end_ns > o.prev_end AND c.start_ns < o.start_ns
+),
+-- a range closing late stays a candidate of the thread's next gaps: each pass drops the ranges
+-- an earlier pass found waited for by a wake no later than the gap began (they had completed)
+pass0 AS (SELECT *, true AS ok FROM gloo_cand WHERE false),
+pass1 AS (SELECT * FROM tk_cpu_gloo_pick('gloo_cand', 'pass0')),
+pass2 AS (SELECT * FROM tk_cpu_gloo_pick('gloo_cand', 'pass1')),
+done2 AS (SELECT * FROM pass1 UNION ALL SELECT * FROM pass2),
+gloo_waits AS (SELECT src, dst, 'gloo wait' AS rule FROM tk_cpu_gloo_pick('gloo_cand', 'done2') WHERE ok),
 ends AS (SELECT node_id, run_id, pid, tid, end_ns, category FROM h WHERE category IN ('op', 'collective')),
 waits AS (
-    SELECT e.node_id AS src, o.node_id AS dst,
-           CASE WHEN e.category = 'collective' THEN 'gloo wait' ELSE 'thread wait' END AS rule,
+    SELECT e.node_id AS src, o.node_id AS dst, 'thread wait' AS rule, e.category,
            o.start_ns, o.prev_end, e.end_ns AS src_end, e.tid AS src_tid, o.tid
-    FROM (SELECT * FROM ops WHERE gap > 0 AND gap >= 4 * typical) o
-    ASOF JOIN ends e ON e.run_id = o.run_id AND e.pid = o.pid AND e.end_ns <= o.start_ns
+    FROM idle o ASOF JOIN ends e ON e.run_id = o.run_id AND e.pid = o.pid AND e.end_ns <= o.start_ns
 ),
 calls AS (
     SELECT run_id, pid, tid, start_ns AS call_ns,
@@ -250,8 +306,11 @@ starts AS (
 )
 SELECT src, dst, rule FROM starts
 UNION ALL
+SELECT src, dst, rule FROM gloo_waits
+UNION ALL
 SELECT src, dst, rule FROM waits
-WHERE src_tid <> tid AND src_end > prev_end AND start_ns - src_end <= src_end - prev_end;
+WHERE category = 'op' AND src_tid <> tid AND src_end > prev_end AND start_ns - src_end <= src_end - prev_end
+  AND dst NOT IN (SELECT dst FROM gloo_waits);
 
 -- tk_cpu_op_parts(nodes): every operator of a CPU rank (tk_cpu_ops, the top ones too) with the
 -- node (tk_wi_nodes, category 'op') of the top operator it runs in: node_id, start_ns, end_ns

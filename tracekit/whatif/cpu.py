@@ -10,8 +10,11 @@ timing (tk_cpu_edges; docs/whatif.md, "CPU ranks", says how often each rule fire
 
 - ``gloo start``: the ``c10d::<op>_`` call hands its collective to a Gloo worker thread (the
   k-th call of a type, the k-th range): the range may start once the calling operator started;
-- ``gloo wait``: a thread idle until a Gloo range of its process ended, waking right after it
-  (the main thread waiting for a gradient bucket's all-reduce): it may start once that ended;
+- ``gloo wait``: a thread idle until the first-issued unfinished Gloo range of its process
+  ended, waking right after it (the main thread waiting for a gradient bucket's all-reduce): it
+  may start once that ended. A range can close after the thread woke (its worker records the end
+  after completing the collective's future); such a range's node ends at the wake
+  (:func:`end_at_wakes`): the collective had completed by then;
 - ``thread wait``: the same after an operator of another thread (the autograd thread).
 
 :data:`OPS` holds every operator of a CPU rank with the node it runs in, for ``ops:REGEX=F``
@@ -40,10 +43,27 @@ def read(con, fetch) -> tuple[dict, pa.Table | None]:
     rule = e.column("rule").to_numpy(zero_copy_only=False).astype(object)
     start = e.filter(pa.array(rule == "gloo start")).select(["src", "dst"])
     after = e.filter(pa.array(rule != "gloo start")).select(["src", "dst"])
+    gloo = e.filter(pa.array(rule == "gloo wait")).select(["src", "dst"])
     counts = {r: int((rule == r).sum()) for r in RULES if (rule == r).any()}
     ops = fetch(con, "SELECT node_id, start_ns, end_ns, name FROM tk_cpu_op_parts('tk_wi_n') "
                      "ORDER BY node_id, start_ns")
-    return {"start": start, "after": after, "counts": counts}, (ops.cast(OPS) if ops.num_rows else None)
+    return ({"start": start, "after": after, "gloo": gloo, "counts": counts},
+            (ops.cast(OPS) if ops.num_rows else None))
+
+
+def end_at_wakes(start: np.ndarray, end: np.ndarray, edges: dict) -> int:
+    """End each Gloo range that a ``gloo wait`` edge of ``edges`` (:func:`read`'s) says a thread
+    waited for no later than that thread's wake (``end[src] = min(end[src], start[dst])``, in
+    place; node ids index ``start`` and ``end``): its worker recorded the end after completing
+    the collective's future, which the waiting thread saw first. Returns how many it moved."""
+    g = edges["gloo"]
+    if not g.num_rows:
+        return 0
+    src = g.column("src").to_numpy()
+    wake = start[g.column("dst").to_numpy()]
+    late = end[src] > wake
+    np.minimum.at(end, src[late], wake[late])
+    return int(late.sum())
 
 
 def offset(ops: pa.Table, n: int) -> pa.Table:

@@ -170,7 +170,9 @@ def read_part(con) -> Part:
         if n < 2_000_000 else _cat_fast(nodes.column("category"))
     names_dict = pc.dictionary_encode(nodes.column("name")).combine_chunks()
     run_dict = pc.dictionary_encode(nodes.column("run_id")).combine_chunks()
-    return Part(start_abs=_col(nodes, "start_ns"), end_abs=_col(nodes, "end_ns"),
+    start_abs, end_abs = _col(nodes, "start_ns"), _col(nodes, "end_ns").copy()
+    closed_late = _cpu.end_at_wakes(start_abs, end_abs, cpu_edges)
+    return Part(start_abs=start_abs, end_abs=end_abs,
                 chain=_col(nodes, "chain_id", np.int32), cat=cat,
                 name_idx=names_dict.indices.to_numpy(zero_copy_only=False).astype(np.int32),
                 names=names_dict.dictionary.to_pylist(),
@@ -185,7 +187,8 @@ def read_part(con) -> Part:
                 steps=steps, pids=pids, chain_device=_col(devs, "device", fill=-1),
                 waits={**(dict(zip(*np.unique(np.asarray(wait.column("rule").to_pylist(), dtype=object),
                                              return_counts=True))) if wait.num_rows else {}),
-                       **cpu_edges["counts"]}, ops=ops)
+                       **cpu_edges["counts"], **({"gloo closed late": closed_late} if closed_late else {})},
+                ops=ops)
 
 
 def load(con) -> Graph:

@@ -66,6 +66,15 @@ def _groups(g: Graph, coll: np.ndarray):
     coll, ck = coll[order], ck[order]
     s, e = g.start[coll], g.end[coll]
     inst = g.instance[coll].astype(np.int64)
+    on_host = g.chain_device[g.chain[coll]] < 0
+    # a Gloo range can close well after its collective completed (its worker descheduled after
+    # completing the future: the rank's main thread resumed ms before): such a collective ends,
+    # for its group, when it first ended on any rank (else a range closing late overlaps the
+    # next step's first bucket and joins two steps' groups, and the interval between them, the
+    # straggler's extra work, becomes window time that is not shortened)
+    first_end = np.full(int(inst.max()) + 1, np.iinfo(np.int64).max)
+    np.minimum.at(first_end, inst, e)
+    e = np.where(on_host, np.minimum(e, first_end[inst]), e)
     new = np.ones(len(coll), dtype=bool)
     new[1:] = ck[1:] != ck[:-1]
     reach = np.empty(len(coll), dtype=np.int64)  # the latest end of the rank's earlier collectives
@@ -90,12 +99,8 @@ def _groups(g: Graph, coll: np.ndarray):
     np.minimum.at(gs, inv, s)
     np.maximum.at(ge, inv, e)
     host = np.zeros(u.shape[1], dtype=bool)  # a Gloo group: collectives on a host thread
-    host[inv[g.chain_device[g.chain[coll]] < 0]] = True
-    # a Gloo range can close well after its collective completed (its worker descheduled: the
-    # rank's main thread resumed ms before): a Gloo group ends on every rank when its last
-    # collective first ended on any rank
-    first_end = np.full(len(label), np.iinfo(np.int64).max)
-    np.minimum.at(first_end, inst, e)
+    host[inv[on_host]] = True
+    # (as above) a Gloo group ends on every rank when its last collective first ended on any rank
     done = np.full(u.shape[1], np.iinfo(np.int64).min)
     np.maximum.at(done, inv, first_end[inst])
     ge = np.where(host, np.clip(done, gs, ge), ge)
