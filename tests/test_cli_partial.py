@@ -41,3 +41,12 @@ def test_a_command_line_builds_only_its_command():
     assert [g.typer_instance.registered_commands for g in part.registered_groups] == [[]]
     assert app_for(app, ["bogus"]) is app and app_for(app, ["--bogus", "query"]) is app
     assert len(app.registered_commands) == len(NAMES)  # the app itself is left whole
+
+
+def test_version_prints_the_installed_version(capsys):
+    from importlib.metadata import version
+
+    from tracekit.cli import run
+
+    assert run(["--version"]) == 0
+    assert capsys.readouterr().out == f"tracekit {version('tracekit')}\n"

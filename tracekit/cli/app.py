@@ -54,9 +54,22 @@ def scheduler_timeout_option():
                         f"(default {DEFAULT_SCHEDULER_TIMEOUT_S:g}; also ${SCHEDULER_TIMEOUT_ENV}).")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"tracekit {version('tracekit')}")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            typer.echo("tracekit (not installed: no version)")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(debug: bool = typer.Option(False, "--debug", help="Show Python tracebacks on errors."),
-          quiet: bool = QUIET):
+          quiet: bool = QUIET,
+          _version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                        help="Print tracekit's version and exit.")):
     STATE["debug"] = debug
     STATE["quiet"] = quiet
 

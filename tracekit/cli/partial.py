@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 
-ROOT_FLAGS = frozenset({"--debug", "-q", "--quiet"})
+ROOT_FLAGS = frozenset({"--debug", "-q", "--quiet", "--version"})
 HELP_FLAGS = frozenset({"-h", "--help"})
 
 
