@@ -54,9 +54,17 @@ WATCHDOG_S = float(os.environ.get("TRACEKIT_TEST_WATCHDOG_S", "720"))
 _WATCHDOG_FD: int | None = None
 
 
+# The xdist controller runs no test; if it outlives SESSION_WATCHDOG_S (a whole suite takes 15-20
+# minutes on 2 cores), it prints every thread's stack and exits, so a stall it cannot see (a worker
+# gone without closing its channel) fails the run with a trace instead of running into CI's limit.
+SESSION_WATCHDOG_S = float(os.environ.get("TRACEKIT_TEST_SESSION_WATCHDOG_S", "3600"))
+
+
 def pytest_configure(config):
     global _WATCHDOG_FD
     _WATCHDOG_FD = os.dup(2)
+    if not hasattr(config, "workerinput") and (config.getoption("numprocesses", None) or 0):
+        faulthandler.dump_traceback_later(SESSION_WATCHDOG_S, exit=True, file=_WATCHDOG_FD)
 
 
 @pytest.hookimpl(hookwrapper=True)
