@@ -25,7 +25,6 @@ from tracekit.collectors.nsys.post_steps import POST_STEPS, Work
 from tracekit.errors import InputError, MissingTableError
 from tracekit.progress import Progress
 from tracekit.runfolder import RunWriter
-from tracekit.runfolder.integrity import count_duplicates
 
 NAME = "nsys"
 
@@ -246,9 +245,6 @@ def _convert_table(export: Export, plan: TablePlan, writer: RunWriter, progress:
             if work is not None:
                 work.close()
     stats.merge(mine)
-    if not (cancel.is_set() or not_needed()):
-        # on this table's thread while others are still being converted, not all at the end
-        count_duplicates(writer, [tname])
     return read
 
 

@@ -127,9 +127,6 @@ class RunWriter:
         self._tmp: Path | None = None
         # (bytes, sha256) of files whose digest is known already, by name relative to the folder
         self.known_digests: dict[str, tuple[int, str]] = {}
-        # duplicate rows of the tables counted already, as soon as each was written
-        # (tracekit.runfolder.integrity.count_duplicates with ``tables``)
-        self.duplicates_counted: dict[str, int] = {}
 
     # -- context management -------------------------------------------------------------
     def __enter__(self) -> RunWriter:

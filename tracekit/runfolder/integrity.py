@@ -12,7 +12,6 @@ at convert (:func:`notes`), so a doubled total can be explained.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable
 
 # Event tables checked, and the columns left out of the comparison: IDs tracekit assigns per row
 # (and values derived from them) would make every row unique.
@@ -22,48 +21,38 @@ EVENT_TABLES = {
 }
 
 
-def count_duplicates(writer, tables: Iterable[str] | None = None) -> dict[str, int]:
+def count_duplicates(writer) -> dict[str, int]:
     """Count duplicated rows of the event tables written so far by ``writer`` (a RunWriter
     inside its with-block); record them in its manifest (:func:`notes` says them). Returns
-    {table: extra rows}.
-
-    With ``tables``, only those (already written) are counted and kept aside on the writer: a
-    collector counts each table as soon as it is written, on that table's thread, beside the
-    tables still being converted. The call without ``tables`` counts the others and records
-    all of them in the manifest."""
+    {table: extra rows}."""
     from tracekit import schema
     from tracekit.duck import file_literal, scratch
 
-    names = [t for t in EVENT_TABLES if t in set(tables)] if tables is not None else list(EVENT_TABLES)
-    counted = writer.duplicates_counted
-    todo = [t for t in names if t not in counted and writer.manifest["tables"].get(t, {}).get("rows", 0) >= 2]
-    if todo:
-        # bounded memory on multi-GB runs: the DISTINCT spills beside the run folder being written
-        spill = writer.path / f".dupcheck-{'-'.join(todo)}" if tables is not None else writer.path / ".dupcheck"
-        con = scratch(memory_limit="512MB", temp_directory=spill)
-        try:
-            for name in todo:
-                info = writer.manifest["tables"][name]
-                skip = EVENT_TABLES[name]
-                cols = ", ".join(f'"{c}"' for c in schema.table(name).column_names if c not in skip)
-                path = file_literal(writer.path / info["file"])
-                # Identical rows have equal hashes, so when every row's hash is distinct there is
-                # no duplicate (a third of the time and memory of the exact DISTINCT, which runs
-                # only when some hashes are shared).
-                n = con.execute(f"SELECT count(*) - count(DISTINCT hash({cols})) "
-                                f"FROM read_parquet({path})").fetchall()[0][0]
-                if n:
-                    n = con.execute(
-                        f"SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {cols} "
-                        f"FROM read_parquet({path}))) FROM read_parquet({path})").fetchall()[0][0]
-                counted[name] = int(n)
-        finally:
-            con.close()
-            shutil.rmtree(spill, ignore_errors=True)
-    if tables is not None:
-        return {t: counted[t] for t in names if counted.get(t)}
-    found = {t: counted[t] for t in EVENT_TABLES if counted.get(t) and t in writer.manifest["tables"]}
-    writer.manifest["duplicate_rows"] = found  # said once at convert (notes)
+    found: dict[str, int] = {}
+    # bounded memory on multi-GB runs: the DISTINCT spills beside the run folder being written
+    con = scratch(memory_limit="512MB", temp_directory=writer.path / ".dupcheck")
+    try:
+        for name, skip in EVENT_TABLES.items():
+            info = writer.manifest["tables"].get(name)
+            if not info or info["rows"] < 2:
+                continue
+            cols = ", ".join(f'"{c}"' for c in schema.table(name).column_names if c not in skip)
+            path = file_literal(writer.path / info["file"])
+            # Identical rows have equal hashes, so when every row's hash is distinct there is no
+            # duplicate (a third of the time and memory of the exact DISTINCT, which runs only
+            # when some hashes are shared).
+            n = con.execute(f"SELECT count(*) - count(DISTINCT hash({cols})) "
+                            f"FROM read_parquet({path})").fetchall()[0][0]
+            if n:
+                n = con.execute(
+                    f"SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {cols} "
+                    f"FROM read_parquet({path}))) FROM read_parquet({path})").fetchall()[0][0]
+            if n:
+                found[name] = int(n)  # said once at convert (notes)
+    finally:
+        con.close()
+        shutil.rmtree(writer.path / ".dupcheck", ignore_errors=True)
+    writer.manifest["duplicate_rows"] = found
     return found
 
 
