@@ -103,12 +103,9 @@ def nest(cols: dict[str, np.ndarray], threads: int | None = None) -> tuple[np.nd
     del by_key
 
     def sweep(a: int, b: int) -> None:
-        ss, es, rs, evs, out = s[a:b], e[a:b], r[a:b], ev[a:b], rows[a:b]
-        np.invert(es, out=es)  # ~e orders ends descending without the overflow of -e
-        order = np.lexsort((rs, es, ss))
-        np.invert(es, out=es)
-        for part in (ss, es, rs, evs, out):  # sorted in place: one temporary copy at a time
-            part[:] = part[order]
+        ss, es, rs, evs = s[a:b], e[a:b], r[a:b], ev[a:b]
+        order = np.lexsort((rs, np.invert(es), ss))  # ~e orders ends descending without overflow
+        ss, es, rs, evs, out = ss[order], es[order], rs[order], evs[order], rows[a:b][order]
         del order
         opens = es > ss  # a never-closed range opens (it ends "at infinity")
         before = np.cumsum(opens, dtype=np.int64) - opens
