@@ -67,17 +67,13 @@ def thread_key(pid: np.ndarray, pid_valid: np.ndarray, tid: np.ndarray, tid_vali
     return (p << KEY_BITS) | t
 
 
-def nest(cols: dict[str, np.ndarray], threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def nest(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Depth and parent range_id of each row (arrays aligned with the inputs).
 
     ``cols`` holds aligned arrays ``key`` (:func:`thread_key`), ``start``, ``end``, ``end_valid``
     (false: a range never closed), ``range_id`` and ``pushpop``; they are taken out of the dict
     (and freed) as the sort goes, to keep the peak memory low. Rows where ``pushpop`` is false
     get depth -1 and parent :data:`NO_PARENT` (null), as does a range without a parent.
-
-    The rows are grouped by thread first (a stable sort on the key); each thread's rows are then
-    sorted and swept on their own, the threads' groups on up to ``threads`` worker threads
-    (default: one per CPU core, at most 4; NumPy's sorts and searches run outside the GIL).
     """
     pushpop = cols.pop("pushpop")
     n = pushpop.shape[0]
@@ -88,28 +84,31 @@ def nest(cols: dict[str, np.ndarray], threads: int | None = None) -> tuple[np.nd
     if sel is not None and sel.size == 0:
         return depth, parent
 
-    by_key = np.argsort(cols["key"] if sel is None else cols["key"][sel], kind="stable")
-    rows = by_key if sel is None else sel[by_key]
-    del sel
+    def take(name: str) -> np.ndarray:
+        a = cols.pop(name)
+        return a if sel is None else a[sel]
 
-    def take(name: str) -> np.ndarray:  # one array at a time: one unsorted copy alive at once
-        return cols.pop(name)[rows]
-
-    k = take("key")
+    k, s, r = take("key"), take("start"), take("range_id")
+    ev = take("end_valid")
+    e = np.where(ev, take("end"), np.iinfo(np.int64).max)  # never closed: ends last
+    np.invert(e, out=e)  # ~e orders ends descending without the overflow of -e
+    order = np.lexsort((r, e, s, k))
+    np.invert(e, out=e)
+    # one array at a time: only one unsorted copy is alive beside the sorted ones
+    k = k[order]
+    s = s[order]
+    r = r[order]
+    ev = ev[order]
+    e = e[order]
+    sel = order if sel is None else sel[order]
+    del order
     bounds = np.concatenate(([0], np.flatnonzero(k[1:] != k[:-1]) + 1, [k.size]))
     del k
-    s, r, ev = take("start"), take("range_id"), take("end_valid")
-    e = np.where(ev, take("end"), np.iinfo(np.int64).max)  # never closed: ends last
-    del by_key
-
-    def sweep(a: int, b: int) -> None:
-        ss, es, rs, evs = s[a:b], e[a:b], r[a:b], ev[a:b]
-        order = np.lexsort((rs, np.invert(es), ss))  # ~e orders ends descending without overflow
-        ss, es, rs, evs, out = ss[order], es[order], rs[order], evs[order], rows[a:b][order]
-        del order
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        ss, es, rs = s[a:b], e[a:b], r[a:b]
         opens = es > ss  # a never-closed range opens (it ends "at infinity")
         before = np.cumsum(opens, dtype=np.int64) - opens
-        ends = np.sort(es[opens & evs])  # end events: closed ranges of positive length
+        ends = np.sort(es[opens & ev[a:b]])  # end events: closed ranges of positive length
         d = before - np.searchsorted(ends, ss, side="right")
         del ends, before, opens
         m = b - a
@@ -122,20 +121,9 @@ def nest(cols: dict[str, np.ndarray], threads: int | None = None) -> tuple[np.nd
         del ck, pos
         cand = o2[np.maximum(j, 0)]
         ok = (j >= 0) & (d > 0) & (d[cand] == d - 1)
-        depth[out] = d  # the threads' rows are disjoint: no two sweeps write the same element
+        out = sel[a:b]
+        depth[out] = d
         parent[out] = np.where(ok, rs[cand], NO_PARENT)
-
-    groups = sorted(zip(bounds[:-1].tolist(), bounds[1:].tolist()), key=lambda g: g[0] - g[1])
-    threads = threads or max(1, min(4, os.cpu_count() or 1))
-    if threads > 1 and len(groups) > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=min(threads, len(groups)), thread_name_prefix="tracekit-nest") as pool:
-            for f in [pool.submit(sweep, a, b) for a, b in groups]:
-                f.result()
-    else:
-        for a, b in groups:
-            sweep(a, b)
     return depth, parent
 
 

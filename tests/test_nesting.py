@@ -87,22 +87,3 @@ def test_falls_back_to_duckdb_above_the_limit(tmp_path, monkeypatch):
     a = _sql_path(t, tmp_path)
     assert a.column("depth").to_pylist() == b.column("depth").to_pylist()
     assert a.column("parent_range_id").to_pylist() == b.column("parent_range_id").to_pylist()
-
-
-@pytest.mark.parametrize("threads", [1, 4])
-def test_threads_sweep_the_same_result(tmp_path, threads):
-    """Each thread's rows are swept on their own (on up to ``threads`` worker threads): the
-    result is the DuckDB SQL path's whatever the number of threads."""
-    t = _random_ranges(11, 5000)
-    want = _sql_path(t, tmp_path)
-    pid, tid, end = t.column("pid"), t.column("tid"), t.column("end_ns")
-    cols = {"key": nesting.thread_key(pid.fill_null(0).to_numpy(), pid.is_valid().to_numpy(zero_copy_only=False),
-                                      tid.fill_null(0).to_numpy(), tid.is_valid().to_numpy(zero_copy_only=False)),
-            "start": t.column("start_ns").to_numpy(), "end": end.fill_null(0).to_numpy(),
-            "end_valid": end.is_valid().to_numpy(zero_copy_only=False),
-            "range_id": t.column("range_id").to_numpy(),
-            "pushpop": (t.column("style").to_numpy(zero_copy_only=False) == "push/pop")}
-    depth, parent = nesting.nest(cols, threads=threads)
-    assert cols == {}
-    assert [None if d < 0 else int(d) for d in depth] == want.column("depth").to_pylist()
-    assert [None if p == nesting.NO_PARENT else int(p) for p in parent] == want.column("parent_range_id").to_pylist()
