@@ -7,6 +7,7 @@ interrupts; statistics gathered while streaming and the export's metadata go to 
 from __future__ import annotations
 
 import os
+import queue
 import shutil
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -159,6 +160,55 @@ class _Cancelled(Exception):
     """Another table's conversion failed or the user interrupted: stop this one."""
 
 
+PREFETCH_BATCHES = 2  # decoded batches a table's decoding runs ahead of its Parquet encoding
+
+
+def prefetched(batches: Iterable[pa.RecordBatch], depth: int = PREFETCH_BATCHES) -> Iterator[pa.RecordBatch]:
+    """``batches``, produced on a helper thread up to ``depth`` batches ahead of the consumer:
+    decoding (and a post-step's tail, e.g. the NVTX operator arguments) overlaps the Parquet
+    encoding of the previous batch instead of taking turns with it on one thread. An exception of
+    the producer is raised here, in order; when the consumer stops early the producer stops at its
+    next batch and the source iterator is closed."""
+    items: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    it = iter(batches)
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                items.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for b in it:
+                if not put((b, None)):
+                    return
+            put((None, None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+            put((None, exc))
+
+    helper = threading.Thread(target=produce, name=f"{threading.current_thread().name}-decode", daemon=True)
+    helper.start()
+    try:
+        while True:
+            b, exc = items.get()
+            if exc is not None:
+                raise exc
+            if b is None:
+                return
+            yield b
+    finally:
+        stop.set()
+        helper.join()
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
+
+
 def _convert_table(export: Export, plan: TablePlan, writer: RunWriter, progress: Progress, stats: _Stats,
                    work_root: Path, cancel: threading.Event, not_needed: Callable[[], bool]) -> int:
     """Convert one table (in a worker thread); returns the number of source rows read."""
@@ -185,7 +235,7 @@ def _convert_table(export: Export, plan: TablePlan, writer: RunWriter, progress:
             if tmap.post:
                 work = Work(work_root / tname)
                 batches = POST_STEPS[tmap.post](batches, work)
-            writer.write_table(tname, mine.watch(tname, batches))
+            writer.write_table(tname, mine.watch(tname, prefetched(batches)))
             break
         except TypeMismatch:
             if not strict:
