@@ -202,22 +202,14 @@ def named_results():
     fixture runs of ``SHARED_RESULTS`` (20-35 MB each; the every-query tests of test_screens,
     test_output and test_output_identity share them); any other run's are computed each call.
     A query the run refuses (QueryError: the roofline of an ncu details CSV naming no GPU) is
-    run with ``ceilings=none``, and its params say so."""
-    from tracekit.errors import QueryError
-    from tracekit.query import all_queries
-    from tracekit.query.engine import Engine
+    run with ``ceilings=none``, and its params say so (tests/helpers/outputs.py, every_query)."""
+    from helpers.outputs import every_query
 
     cache: dict[Path, dict] = {}
 
     def get(run: Path) -> dict:
         if run not in cache:
-            out = {}
-            with Engine([run]) as eng:
-                for name in all_queries():
-                    try:
-                        out[name] = (eng.query(name), {})
-                    except QueryError:
-                        out[name] = (eng.query(name, {"ceilings": "none"}), {"ceilings": "none"})
+            out = every_query(run)
             if run.name not in SHARED_RESULTS:
                 return out
             cache[run] = out
