@@ -51,19 +51,24 @@ def read(con, fetch) -> tuple[dict, pa.Table | None]:
             (ops.cast(OPS) if ops.num_rows else None))
 
 
-def end_at_wakes(start: np.ndarray, end: np.ndarray, edges: dict) -> int:
-    """End each Gloo range that a ``gloo wait`` edge of ``edges`` (:func:`read`'s) says a thread
-    waited for no later than that thread's wake (``end[src] = min(end[src], start[dst])``, in
-    place; node ids index ``start`` and ``end``): its worker recorded the end after completing
-    the collective's future, which the waiting thread saw first. Returns how many it moved."""
+def end_at_wakes(start: np.ndarray, end: np.ndarray, edges: dict) -> tuple[np.ndarray, int]:
+    """``end`` with each Gloo range that a ``gloo wait`` edge of ``edges`` (:func:`read`'s) says a
+    thread waited for ended no later than that thread's wake (``end[src] = min(end[src],
+    start[dst])``; node ids index ``start`` and ``end``): its worker recorded the end after
+    completing the collective's future, which the waiting thread saw first. Returns that array
+    (``end`` itself, untouched, when no range closed late; else a changed copy) and how many
+    ranges it moved."""
     g = edges["gloo"]
     if not g.num_rows:
-        return 0
+        return end, 0
     src = g.column("src").to_numpy()
     wake = start[g.column("dst").to_numpy()]
     late = end[src] > wake
+    if not late.any():
+        return end, 0
+    end = end.copy()
     np.minimum.at(end, src[late], wake[late])
-    return int(late.sum())
+    return end, int(late.sum())
 
 
 def offset(ops: pa.Table, n: int) -> pa.Table:

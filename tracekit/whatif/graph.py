@@ -170,8 +170,8 @@ def read_part(con) -> Part:
         if n < 2_000_000 else _cat_fast(nodes.column("category"))
     names_dict = pc.dictionary_encode(nodes.column("name")).combine_chunks()
     run_dict = pc.dictionary_encode(nodes.column("run_id")).combine_chunks()
-    start_abs, end_abs = _col(nodes, "start_ns"), _col(nodes, "end_ns").copy()
-    closed_late = _cpu.end_at_wakes(start_abs, end_abs, cpu_edges)
+    start_abs = _col(nodes, "start_ns")
+    end_abs, closed_late = _cpu.end_at_wakes(start_abs, _col(nodes, "end_ns"), cpu_edges)
     return Part(start_abs=start_abs, end_abs=end_abs,
                 chain=_col(nodes, "chain_id", np.int32), cat=cat,
                 name_idx=names_dict.indices.to_numpy(zero_copy_only=False).astype(np.int32),
