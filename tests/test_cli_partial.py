@@ -13,7 +13,7 @@ NAMES = [command_name(c) for c in app.registered_commands]
 PLOT = [command_name(c) for g in app.registered_groups for c in g.typer_instance.registered_commands]
 LINES = ([[], ["--help"], ["-h"], ["--debug"], ["-q", "--help", "query"], ["bogus"], ["--bogus"],
           ["quer", "x"], ["query"], ["query", "--bogus", "x"], ["plot"], ["plot", "bogus"],
-          ["--debug", "-q", "sql", "--help"]]
+          ["--debug", "-q", "sql", "--help"], ["--version"], ["-q", "--version", "query"]]
          + [[n, "--help"] for n in NAMES] + [["plot", n, "--help"] for n in PLOT])
 
 

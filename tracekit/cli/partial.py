@@ -12,7 +12,7 @@ with only what the arguments reach:
 - anything else (an unknown command or option): the whole app, for its error and suggestions.
 
 The help, options and errors of each command are those of the whole app: the same command
-objects, built by typer as before (``tests/test_startup_imports.py`` compares them).
+objects, built by typer as before (``tests/test_cli_partial.py`` compares them).
 """
 
 from __future__ import annotations
