@@ -1,6 +1,6 @@
 """Cost and accuracy of the clock model of a multi-rank job (tracekit/convert/clocks.py, issue 24).
 
-    python benchmarks/clock_model.py [--convert-ranks 4,8] [--ranks 64,256,1024] [--out docs/performance.md]
+    python benchmarks/clock_model.py [--convert-ranks 4,8] [--ranks 64,256,1024] [--out docs/benchmarks.md]
 
 1. *Share of conversion*: jobs of R ranks from tests/jobgen.py (the shared NCCL Kineto trace, 21
    collectives a rank; clocks +-3 ms, +-20 ppm; jitter 0-20 us; kernel ends within 2 us) are
@@ -12,7 +12,7 @@
    (the generator's truth put on each rank's clock; no files), against the true offsets: time,
    largest error, largest bound, and whether every error is within its bound.
 
-Results go into the section between the `clock` markers of docs/performance.md.
+Results go into the section between the `clock` markers of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--convert-ranks", default="4,8")
     ap.add_argument("--ranks", default="64,256,1024")
-    ap.add_argument("--out", default=str(ROOT / "docs" / "performance.md"))
+    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="tk-clock-") as tmp:
         conv = [share_of_conversion(int(r), Path(tmp)) for r in a.convert_ranks.split(",")]

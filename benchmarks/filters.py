@@ -7,7 +7,7 @@ A synthetic training loop as benchmarks/steps_detection.py builds it: ITERATIONS
 of 200 kernels each, every kernel launched by a cudaLaunchKernel inside an operator range
 (`aten::op_K`, one per kernel) on the step's thread. Prints seconds and ratios for
 kernel_summary and nvtx_summary with --step 3-5, --window 10ms:50ms and --nvtx 'op_1[0-9]$'
-(docs/performance.md, "Filters").
+(docs/benchmarks.md, "Filters").
 """
 
 from __future__ import annotations

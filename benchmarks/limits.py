@@ -1,6 +1,6 @@
 """Time and peak RSS of `tracekit convert` on hostile inputs, against the same input unharmed.
 
-    python benchmarks/limits.py [--out docs/performance.md]
+    python benchmarks/limits.py [--out docs/benchmarks.md]
 
 The Kineto fixture kineto_a100_alexnet.json.gz gets one kernel named by 16, 32 or 64 MiB of text,
 or 20,000 levels of nested arrays in one event's ``args``; the small nsys export
@@ -95,7 +95,7 @@ def nsys_long_name(path: Path, mib: int) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(ROOT / "docs" / "performance.md"))
+    ap.add_argument("--out", default=str(ROOT / "docs" / "benchmarks.md"))
     args = ap.parse_args()
     tk = [sys.executable, "-m", "tracekit", "convert"]
     rows = []

@@ -7,7 +7,7 @@ forward / backward / optimizer) recorded here by the installed torch with profil
 then replicated N times (benchmarks/make_big_kineto.py). Baselines in the same run: the same
 replicated trace with its [memory] events removed (what memory adds to `tracekit convert`),
 and `step_summary` on the same run folder (what a memory query costs against a step query).
-Prints one Markdown table (docs/performance.md, "Memory events").
+Prints one Markdown table (docs/benchmarks.md, "Memory events").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Cost against the number of run folders and of ranks (issue 16), one run, one machine.
 
-    python benchmarks/multi.py [--folders 300] [--ranks 8,64,256,1024] [--out docs/performance.md]
+    python benchmarks/multi.py [--folders 300] [--ranks 8,64,256,1024] [--out docs/benchmarks.md]
 
 1. *Many folders*: the 2-GPU H100 fixture converted once and copied into N run folders (each its
    own run_id) against the same rows in ONE run folder (the fixture replicated N times by
@@ -12,7 +12,8 @@
    named queries over it; time, CPU and peak RSS, and the cost per rank.
 
 Results go to WORK/results_multi.json and into the section between the `multi` markers of
-docs/performance.md (run.py --render-only keeps the section: it renders it from that file).
+docs/benchmarks.md. benchmarks/run.py measures both cases in its own run (its functions
+:func:`folders_case`, :func:`ranks_case` and :func:`tables`) for docs/performance.md.
 """
 
 from __future__ import annotations
@@ -116,16 +117,26 @@ def _window(res: dict, case: str) -> str:
 
 
 def render_section(res: dict) -> str:
+    """The section between the ``multi`` markers of docs/benchmarks.md (this script run alone)."""
     L = [START, "", "## Many run folders, many ranks", "",
          f"Measured {res['started'][:16].replace('T', ' ')} to {res['finished'][11:16]} UTC by "
-         f"`python benchmarks/multi.py` (a separate run from the sections above) on {res.get('machine', '')}; "
+         f"`python benchmarks/multi.py` on {res.get('machine', '')}; "
          f"load average {res['load_start'][0]:.1f} at the start, {res['load_end'][0]:.1f} at the end "
          "(2 cores: above 2, wall-clock times are inflated by other work; CPU times much less so). "
          + res.get("versions", "Packages: not recorded."), ""]
+    L += tables(res, "###")
+    L.append(END)
+    return "\n".join(L)
+
+
+def tables(res: dict, level: str) -> list[str]:
+    """The many-folders and many-ranks tables of ``res`` (this script's results, or the ``multi``
+    part of benchmarks/run.py's), under headings of ``level`` (``###``)."""
+    L = []
     f = res.get("folders")
     if f:
         n = f["folders"]
-        L += [f"### {n} run folders against one holding the same rows", "",
+        L += [f"{level} {n} run folders against one holding the same rows", "",
               _window(res, "folders"), "",
               f"The 2-GPU H100 fixture converted once and copied into {n} run folders, against the fixture "
               f"replicated {n} times in one export (`make_big_export.py`), converted into one run folder. "
@@ -143,7 +154,7 @@ def render_section(res: dict) -> str:
         L.append("")
     rk = res.get("ranks")
     if rk:
-        L += ["### Jobs of many ranks", "", _window(res, "ranks"), "",
+        L += [f"{level} Jobs of many ranks", "", _window(res, "ranks"), "",
               "One rank's real Kineto trace (the A100 AlexNet step, 79 kernels) replicated R times with "
               "shifted clocks and its own rank and pid (`make_rank_job.py`); `tracekit convert` of the R "
               "traces into one run folder (default `--jobs`: one worker process per core), then "
@@ -157,15 +168,11 @@ def render_section(res: dict) -> str:
                 if c.get("rc") == 0 else ""
             qs = " | ".join((fmt(m["seconds"], " s") + f" ({fmt(m['rss_mib'], ' MiB')})") if m.get("rc") == 0
                             else "failed" for m in (e.get("queries") or {}).values()) \
-            or " | ".join("" for _ in RANK_QUERIES)
+                or " | ".join("" for _ in RANK_QUERIES)
             L.append(f"| {e['ranks']:,} | {e['input_bytes'] / 1e6:,.1f} MB | {e.get('rows', 0):,} | "
                      f"{e.get('files', 0):,} | {_cell(c)} | {per} | {qs} |")
         L.append("")
-    notes = HERE / "notes_multi.md"
-    if notes.exists():
-        L += [notes.read_text().rstrip(), ""]
-    L.append(END)
-    return "\n".join(L)
+    return L
 
 
 def splice(page: str, section: str) -> str:
@@ -182,7 +189,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ranks", default="8,64,256,1024", help="comma-separated job sizes ('' to skip)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds after which a command is killed")
     ap.add_argument("--work", type=Path, default=HERE / "data")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     ap.add_argument("--render-only", action="store_true", help="rewrite the section from WORK/results_multi.json")
     args = ap.parse_args(argv)
     path = args.work / "results_multi.json"

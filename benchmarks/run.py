@@ -1,8 +1,9 @@
-"""tracekit's conversion and query benchmark, against what users would run instead.
+"""tracekit's benchmark: every figure of docs/performance.md, measured in one run.
 
-    python benchmarks/run.py [--copies 300] [--big-copies 0] [--out docs/performance.md]
+    python benchmarks/run.py [--copies 300] [--big-copies 2500] [--out docs/performance.md]
 
-One run, one machine, every figure measured here:
+One run, one machine, every figure measured here (tracekit byte-compiled first, as ``pip
+install`` does):
 
 1. builds the large export by replicating a real fixture (benchmarks/make_big_export.py);
 2. floors: reading the file once (`cat` to /dev/null, warm cache) and SQLite itself scanning every
@@ -10,13 +11,19 @@ One run, one machine, every figure measured here:
 3. `tracekit convert` (time, rows/s, peak RSS) against nsys-ai's Parquet cache build plus its NVTX
    kernel map (benchmarks/setup_baselines.sh makes its environment);
 4. named queries (`tracekit query`) against the `nsys stats` report that computes the same thing
-   on the same SQLite;
-5. optionally (``--big-copies``) the peak RSS of converting a multi-GB export;
-6. a large Kineto trace: `tracekit convert` against HTA's (traceinsight) parser, when installed.
+   on the same SQLite (`kernel_summary` and `nvtx_summary` alternating with theirs ``--repeat``
+   times);
+5. start-up: `tracekit --help` and a small query against importing what they must
+   (benchmarks/startup.py);
+6. `tracekit whatif BIG -s baseline -s launch=0` and `critical_path_summary` on the converted
+   export, against its conversion;
+7. many run folders against one of the same rows, and jobs of many ranks (benchmarks/multi.py);
+8. optionally (``--big-copies``) the conversion of a multi-GB export;
+9. large Kineto traces: `tracekit convert` against HTA's (traceinsight) parser, when installed.
 
 Each command runs in its own process; time is wall-clock and peak RSS is the process's own
-(``os.wait4`` rusage). Results go to a Markdown file (docs/performance.md) with ratios computed
-from this run only.
+(``os.wait4`` rusage). The results go to WORK/results.json and the whole of docs/performance.md
+is written from them (benchmarks/render.py), with ratios computed from this run only.
 """
 
 from __future__ import annotations
@@ -25,16 +32,16 @@ import argparse
 import datetime as dt
 import json
 import os
-import re
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import FIXTURE, HERE, ROOT, TRACEKIT, fmt, machine, measure  # noqa: E402
+from common import FIXTURE, HERE, ROOT, TRACEKIT, machine, measure  # noqa: E402
 from versions import versions_line  # noqa: E402
 
 KINETO_FIXTURE = ROOT.parent / "shared" / "fixtures" / "kineto" / "kineto_a100_nccl_2ranks_rank0.json.gz"
@@ -130,6 +137,11 @@ def _arguments(argv) -> argparse.Namespace:
                     help="seconds after which an nsys stats report is killed (nvtxgpuproj is quadratic)")
     ap.add_argument("--no-single-thread", action="store_true",
                     help="skip the extra TRACEKIT_THREADS=1 conversion")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="times kernel_summary and nvtx_summary alternate with their nsys stats reports")
+    ap.add_argument("--startup-repeat", type=int, default=15, help="runs of each start-up pair (median)")
+    ap.add_argument("--folders", type=int, default=300, help="run folders of the many-folders case (0: skip)")
+    ap.add_argument("--ranks", default="8,64,256", help="job sizes of the many-ranks case ('' to skip)")
     ap.add_argument("--render-only", action="store_true",
                     help="measure nothing: write --out again from WORK/results.json of the last run "
                          "(after editing benchmarks/notes.md)")
@@ -150,19 +162,77 @@ def _export(args, build) -> tuple[Path, dict]:
     return export, info
 
 
+PAIRED = ("kernel_summary", "nvtx_summary")
+
+
+def _median(ms: list[dict]) -> dict:
+    """Median time and CPU, largest peak RSS, worst exit status of repeated measurements."""
+    ok = [m for m in ms if m.get("rc") == 0] or ms
+    return {"seconds": statistics.median(m["seconds"] for m in ok),
+            "cpu_s": statistics.median(m["cpu_s"] for m in ok),
+            "rss_mib": max(m["rss_mib"] for m in ms), "rc": next((m["rc"] for m in ms if m.get("rc")), 0),
+            "error": next((m["error"] for m in ms if m.get("error")), ""), "runs": ms}
+
+
 def _queries(args, run_dir: Path, export: Path) -> list[dict]:
-    """Each named query of QUERIES timed, and the nsys stats report computing the same."""
+    """Each named query of QUERIES timed, and the nsys stats report computing the same; the
+    queries of PAIRED alternate with their report ``--repeat`` times (medians)."""
     out = []
     for q, report in QUERIES:
-        entry = {"query": q, "tracekit": measure(TRACEKIT + ["query", q, str(run_dir), "-f", "csv", "-o", os.devnull]),
-                 "engine_s": engine_query(run_dir, q)}
-        if report and shutil.which("nsys") and not args.skip_baselines:
-            entry["nsys_stats"] = measure(["nsys", "stats", "-q", "--report", report, "--format", "csv",
-                                           "--output", "-", str(export)], timeout=args.stats_timeout)
-            entry["report"] = report
+        stats = report and shutil.which("nsys") and not args.skip_baselines
+        n = args.repeat if q in PAIRED else 1
+        tk, ns = [], []
+        for _ in range(n):
+            tk.append(measure(TRACEKIT + ["query", q, str(run_dir), "-f", "csv", "-o", os.devnull]))
+            if stats:
+                ns.append(measure(["nsys", "stats", "-q", "--report", report, "--format", "csv",
+                                   "--output", "-", str(export)], timeout=args.stats_timeout))
+        entry = {"query": q, "tracekit": _median(tk), "engine_s": engine_query(run_dir, q)}
+        if stats:
+            entry["nsys_stats"], entry["report"] = _median(ns), report
         out.append(entry)
-        print(entry, flush=True)
+        print(q, entry["tracekit"]["seconds"], entry.get("nsys_stats", {}).get("seconds"), flush=True)
     return out
+
+
+def _whatif(run_dir: Path) -> dict:
+    """What-if (baseline and one scenario) and the critical path of the converted export."""
+    return {
+        "whatif": measure(TRACEKIT + ["whatif", str(run_dir), "-s", "baseline", "-s", "launch=0",
+                                      "-f", "csv", "-o", os.devnull]),
+        "critical_path_summary": measure(TRACEKIT + ["query", "critical_path_summary", str(run_dir),
+                                                     "-f", "csv", "-o", os.devnull]),
+    }
+
+
+def _startup(args) -> dict:
+    """benchmarks/startup.py's pairs on the 3-kernel fixture's run folder (converted here)."""
+    import startup
+
+    small = args.work / "startup_run"
+    shutil.rmtree(small, ignore_errors=True)
+    measure(TRACEKIT + ["convert", str(startup.SMALL), "-o", str(small), "-q"])
+    res = startup.measure(small, args.startup_repeat)
+    shutil.rmtree(small, ignore_errors=True)
+    return res
+
+
+def _multi(args) -> dict:
+    """benchmarks/multi.py's two cases, in this run."""
+    import multi
+
+    ns = argparse.Namespace(work=args.work, folders=args.folders, ranks=args.ranks, timeout=900)
+    res: dict = {"started": _now()}
+    if args.folders:
+        res["folders"] = multi.folders_case(ns)
+    if args.ranks:
+        res["ranks"] = multi.ranks_case(ns)
+    res["finished"] = _now()
+    return res
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def _big(args, build) -> dict:
@@ -185,28 +255,10 @@ def _big(args, build) -> dict:
     return out
 
 
-def main(argv=None) -> int:
-    args = _arguments(argv)
-    if args.render_only:
-        res = json.loads((args.work / "results.json").read_text())
-        _write_page(args.out, render(res, args))
-        print(f"wrote {args.out} from {args.work / 'results.json'}")
-        return 0
-    args.work.mkdir(parents=True, exist_ok=True)
-    sys.path.insert(0, str(HERE))
-    from make_big_export import build
-
-    export, info = _export(args, build)
-    res: dict = {"export": str(export), "export_bytes": export.stat().st_size, "rows": info["rows"],
-                 "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                 "load_start": os.getloadavg(), "versions": versions_line()}
-    print(f"export {export} ({res['export_bytes'] / 1e6:.0f} MB)", flush=True)
-
-    res["cat"] = cat_floor(export)
-    res["sqlite_scan"] = sqlite_scan(export)
-    res["adbc_scan"] = adbc_floor(export)
+def _conversions(args, export: Path, run_dir: Path) -> dict:
+    """Floors, tracekit's conversion (also one table at a time) and nsys-ai's cache build."""
+    res = {"cat": cat_floor(export), "sqlite_scan": sqlite_scan(export), "adbc_scan": adbc_floor(export)}
     print("floors", res["cat"]["seconds"], res["sqlite_scan"]["seconds"], res["adbc_scan"]["seconds"], flush=True)
-    run_dir = args.work / "run"
     shutil.rmtree(run_dir, ignore_errors=True)
     res["convert"] = measure(TRACEKIT + ["convert", str(export), "-o", str(run_dir), "--force"])
     print("convert", res["convert"], flush=True)
@@ -218,22 +270,46 @@ def main(argv=None) -> int:
                                          env={**os.environ, "TRACEKIT_THREADS": "1"})
         shutil.rmtree(one, ignore_errors=True)
         print("convert 1 thread", res["convert_1thread"], flush=True)
-
     if not args.skip_baselines and args.nsys_ai_python.exists():
         res["nsys_ai"] = measure([str(args.nsys_ai_python), str(HERE / "nsys_ai_build.py"), str(export)])
         shutil.rmtree(export.with_suffix(".nsys-cache"), ignore_errors=True)
         print("nsys-ai", res["nsys_ai"], flush=True)
+    return res
 
+
+def main(argv=None) -> int:
+    args = _arguments(argv)
+    from render import write_page
+
+    if args.render_only:
+        write_page(args.out, json.loads((args.work / "results.json").read_text()))
+        print(f"wrote {args.out} from {args.work / 'results.json'}")
+        return 0
+    args.work.mkdir(parents=True, exist_ok=True)
+    import startup
+    from make_big_export import build
+
+    startup.compile_sources()
+    export, info = _export(args, build)
+    res: dict = {"export": str(export), "export_bytes": export.stat().st_size, "rows": info["rows"],
+                 "copies": args.copies, "repeat": args.repeat, "started": _now(),
+                 "load_start": os.getloadavg(), "versions": versions_line(), "machine": machine()}
+    print(f"export {export} ({res['export_bytes'] / 1e6:.0f} MB)", flush=True)
+    run_dir = args.work / f"run_x{args.copies}"  # shared with multi.py's many-folders case
+    res.update(_conversions(args, export, run_dir))
     res["queries"] = _queries(args, run_dir, export)
+    res.update(_whatif(run_dir))
+    print("whatif", res["whatif"]["seconds"], "critical path", res["critical_path_summary"]["seconds"], flush=True)
+    res["startup"] = _startup(args)
+    res["multi"] = _multi(args)
     if args.big_copies:
         res["big"] = _big(args, build)
-
     res["kineto"] = [k for k in (kineto_bench(args, int(c)) for c in str(args.kineto_copies).split(",") if c)
                      if k is not None]
-    res["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    res["finished"] = _now()
     res["load_end"] = os.getloadavg()
     (args.work / "results.json").write_text(json.dumps(res, indent=1))
-    _write_page(args.out, render(res, args))
+    write_page(args.out, res)
     print(f"wrote {args.out}")
     return 0
 
@@ -258,205 +334,6 @@ def kineto_bench(args, copies: int) -> dict | None:
         out["hta"] = measure([str(args.hta_python), str(HERE / "hta_parse.py"), str(trace)])
     print("kineto", out, flush=True)
     return out
-
-
-def _failed(m: dict) -> str:
-    return "" if m.get("rc", 0) == 0 else f" (failed: {m.get('error', '')})"
-
-
-def _row(name, m, base=None, base_name=""):
-    ratio = ""
-    if base and m.get("rc") == 0 and base.get("rc", 0) == 0:
-        ratio = f"{base['seconds'] / m['seconds']:.1f}x faster than {base_name}" if base["seconds"] >= m["seconds"] \
-            else f"{m['seconds'] / base['seconds']:.2f}x the time of {base_name}"
-    rss = fmt(m["rss_mib"], " MiB") if "rss_mib" in m else ""
-    cpu = fmt(m["cpu_s"], " s") if "cpu_s" in m else ""
-    return f"| {name}{_failed(m)} | {fmt(m['seconds'], ' s')} | {cpu} | {rss} | {ratio} |"
-
-
-def _kineto_list(res: dict) -> list[dict]:
-    k = res.get("kineto")
-    return [] if not k else [k] if isinstance(k, dict) else k
-
-
-def _ok(m: dict | None) -> bool:
-    return bool(m) and m.get("rc") == 0
-
-
-def targets(res: dict) -> list[tuple[str, str, bool | None]]:
-    """(target, measured, met) for each target of issue 8."""
-    out = []
-    conv, ai, scan = res["convert"], res.get("nsys_ai"), res["sqlite_scan"]
-    if _ok(conv) and _ok(ai):
-        r = ai["seconds"] / conv["seconds"]
-        out.append(("conversion >= 3x faster than nsys-ai's cache build", f"{r:.1f}x", r >= 3))
-    if _ok(conv):
-        r = conv["seconds"] / scan["seconds"]
-        out.append(("conversion within 3.5x of SQLite's own scan (every value tracekit reads)", f"{r:.1f}x", r <= 3.5))
-        out.append(("conversion peak RSS < 1 GB (1,024 MiB)", fmt(conv["rss_mib"], " MiB"), conv["rss_mib"] < 1024))
-    for q in ("kernel_summary", "nvtx_summary"):
-        e = next((e for e in res["queries"] if e["query"] == q), None)
-        if e and _ok(e["tracekit"]) and _ok(e.get("nsys_stats")):
-            r = e["nsys_stats"]["seconds"] / e["tracekit"]["seconds"]
-            out.append((f"`{q}` >= 10x faster than `nsys stats --report {e['report']}`", f"{r:.1f}x", r >= 10))
-    big = res.get("big")
-    if big:
-        c = big["convert"]
-        out.append((f"peak RSS < 1.5 GB (1,536 MiB) converting a {big['bytes'] / 1e9:.1f} GB export",
-                    fmt(c["rss_mib"], " MiB") + _failed(c), _ok(c) and c["rss_mib"] < 1536))
-    for k in _kineto_list(res):
-        if _ok(k["convert"]) and _ok(k.get("hta")):
-            size = f"{k['bytes'] / 1e6:,.0f} MB trace"
-            r = k["hta"]["seconds"] / k["convert"]["seconds"]
-            out.append((f"Kineto conversion >= 3x faster than HTA ({size})", f"{r:.1f}x", r >= 3))
-            m = k["convert"]["rss_mib"] / k["hta"]["rss_mib"]
-            out.append((f"Kineto conversion peak RSS <= 1/3 of HTA's ({size})", f"{m:.2f} of HTA's", m <= 1 / 3))
-    return out
-
-
-_SECTION = re.compile(r"<!-- (\w+):(?:begin|start) -->.*?<!-- \1:end -->\n?", re.S)
-
-
-def _write_page(out: Path, text: str) -> None:
-    """Write the page, keeping the sections other benchmarks own (between their ``<!-- NAME:begin
-    -->`` / ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` markers: benchmarks/limits.py,
-    benchmarks/multi.py) at the end, as they were."""
-    kept = [m.group(0) for m in _SECTION.finditer(out.read_text()) if m.group(0) not in text] \
-        if out.exists() else []
-    out.write_text(text.rstrip("\n") + "\n" + "".join("\n" + s for s in kept))
-
-
-def _head(res: dict) -> list[str]:
-    """The page's title, machine, load and targets table."""
-    load = res["load_start"]
-    L = [
-        "# Performance",
-        "",
-        "<!-- Written by `python benchmarks/run.py`; rerun it to refresh every figure. -->",
-        "",
-        f"Measured {res['started'][:16].replace('T', ' ')} to {res['finished'][11:16]} UTC on {machine()}.",
-        res.get("versions", "Packages: not recorded (a run before benchmarks/versions.py)."),
-        f"Load average when the run started: {load[0]:.1f} (1 min), {load[1]:.1f} (5 min); at its end "
-        f"{res['load_end'][0]:.1f}. A load above the core count means other processes shared the cores "
-        "and wall-clock times are inflated (CPU times much less so).",
-        "",
-        "All figures come from one run of `benchmarks/run.py` on this machine; ratios are between "
-        "commands measured in that run. *time* is the wall-clock time of the whole command (process start "
-        "included), *CPU* its user + system time (all threads and child processes), *peak RSS* the "
-        "largest resident set size of the process (`os.wait4`).",
-        "",
-        "Rerun: `bash benchmarks/setup_baselines.sh` (once: nsys-ai and HTA in their own virtual "
-        "environments), then `python benchmarks/run.py --big-copies 2500`.",
-        "",
-        "## Targets",
-        "",
-        "| target | measured | met |",
-        "|---|---|---|",
-    ]
-    for name, got, met in targets(res):
-        L.append(f"| {name} | {got} | {'yes' if met else '**no**'} |")
-    return L
-
-
-def _conversion(res: dict, args) -> list[str]:
-    """The input and the conversion section."""
-    rows = res["rows"]
-    L = [
-        "",
-        f"## Input: the 2-GPU H100 fixture export replicated {args.copies} times",
-        "",
-        f"{res['export_bytes'] / 1e6:,.0f} MB; " + ", ".join(f"{t} {n:,}" for t, n in rows.items() if n) + ".",
-        "Built by `benchmarks/make_big_export.py` (timestamps, correlation IDs and NVTX range IDs shifted per copy).",
-        "",
-        "## Conversion",
-        "",
-        "| command | time | CPU | peak RSS | ratio |",
-        "|---|---|---|---|---|",
-        f"| read the file once (`cat` > /dev/null, warm cache) | {fmt(res['cat']['seconds'], ' s')} | | | floor |",
-        f"| SQLite walks every event row ({res['sqlite_scan']['rows']:,} rows: count(*) and max(start)) | "
-        f"{fmt(res['sqlite_scan']['count_seconds'], ' s')} | | | |",
-        f"| SQLite scans every event row, decoding every value tracekit reads (max() of each) | "
-        f"{fmt(res['sqlite_scan']['seconds'], ' s')} | | | floor |",
-        _row("SQLite + ADBC read every column tracekit reads into Arrow, no decoding (`benchmarks/adbc_scan.py`)",
-             res["adbc_scan"]),
-    ]
-    conv = res["convert"]
-    L.append(_row("`tracekit convert`", conv, res.get("nsys_ai"), "nsys-ai"))
-    if "convert_1thread" in res:
-        L.append(_row("`tracekit convert`, one table at a time (`TRACEKIT_THREADS=1`)", res["convert_1thread"]))
-    if "nsys_ai" in res:
-        L.append(_row("nsys-ai 0.3.0 Parquet cache + NVTX kernel map", res["nsys_ai"]))
-    if conv.get("rc") == 0:
-        L += ["", f"`tracekit convert` wrote {res['converted_rows']:,} rows: "
-              f"{res['converted_rows'] / conv['seconds']:,.0f} rows/s; "
-              f"{conv['seconds'] / res['sqlite_scan']['seconds']:.2f}x SQLite's own scan, "
-              f"{conv['seconds'] / res['adbc_scan']['seconds']:.2f}x the ADBC read of the same columns, "
-              f"{conv['seconds'] / res['cat']['seconds']:.1f}x reading the file once."]
-    if "big" in res:
-        b = res["big"]
-        c = b["convert"]
-        rows_b = b.get("rows", {})
-        L += ["", f"### A {b['bytes'] / 1e9:.1f} GB export ({b['copies']} copies)", "",
-              f"`tracekit convert`: {fmt(c['seconds'], ' s')} wall, {fmt(c['cpu_s'], ' s')} CPU, peak RSS "
-              f"{fmt(c['rss_mib'], ' MiB')}{_failed(c)}"
-              + (f"; {rows_b.get('kernels', 0):,} kernels, {rows_b.get('cuda_api', 0):,} runtime calls, "
-                 f"{rows_b.get('nvtx_ranges', 0):,} NVTX ranges." if rows_b else ".")]
-    return L
-
-
-def _query_rows(res: dict) -> list[str]:
-    """The queries against nsys stats section."""
-    L = ["", "## Queries against `nsys stats` on the same data", "",
-          "`tracekit query NAME RUN -f csv` on the converted run folder; `nsys stats --report R --format csv` "
-          "on the SQLite export.", "",
-          "*in Engine*: the same query in a running Python process (`tracekit.query.engine.Engine` open, best "
-          "of 3), without the start-up and imports each `tracekit query` command pays.", "",
-          "| query | tracekit | CPU | peak RSS | in Engine | nsys stats report | nsys stats | CPU "
-          "| peak RSS | ratio | ratio in Engine |",
-          "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for e in res["queries"]:
-        t = e["tracekit"]
-        s = e.get("nsys_stats")
-        eng = e.get("engine_s", float("nan"))
-        tk = (f"{fmt(t['seconds'], ' s')}{_failed(t)} | {fmt(t['cpu_s'], ' s')} | {fmt(t['rss_mib'], ' MiB')} | "
-              + ("" if eng != eng else fmt(eng, " s")))
-        if s:
-            ratio = f"{s['seconds'] / t['seconds']:.1f}x faster" if _ok(s) and _ok(t) else ""
-            ratio_e = f"{s['seconds'] / eng:.0f}x faster" if _ok(s) and eng == eng and eng > 0 else ""
-            if "did not finish" in s.get("error", "") and _ok(t):
-                ratio = f"more than {s['seconds'] / t['seconds']:.0f}x faster"
-                ratio_e = f"more than {s['seconds'] / eng:.0f}x faster" if eng == eng and eng > 0 else ""
-            L.append(f"| `{e['query']}` | {tk} | {e['report']} | {fmt(s['seconds'], ' s')}{_failed(s)} | "
-                     f"{fmt(s['cpu_s'], ' s')} | {fmt(s['rss_mib'], ' MiB')} | {ratio} | {ratio_e} |")
-        else:
-            L.append(f"| `{e['query']}` | {tk} | (none) | | | | | |")
-    return L
-
-
-def render(res: dict, args) -> str:
-    L = _head(res) + _conversion(res, args) + _query_rows(res)
-    ks = _kineto_list(res)
-    if ks:
-        L += ["", "## Kineto traces", "",
-              "The 2-rank A100 NCCL fixture (rank 0) replicated N times (`benchmarks/make_big_kineto.py`). "
-              "HTA parses the whole JSON in memory, so its time and memory grow faster than the trace; "
-              "tracekit streams it in chunks, so its memory stays flat.", "",
-              "| trace | command | time | CPU | peak RSS | ratio |", "|---|---|---|---|---|---|"]
-        for k in ks:
-            size = (f"{k['bytes'] / 1e6:,.0f} MB ({k['copies']} copies"
-                    + (f"; tracekit wrote {k['rows']:,} rows)" if k.get("rows") else ")"))
-            L.append(f"| {size} " + _row("`tracekit convert`", k["convert"], k.get("hta"), "HTA"))
-            if "hta" in k:
-                L.append(f"| {size} " + _row("HTA (traceinsight) `TraceAnalysis` parse", k["hta"]))
-    notes = HERE / "notes.md"
-    if notes.exists():
-        L += ["", notes.read_text().rstrip()]
-    multi = args.work / "results_multi.json"
-    if multi.exists():  # benchmarks/multi.py's section, measured in its own run
-        from multi import render_section
-
-        L += ["", render_section(json.loads(multi.read_text()))]
-    return "\n".join(L) + "\n"
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 # Virtual environments for the tools tracekit is measured against (not needed for tracekit):
 #   benchmarks/.venv-nsys-ai : nsys-ai 0.3.0 with DuckDB 1.4.4 and its sqlite extension from PyPI
 #                              (nsys-ai downloads the extension at run time, which fails offline)
-#   benchmarks/.venv-hta     : traceinsight (HTA) for the Kineto comparison
+#   benchmarks/.venv-hta     : traceinsight (HTA) with pandas 2.2 and psutil (HTA imports it) for
+#                              the Kineto comparison
 set -euo pipefail
 cd "$(dirname "$0")"
 if [ ! -x .venv-nsys-ai/bin/python ]; then
@@ -14,5 +15,5 @@ mkdir -p ~/.duckdb/extensions/v1.4.4/linux_amd64
 cp "$ext" ~/.duckdb/extensions/v1.4.4/linux_amd64/
 if [ ! -x .venv-hta/bin/python ]; then
   python3 -m venv --system-site-packages .venv-hta
-  .venv-hta/bin/pip install -q traceinsight || echo "traceinsight did not install; the Kineto baseline will be skipped"
+  .venv-hta/bin/pip install -q traceinsight "pandas==2.2.*" psutil || echo "traceinsight did not install; the Kineto baseline will be skipped"
 fi

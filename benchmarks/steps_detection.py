@@ -5,7 +5,7 @@ sequence, against the same run with tracekit `step N` ranges (the baseline, same
 
 A synthetic training loop: ITERATIONS iterations of 200 distinct kernels (1 us apart, 50 us idle
 between iterations) on one GPU. Prints, per size, the seconds of `tk_steps()`, `gpu_utilization`
-and `step_summary` with detection and with ranges, and their ratio (docs/performance.md).
+and `step_summary` with detection and with ranges, and their ratio (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The package versions a benchmark figure was measured with, and whether they are the lock's.
 
-Every benchmark writes `versions_line()` beside its figures in docs/performance.md: a conversion
-time depends as much on duckdb, pyarrow and the ADBC SQLite driver as on tracekit's own code
-(one commit measured 11 s on one set of versions and 19-22 s on others).
+Every benchmark writes `versions_line()` beside its figures in docs/performance.md or
+docs/benchmarks.md: a conversion time depends as much on duckdb, pyarrow and the ADBC SQLite
+driver as on tracekit's own code (one commit measured 11 s on one set of versions and 19-22 s on others).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ The conversion's time depends on duckdb, pyarrow and the ADBC SQLite driver as m
 tracekit. This converts the 300-copy H100 export (benchmarks/make_big_export.py) with this
 Python (the lock's versions) and with ``--other-python`` (a virtual environment holding other
 versions and tracekit installed editable from this checkout), alternating, each ``--repeats``
-times, and replaces the section "Conversion by package versions" of docs/performance.md with
+times, and replaces the section "Conversion by package versions" of docs/benchmarks.md with
 the median wall and CPU times, peak RSS and the ratio, each beside the versions it ran with.
 """
 
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     ap.add_argument("--copies", type=int, default=300)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--work", type=Path, default=HERE / "data")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "performance.md")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "benchmarks.md")
     args = ap.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     export = args.work / f"h100x{args.copies}.sqlite"

@@ -38,7 +38,7 @@ def release_free_memory() -> None:
     """Hand memory freed by earlier steps back to the OS before the nesting's peak: Arrow's pool
     and, on glibc, every malloc arena (SQLite and the ADBC driver allocate with malloc on the
     scanning threads; glibc keeps what they free). Measured on the benchmark export: the peak
-    RSS of the conversion falls by about 200 MB (docs/performance.md)."""
+    RSS of the conversion falls by about 200 MB (docs/performance-history.md)."""
     import ctypes
     import ctypes.util
 

@@ -1,6 +1,6 @@
 """The nsys collector's metadata queries on the export's sqlite3 connection: the NVTX domain and
 category names come from one scan of NVTX_EVENTS, and a table's rowid bounds from none (both were
-whole-table scans per lookup / per table: docs/performance.md, issue 39); and the labels of NVTX
+whole-table scans per lookup / per table: docs/performance-history.md, issue 39); and the labels of NVTX
 domains and categories in an export without naming events (the lookup's shortcut)."""
 
 from __future__ import annotations

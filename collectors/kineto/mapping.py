@@ -17,7 +17,7 @@ from tracekit.errors import InputError
 from tracekit.schema import step_ranges
 
 # Rows per table buffered in Python lists before they go to a Parquet part (16,384 rather than
-# 65,536: a lower peak RSS at the same speed, docs/performance.md), and the DuckDB memory limit and
+# 65,536: a lower peak RSS at the same speed, docs/performance-history.md), and the DuckDB memory limit and
 # threads of the end-of-trace sweep (nesting, flows; DuckDB spills to the run folder beyond the
 # limit). 48 MB made that sweep fail now and then with out-of-memory (operators that cannot spill);
 # memory DuckDB needs per thread is why the threads are capped.

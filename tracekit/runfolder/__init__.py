@@ -39,7 +39,7 @@ def parquet_options(arrow_schema: pa.Schema) -> dict:
     """ParquetWriter options of every run-folder table: zstd, dictionary encoding for text
     columns only. Integer columns (timestamps, IDs) dictionary-encode poorly; plain-encoded and
     zstd-compressed they came out 35 % smaller and 23 % cheaper to write on the benchmark export
-    (docs/performance.md)."""
+    (docs/performance-history.md)."""
     text = [f.name for f in arrow_schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
     return {"compression": PARQUET_COMPRESSION, "use_dictionary": text}
 

@@ -19,7 +19,7 @@ Every collective instance adds one *transfer* node (category 'transfer'): it sta
 rank has arrived (the latest start of its kernels) and lasts the last rank's kernel duration; each
 rank's kernel ends when it ends. Cost grows with the events; a large graph's arrays are files
 mapped into memory (:mod:`tracekit.whatif.store`), derived a chunk of nodes at a time, so the
-process's own memory does not grow with them (docs/performance.md).
+process's own memory does not grow with them (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The dependency graph of a job built in per-rank parts (docs/whatif.md, docs/performance.md).
+"""The dependency graph of a job built in per-rank parts (docs/whatif.md, docs/benchmarks.md).
 
 Every edge of the graph but a collective's lies inside one process (launches, syncs, event
 waits, program and stream order), and a job's run folder holds each rank's events in its own

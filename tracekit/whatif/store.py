@@ -1,6 +1,6 @@
 """Where the arrays of a graph and its replays live: in memory for a small graph, in files mapped
 into memory (``numpy.memmap``) for a large one, so that a job's size is bounded by the disk, not
-by RAM (docs/performance.md). The mapped pages are the kernel's to write back and drop: the
+by RAM (docs/benchmarks.md). The mapped pages are the kernel's to write back and drop: the
 process's own (anonymous) memory holds only what one chunk of :data:`CHUNK` nodes or one replay
 window needs.
 
