@@ -128,8 +128,9 @@ def _head(res: dict) -> list[str]:
         "first, as `pip install` does. Earlier rounds' profiles and before/after comparisons of each "
         "change: docs/performance-history.md; other benchmarks: docs/benchmarks.md.",
         "",
-        "Rerun: `bash benchmarks/setup_baselines.sh` (once: nsys-ai and HTA in their own virtual "
-        "environments), then `python benchmarks/run.py --big-copies 2500`.",
+        "Rerun: `bash benchmarks/setup_baselines.sh` (once: nsys-ai, HTA and py-spy in their own "
+        "virtual environments), then `python benchmarks/run.py --big-copies 2500` (about 15 minutes "
+        "here; the 5 GB export is built and deleted again).",
         "",
         "## Targets",
         "",
@@ -174,6 +175,7 @@ def _conversion(res: dict) -> list[str]:
               f"{conv['seconds'] / res['sqlite_scan']['seconds']:.2f}x SQLite's own scan, "
               f"{conv['seconds'] / res['adbc_scan']['seconds']:.2f}x the ADBC read of the same columns, "
               f"{conv['seconds'] / res['cat']['seconds']:.1f}x reading the file once."]
+    L += _profile(res)
     if "big" in res:
         b = res["big"]
         c = b["convert"]
@@ -186,6 +188,22 @@ def _conversion(res: dict) -> list[str]:
               + (f"; {c['seconds'] / conv['seconds']:.1f}x the time and {c['rss_mib'] / conv['rss_mib']:.2f}x "
                  f"the peak RSS of the {res['export_bytes'] / 1e6:,.0f} MB export's conversion."
                  if _ok(c) and _ok(conv) else ".")]
+    return L
+
+
+def _profile(res: dict) -> list[str]:
+    """Where the conversion's CPU time goes (benchmarks/convert_profile.py), when measured."""
+    p = res.get("profile")
+    if not p:
+        return []
+    busy = p["samples"] - p["waiting_samples"]
+    L = ["", "### Where the conversion's CPU time goes", "",
+         "`benchmarks/convert_profile.py`: `py-spy record --threads` of the same `tracekit convert` "
+         f"(a separate run, {fmt(p['wall_s'], ' s')} under the sampler), each sample given to the phase "
+         f"of its innermost recognised frame; shares of the {busy:,} samples of busy threads "
+         f"({p['waiting_samples']:,} samples of threads waiting for work left out).", "",
+         "| phase | share of the CPU samples |", "|---|---|"]
+    L += [f"| {phase} | {share:.1%} |" for phase, share in p["shares"].items()]
     return L
 
 

@@ -9,7 +9,8 @@ install`` does):
 2. floors: reading the file once (`cat` to /dev/null, warm cache) and SQLite itself scanning every
    event row, decoding every value tracekit reads (max() of each, no values handed out);
 3. `tracekit convert` (time, rows/s, peak RSS) against nsys-ai's Parquet cache build plus its NVTX
-   kernel map (benchmarks/setup_baselines.sh makes its environment);
+   kernel map (benchmarks/setup_baselines.sh makes its environment), and where its CPU time goes
+   (benchmarks/convert_profile.py, when py-spy is installed);
 4. named queries (`tracekit query`) against the `nsys stats` report that computes the same thing
    on the same SQLite (`kernel_summary` and `nvtx_summary` alternating with theirs ``--repeat``
    times);
@@ -18,8 +19,8 @@ install`` does):
 6. `tracekit whatif BIG -s baseline -s launch=0` and `critical_path_summary` on the converted
    export, against its conversion;
 7. many run folders against one of the same rows, and jobs of many ranks (benchmarks/multi.py);
-8. optionally (``--big-copies``) the conversion of a multi-GB export;
-9. large Kineto traces: `tracekit convert` against HTA's (traceinsight) parser, when installed.
+8. large Kineto traces: `tracekit convert` against HTA's (traceinsight) parser, when installed;
+9. optionally (``--big-copies``), last, the conversion of a multi-GB export.
 
 Each command runs in its own process; time is wall-clock and peak RSS is the process's own
 (``os.wait4`` rusage). The results go to WORK/results.json and the whole of docs/performance.md
@@ -142,6 +143,8 @@ def _arguments(argv) -> argparse.Namespace:
     ap.add_argument("--startup-repeat", type=int, default=15, help="runs of each start-up pair (median)")
     ap.add_argument("--folders", type=int, default=300, help="run folders of the many-folders case (0: skip)")
     ap.add_argument("--ranks", default="8,64,256", help="job sizes of the many-ranks case ('' to skip)")
+    ap.add_argument("--py-spy", type=Path, default=HERE / ".venv-tools" / "bin" / "py-spy",
+                    help="py-spy for the conversion's sampling profile (skipped when missing)")
     ap.add_argument("--render-only", action="store_true",
                     help="measure nothing: write --out again from WORK/results.json of the last run "
                          "(after editing benchmarks/notes.md)")
@@ -203,6 +206,20 @@ def _whatif(run_dir: Path) -> dict:
         "critical_path_summary": measure(TRACEKIT + ["query", "critical_path_summary", str(run_dir),
                                                      "-f", "csv", "-o", os.devnull]),
     }
+
+
+def _profile(args, export: Path) -> dict | None:
+    """benchmarks/convert_profile.py on the export: shares of the conversion's sampled CPU time
+    per phase (py-spy, every thread), or None when py-spy is not installed."""
+    spy = args.py_spy if args.py_spy.exists() else shutil.which("py-spy")
+    if not spy:
+        return None
+    out = args.work / "profile.json"
+    env = {**os.environ, "PATH": f"{Path(spy).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    r = subprocess.run([sys.executable, str(HERE / "convert_profile.py"), "--export", str(export),
+                        "--json", str(out)], env=env, capture_output=True, text=True)
+    print(r.stdout, r.stderr, flush=True)
+    return json.loads(out.read_text()) if r.returncode == 0 and out.exists() else None
 
 
 def _startup(args) -> dict:
@@ -300,12 +317,13 @@ def main(argv=None) -> int:
     res["queries"] = _queries(args, run_dir, export)
     res.update(_whatif(run_dir))
     print("whatif", res["whatif"]["seconds"], "critical path", res["critical_path_summary"]["seconds"], flush=True)
+    res["profile"] = _profile(args, export)
     res["startup"] = _startup(args)
     res["multi"] = _multi(args)
-    if args.big_copies:
-        res["big"] = _big(args, build)
     res["kineto"] = [k for k in (kineto_bench(args, int(c)) for c in str(args.kineto_copies).split(",") if c)
                      if k is not None]
+    if args.big_copies:  # last: writing and deleting 5 GB leaves the disk busy for a while
+        res["big"] = _big(args, build)
     res["finished"] = _now()
     res["load_end"] = os.getloadavg()
     (args.work / "results.json").write_text(json.dumps(res, indent=1))
