@@ -156,9 +156,11 @@ def _export(args, build) -> tuple[Path, dict]:
     export = args.export or args.work / f"h100x{args.copies}.sqlite"
     if not export.exists():
         return export, build(FIXTURE, args.copies, export)
+    from make_big_export import EVENT_TABLES as COPIED  # the rows build() reports
+
     con = sqlite3.connect(f"file:{export}?mode=ro&immutable=1", uri=True)
     info = {"rows": {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0]
-                     for t in EVENT_TABLES
+                     for t in COPIED
                      if con.execute("SELECT 1 FROM sqlite_master WHERE name=?", (t,)).fetchone()},
             "bytes": export.stat().st_size}
     con.close()
