@@ -153,6 +153,9 @@ def _conversion(res: dict) -> list[str]:
         "",
         "## Conversion",
         "",
+        *([f"SQLite's scan, the ADBC read, `tracekit convert` and nsys-ai's build alternate {n} times "
+           "(median time and CPU, largest peak RSS); the others run once.", ""]
+          if (n := len(res["convert"].get("runs", []))) > 1 else []),
         "| command | time | CPU | peak RSS | ratio |",
         "|---|---|---|---|---|",
         f"| read the file once (`cat` > /dev/null, warm cache) | {fmt(res['cat']['seconds'], ' s')} | | | floor |",

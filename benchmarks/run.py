@@ -139,7 +139,8 @@ def _arguments(argv) -> argparse.Namespace:
     ap.add_argument("--no-single-thread", action="store_true",
                     help="skip the extra TRACEKIT_THREADS=1 conversion")
     ap.add_argument("--repeat", type=int, default=3,
-                    help="times kernel_summary and nvtx_summary alternate with their nsys stats reports")
+                    help="times the conversion alternates with nsys-ai's build and the floors, and "
+                         "kernel_summary and nvtx_summary with their nsys stats reports (medians)")
     ap.add_argument("--startup-repeat", type=int, default=15, help="runs of each start-up pair (median)")
     ap.add_argument("--folders", type=int, default=300, help="run folders of the many-folders case (0: skip)")
     ap.add_argument("--ranks", default="8,64,256", help="job sizes of the many-ranks case ('' to skip)")
@@ -275,12 +276,27 @@ def _big(args, build) -> dict:
 
 
 def _conversions(args, export: Path, run_dir: Path) -> dict:
-    """Floors, tracekit's conversion (also one table at a time) and nsys-ai's cache build."""
-    res = {"cat": cat_floor(export), "sqlite_scan": sqlite_scan(export), "adbc_scan": adbc_floor(export)}
-    print("floors", res["cat"]["seconds"], res["sqlite_scan"]["seconds"], res["adbc_scan"]["seconds"], flush=True)
-    shutil.rmtree(run_dir, ignore_errors=True)
-    res["convert"] = measure(TRACEKIT + ["convert", str(export), "-o", str(run_dir), "--force"])
-    print("convert", res["convert"], flush=True)
+    """Floors, tracekit's conversion and nsys-ai's cache build alternating ``--repeat`` times
+    (medians), then the conversion one table at a time (once)."""
+    res: dict = {"cat": cat_floor(export)}
+    scans, adbc, convs, ai = [], [], [], []
+    baseline = not args.skip_baselines and args.nsys_ai_python.exists()
+    for _ in range(args.repeat):
+        scans.append(sqlite_scan(export))
+        adbc.append(adbc_floor(export))
+        shutil.rmtree(run_dir, ignore_errors=True)
+        convs.append(measure(TRACEKIT + ["convert", str(export), "-o", str(run_dir), "--force"]))
+        if baseline:
+            ai.append(measure([str(args.nsys_ai_python), str(HERE / "nsys_ai_build.py"), str(export)]))
+            shutil.rmtree(export.with_suffix(".nsys-cache"), ignore_errors=True)
+        print("floors", scans[-1]["seconds"], adbc[-1]["seconds"], "convert", convs[-1]["seconds"],
+              "nsys-ai", ai[-1]["seconds"] if ai else None, flush=True)
+    res["sqlite_scan"] = {"seconds": statistics.median(x["seconds"] for x in scans),
+                          "count_seconds": statistics.median(x["count_seconds"] for x in scans),
+                          "rows": scans[0]["rows"], "runs": scans}
+    res["adbc_scan"], res["convert"] = _median(adbc), _median(convs)
+    if ai:
+        res["nsys_ai"] = _median(ai)
     manifest = json.loads((run_dir / "manifest.json").read_text()) if (run_dir / "manifest.json").exists() else {}
     res["converted_rows"] = sum(t["rows"] for t in manifest.get("tables", {}).values())
     if not args.no_single_thread:
@@ -289,10 +305,6 @@ def _conversions(args, export: Path, run_dir: Path) -> dict:
                                          env={**os.environ, "TRACEKIT_THREADS": "1"})
         shutil.rmtree(one, ignore_errors=True)
         print("convert 1 thread", res["convert_1thread"], flush=True)
-    if not args.skip_baselines and args.nsys_ai_python.exists():
-        res["nsys_ai"] = measure([str(args.nsys_ai_python), str(HERE / "nsys_ai_build.py"), str(export)])
-        shutil.rmtree(export.with_suffix(".nsys-cache"), ignore_errors=True)
-        print("nsys-ai", res["nsys_ai"], flush=True)
     return res
 
 
