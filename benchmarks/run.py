@@ -9,7 +9,8 @@ install`` does):
 2. floors: reading the file once (`cat` to /dev/null, warm cache) and SQLite itself scanning every
    event row, decoding every value tracekit reads (max() of each, no values handed out);
 3. `tracekit convert` (time, rows/s, peak RSS) against nsys-ai's Parquet cache build plus its NVTX
-   kernel map (benchmarks/setup_baselines.sh makes its environment), and where its CPU time goes
+   kernel map (benchmarks/setup_baselines.sh makes its environment), the two floors and the
+   conversion alternating ``--repeat`` times (medians); where the conversion's CPU time goes
    (benchmarks/convert_profile.py, when py-spy is installed);
 4. named queries (`tracekit query`) against the `nsys stats` report that computes the same thing
    on the same SQLite (`kernel_summary` and `nvtx_summary` alternating with theirs ``--repeat``
