@@ -15,7 +15,11 @@ from multi import tables as multi_tables
 
 
 def _failed(m: dict) -> str:
-    return "" if m.get("rc", 0) == 0 else f" (failed: {m.get('error', '')})"
+    if m.get("rc", 0) != 0:
+        return f" (failed: {m.get('error', '')})"
+    if m.get("left_out"):
+        return f" ({m['left_out']} of {len(m['runs'])} runs failed and left out: {m.get('error', '')})"
+    return ""
 
 
 def _ok(m: dict | None) -> bool:

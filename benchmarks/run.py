@@ -173,11 +173,15 @@ PAIRED = ("kernel_summary", "nvtx_summary")
 
 
 def _median(ms: list[dict]) -> dict:
-    """Median time and CPU, largest peak RSS, worst exit status of repeated measurements."""
-    ok = [m for m in ms if m.get("rc") == 0] or ms
-    return {"seconds": statistics.median(m["seconds"] for m in ok),
-            "cpu_s": statistics.median(m["cpu_s"] for m in ok),
-            "rss_mib": max(m["rss_mib"] for m in ms), "rc": next((m["rc"] for m in ms if m.get("rc")), 0),
+    """Median time and CPU and largest peak RSS of the runs that succeeded (all runs' worst exit
+    status when none did); ``left_out`` counts the failed runs, ``error`` names the first."""
+    ok = [m for m in ms if m.get("rc") == 0]
+    use = ok or ms
+    return {"seconds": statistics.median(m["seconds"] for m in use),
+            "cpu_s": statistics.median(m["cpu_s"] for m in use),
+            "rss_mib": max(m["rss_mib"] for m in use),
+            "rc": 0 if ok else next((m["rc"] for m in ms if m.get("rc")), 0),
+            "left_out": len(ms) - len(ok) if ok else 0,
             "error": next((m["error"] for m in ms if m.get("error")), ""), "runs": ms}
 
 
