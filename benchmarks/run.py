@@ -230,18 +230,6 @@ def _profile(args, export: Path) -> dict | None:
     return json.loads(out.read_text()) if r.returncode == 0 and out.exists() else None
 
 
-def _startup(args) -> dict:
-    """benchmarks/startup.py's pairs on the 3-kernel fixture's run folder (converted here)."""
-    import startup
-
-    small = args.work / "startup_run"
-    shutil.rmtree(small, ignore_errors=True)
-    measure(TRACEKIT + ["convert", str(startup.SMALL), "-o", str(small), "-q"])
-    res = startup.measure(small, args.startup_repeat)
-    shutil.rmtree(small, ignore_errors=True)
-    return res
-
-
 def _multi(args) -> dict:
     """benchmarks/multi.py's two cases, in this run."""
     import multi
@@ -337,7 +325,7 @@ def main(argv=None) -> int:
     res.update(_whatif(run_dir))
     print("whatif", res["whatif"]["seconds"], "critical path", res["critical_path_summary"]["seconds"], flush=True)
     res["profile"] = _profile(args, export)
-    res["startup"] = _startup(args)
+    res["startup"] = startup.measure_small(args.startup_repeat)
     res["multi"] = _multi(args)
     res["kineto"] = [k for k in (kineto_bench(args, int(c)) for c in str(args.kineto_copies).split(",") if c)
                      if k is not None]

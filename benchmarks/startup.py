@@ -88,6 +88,15 @@ def measure(run: Path, repeat: int) -> dict:
     return out
 
 
+def measure_small(repeat: int) -> dict:
+    """:func:`measure` on the 3-kernel fixture (SMALL), converted into a temporary run folder."""
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Path(tmp) / "small"
+        subprocess.run(PY + ["-m", "tracekit", "convert", str(SMALL), "-o", str(run), "-q"],
+                       check=True, stdout=subprocess.DEVNULL)
+        return measure(run, repeat)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=15)
@@ -99,13 +108,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if not args.no_compile:
         compile_sources()
-    with tempfile.TemporaryDirectory() as tmp:
-        run = args.run
-        if run is None:
-            run = Path(tmp) / "small"
-            subprocess.run(PY + ["-m", "tracekit", "convert", str(SMALL), "-o", str(run), "-q"],
-                           check=True, stdout=subprocess.DEVNULL)
-        res = measure(run, args.repeat)
+    res = measure(args.run, args.repeat) if args.run else measure_small(args.repeat)
     res["compiled"] = not args.no_compile
     res["python_dont_write_bytecode"] = bool(os.environ.get("PYTHONDONTWRITEBYTECODE"))
     if args.json:
