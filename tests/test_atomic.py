@@ -115,9 +115,9 @@ def test_sigkill_never_leaves_a_partial_run_folder(big_export, tmp_path):
 
 
 def test_full_disk_leaves_nothing_and_one_line(monkeypatch, tmp_path, capsys):
-    import tracekit.runfolder as rf
+    import pyarrow.parquet as pq
 
-    real = rf.pq.ParquetWriter
+    real = pq.ParquetWriter
     calls = {"n": 0}
 
     class FullDiskWriter(real):
@@ -127,7 +127,7 @@ def test_full_disk_leaves_nothing_and_one_line(monkeypatch, tmp_path, capsys):
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             return super().write_batch(*a, **k)
 
-    monkeypatch.setattr(rf.pq, "ParquetWriter", FullDiskWriter)
+    monkeypatch.setattr(pq, "ParquetWriter", FullDiskWriter)
     out = tmp_path / "run"
     assert run(["convert", str(BASE), "-o", str(out)]) == 2
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]

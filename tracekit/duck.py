@@ -7,6 +7,7 @@ literal file globs, scratch connections and Arrow results. The one place these a
   (DuckDB's file functions expand ``[``, ``*`` and ``?``);
 - :func:`scratch`: an in-memory connection with bounded memory and threads, spilling to a folder;
 - :func:`fetch_arrow`: a relation's result as a :class:`pyarrow.Table` (any DuckDB >= 1.3);
+- :func:`fetch`: the same, or as :class:`Rows` (Python values) when every column is a plain type;
 - :func:`re2_error`: why DuckDB's regular expressions (RE2) refuse a pattern, if they do.
 """
 
@@ -81,6 +82,56 @@ def fetch_arrow(result) -> pa.Table:
     import pyarrow as pa
 
     return out if isinstance(out, pa.Table) else out.read_all()
+
+
+PLAIN_TYPES = frozenset({"BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT",
+                         "USMALLINT", "UINTEGER", "UBIGINT", "DOUBLE", "VARCHAR"})
+"""DuckDB types whose Python values (bool, int, float, str, None) write exactly as their Arrow
+values do (tracekit/cli/serialize.py); results of other types are fetched as Arrow."""
+
+
+class Rows:
+    """A query result as Python rows, fetched without pyarrow (:func:`fetch`): ``names`` (column
+    names, in order), ``types`` (DuckDB type names, all in :data:`PLAIN_TYPES`), ``rows`` (list of
+    tuples). Has the few :class:`pyarrow.Table` members the CLI's writers use: ``num_rows``,
+    ``num_columns``, ``column_names``, :meth:`select`."""
+
+    __slots__ = ("names", "types", "rows")
+
+    def __init__(self, names: list[str], types: list[str], rows: list[tuple]):
+        self.names, self.types, self.rows = list(names), list(types), rows
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.rows)
+
+    @property
+    def num_columns(self) -> int:
+        return len(self.names)
+
+    @property
+    def column_names(self) -> list[str]:
+        return list(self.names)
+
+    def column(self, name: str) -> list:
+        """The values of column ``name`` (the first of that name)."""
+        i = self.names.index(name)
+        return [r[i] for r in self.rows]
+
+    def select(self, names: list[str]) -> Rows:
+        """The columns ``names`` (each present), in that order."""
+        idx = [self.names.index(n) for n in names]
+        return Rows(names, [self.types[i] for i in idx], [tuple(r[i] for i in idx) for r in self.rows])
+
+
+def fetch(result, arrow: bool = True) -> pa.Table | Rows:
+    """The rows of DuckDB relation ``result``: as :func:`fetch_arrow`, or with ``arrow`` False
+    and every column of a :data:`PLAIN_TYPES` type, as :class:`Rows` (no pyarrow import)."""
+    if not arrow:
+        types = [str(t) for t in result.types]
+        if all(t in PLAIN_TYPES for t in types):
+            return Rows(result.columns, types, result.fetchall())
+    return fetch_arrow(result)
 
 
 def re2_error(pattern: str) -> str | None:

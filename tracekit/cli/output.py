@@ -20,6 +20,12 @@ class Format(str, Enum):
     parquet = "parquet"
 
 
+def needs_arrow(fmt: Format) -> bool:
+    """Whether writing ``fmt`` needs the result as an Arrow table: CSV and JSON are written from
+    a :class:`~tracekit.duck.Rows` too, without importing pyarrow (a small query's start-up)."""
+    return fmt not in (Format.csv, Format.json)
+
+
 def _check_parquet_types(result: pa.Table) -> None:
     """:class:`InputError` naming the first column Parquet cannot hold (an INTERVAL), before
     any file is opened."""

@@ -17,7 +17,7 @@ from tracekit.cli.app import (
 )
 from tracekit.cli.filter_opts import filtered
 from tracekit.cli.options import COLUMNS, FORMAT, MEMORY_LIMIT, OUTPUT, ROWS, RUNS, STEP_PATTERN
-from tracekit.cli.output import Format, render, select_columns
+from tracekit.cli.output import Format, needs_arrow, render, select_columns
 from tracekit.errors import QueryError
 
 
@@ -77,7 +77,7 @@ def query(
     if output is not None:
         check_output(output, run_dirs)
     res = run(q, run_dirs, params, memory_limit=memory_limit, step_pattern=step_pattern,
-              jobs=jobs, scheduler=scheduler)
+              jobs=jobs, scheduler=scheduler, arrow=needs_arrow(format))
     _report(res)
     filters = current()  # --step/--window/--rank/--device/--nvtx (tracekit.cli.filter_opts)
     title = f"{name} [{filters.describe()}]" if filters else name
@@ -118,7 +118,7 @@ def sql(
     if output is not None:
         check_output(output, run_dirs)
     res = run(statement, run_dirs, sql=True, memory_limit=memory_limit,
-              external_access=allow_external, step_pattern=step_pattern)
+              external_access=allow_external, step_pattern=step_pattern, arrow=needs_arrow(format))
     _report(res)
     render(select_columns(res.table, columns), format, output, protect=run_dirs, rows=rows,
            explicit=bool(columns))

@@ -11,6 +11,10 @@ JSON (:func:`json_text`): an array of row objects, keys = column names, values e
 
 CSV (:func:`csv_bytes`): pyarrow's CSV writer (RFC 4180 quoting, header row); nested columns
 (lists, structs, maps, unions) are written as their JSON text and binary columns as base64.
+
+A :class:`~tracekit.duck.Rows` result (plain types only: integers, DOUBLE, VARCHAR, BOOLEAN) is
+written without pyarrow, byte for byte as pyarrow writes the same values: text always quoted
+(quotes doubled), NULL as an empty field, ``true``/``false``, floats by :func:`float_text`.
 """
 
 from __future__ import annotations
@@ -21,9 +25,12 @@ import decimal
 import io
 import json
 import math
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.csv as pacsv
+from tracekit.duck import Rows
+
+if TYPE_CHECKING:  # imported for Arrow results only: a Rows result writes without pyarrow
+    import pyarrow as pa
 
 
 def jsonable(v):
@@ -57,9 +64,6 @@ def jsonable(v):
     return str(v)  # UUID and anything else with a text form
 
 
-_PLAIN = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string, pa.types.is_boolean)
-
-
 def _finite(col: pa.ChunkedArray) -> bool:
     """True when a floating-point column holds no NaN or infinity (its values pass as they are)."""
     import pyarrow.compute as pc
@@ -67,20 +71,28 @@ def _finite(col: pa.ChunkedArray) -> bool:
     return bool(pc.all(pc.is_finite(col)).as_py() in (True, None))
 
 
-def json_rows(table: pa.Table) -> list[dict]:
+def json_rows(table: pa.Table | Rows) -> list[dict]:
     """The rows of ``table`` as JSON-ready dicts (see the module docstring)."""
     names = table.column_names
+    if isinstance(table, Rows):
+        if "DOUBLE" not in table.types:
+            return [dict(zip(names, row)) for row in table.rows]
+        fix = [t == "DOUBLE" for t in table.types]
+        return [dict(zip(names, (jsonable(v) if f else v for v, f in zip(row, fix)))) for row in table.rows]
+    import pyarrow as pa
+
+    plain_types = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string, pa.types.is_boolean)
     cols = []
     for f, col in zip(table.schema, table.columns):
         values = col.to_pylist()
-        plain = any(test(f.type) for test in _PLAIN) or (pa.types.is_floating(f.type) and _finite(col))
+        plain = any(test(f.type) for test in plain_types) or (pa.types.is_floating(f.type) and _finite(col))
         if not plain:
             values = [jsonable(v) for v in values]
         cols.append(values)
     return [dict(zip(names, row)) for row in zip(*cols)] if cols else []
 
 
-def json_text(table: pa.Table) -> str:
+def json_text(table: pa.Table | Rows) -> str:
     """A JSON array of row objects, one row per line; never NaN or Infinity (invalid JSON)."""
     enc = json.JSONEncoder(ensure_ascii=False, allow_nan=False)  # compact: the C encoder
     rows = json_rows(table)
@@ -90,6 +102,8 @@ def json_text(table: pa.Table) -> str:
 
 
 def _csv_ready(table: pa.Table) -> pa.Table:
+    import pyarrow as pa
+
     for i, f in enumerate(table.schema):
         t = f.type
         nested = pa.types.is_nested(t) or pa.types.is_union(t) or pa.types.is_interval(t)
@@ -103,8 +117,57 @@ def _csv_ready(table: pa.Table) -> pa.Table:
     return table
 
 
-def csv_bytes(table: pa.Table) -> bytes:
+def csv_bytes(table: pa.Table | Rows) -> bytes:
     """CSV of ``table`` (header row, then one line per row), UTF-8."""
+    if isinstance(table, Rows):
+        return _rows_csv(table)
+    import pyarrow.csv as pacsv
+
     buf = io.BytesIO()
     pacsv.write_csv(_csv_ready(table), buf)
     return buf.getvalue()
+
+
+def float_text(v: float) -> str:
+    """``v`` as pyarrow's CSV writer prints a float64: the shortest digits that read back as
+    ``v`` (Python's ``repr`` finds the same ones), in decimal notation for a decimal exponent
+    from -6 to 9 and as ``d.ddde+NN`` / ``d.ddde-NN`` outside it; no trailing ``.0``; ``nan``,
+    ``inf``, ``-inf``, ``-0``."""
+    if v != v:
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    sign = "-" if math.copysign(1.0, v) < 0 else ""
+    if v == 0:
+        return sign + "0"
+    mant, _, e = repr(abs(v)).partition("e")
+    whole, _, frac = mant.partition(".")
+    digits = (whole + frac).lstrip("0")
+    point = len(whole) - (len(whole) + len(frac) - len(digits)) + int(e or 0)  # v = 0.DIGITS x 10^point
+    digits = digits.rstrip("0")
+    exp = point - 1
+    if -6 <= exp < 10:
+        if point <= 0:
+            return f"{sign}0.{'0' * -point}{digits}"
+        if point >= len(digits):
+            return sign + digits + "0" * (point - len(digits))
+        return f"{sign}{digits[:point]}.{digits[point:]}"
+    rest = "." + digits[1:] if len(digits) > 1 else ""
+    return f"{sign}{digits[0]}{rest}e{'+' if exp >= 0 else '-'}{abs(exp)}"
+
+
+def _text_field(v: str) -> str:
+    return '"' + v.replace('"', '""') + '"'
+
+
+_CSV_FIELD = {"VARCHAR": _text_field, "DOUBLE": float_text,
+              "BOOLEAN": lambda v: "true" if v else "false"}
+
+
+def _rows_csv(table: Rows) -> bytes:
+    if not table.num_columns:
+        return b""
+    fmt = [_CSV_FIELD.get(t, str) for t in table.types]
+    lines = [",".join(_text_field(n) for n in table.names)]
+    lines += [",".join("" if v is None else f(v) for f, v in zip(fmt, row)) for row in table.rows]
+    return ("\n".join(lines) + "\n").encode("utf-8")

@@ -10,14 +10,17 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
+from tracekit.duck import Rows
 from tracekit.errors import QueryError
 from tracekit.query.engine import Engine
 from tracekit.query.explain import run_warnings, tables_read, why_empty
 from tracekit.query.named_queries import NamedQuery, get_query
 from tracekit.runfolder import Run
+
+if TYPE_CHECKING:  # an Arrow result imports pyarrow where it is made (tracekit.duck.fetch)
+    import pyarrow as pa
 
 _NAME = re.compile(r"^\s*\w+\s*$")
 
@@ -26,13 +29,15 @@ _NAME = re.compile(r"^\s*\w+\s*$")
 class QueryResult:
     """What one query returned.
 
-    ``table``: the rows (Arrow); ``name``: the named query (None for SQL); ``units``: {column:
-    (unit, description)} from the query's ``@column`` lines (empty for SQL); ``notices``: the
-    lines of its ``@notice`` statements over the rows; ``warnings``: the manifest warnings of the
-    runs that concern the tables it read (``run RUN_ID: ...``); ``empty_reason``: when there are
-    no rows, one sentence saying why (:func:`tracekit.query.explain.why_empty`), else None."""
+    ``table``: the rows (Arrow; a :class:`~tracekit.duck.Rows` where :func:`run` was called
+    with ``arrow=False`` and every column is of a plain type); ``name``: the named query (None
+    for SQL); ``units``: {column: (unit, description)} from the query's ``@column`` lines
+    (empty for SQL); ``notices``: the lines of its ``@notice`` statements over the rows;
+    ``warnings``: the manifest warnings of the runs that concern the tables it read (``run
+    RUN_ID: ...``); ``empty_reason``: when there are no rows, one sentence saying why
+    (:func:`tracekit.query.explain.why_empty`), else None."""
 
-    table: pa.Table
+    table: pa.Table | Rows
     name: str | None = None
     query: NamedQuery | None = None
     units: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -57,12 +62,14 @@ def run(name_or_sql: str | NamedQuery, runs: Sequence[str | os.PathLike] | None 
         engine: Engine | None = None, memory_limit: str | None = None,
         step_pattern: str | None = None, external_access: bool = True,
         jobs: int | None = None, scheduler: str | None = None,
-        explain: bool = True) -> QueryResult:
+        explain: bool = True, arrow: bool = True) -> QueryResult:
     """Run a named query (with ``params``: name -> text value) or an ad-hoc SQL statement over the
     run folders ``runs``, or over the open ``engine`` (its runs; reused across calls, so steps
     are detected once). ``jobs`` > 1 or a Dask ``scheduler``: a named query is computed in parts
     on workers (:mod:`tracekit.query.parts`). ``explain``: also collect the runs' warnings and,
-    for an empty result, the reason (costs no query: manifests only).
+    for an empty result, the reason (costs no query: manifests only). ``arrow`` False: the rows
+    may come as a :class:`~tracekit.duck.Rows` (Python values, no pyarrow import: the CLI's CSV
+    and JSON writers); computed in parts, they are always Arrow.
 
     Raises :class:`~tracekit.errors.QueryError` for an unknown query or parameter, a bad value,
     failing SQL or a refused statement (``external_access=False``), and
@@ -74,15 +81,15 @@ def run(name_or_sql: str | NamedQuery, runs: Sequence[str | os.PathLike] | None 
         with Engine(runs or [], memory_limit=memory_limit, step_pattern=step_pattern,
                     external_access=external_access) as eng:
             return _run(eng, q, name_or_sql, params or {}, memory_limit, step_pattern, jobs,
-                        scheduler, explain)
+                        scheduler, explain, arrow)
     return _run(engine, q, name_or_sql, params or {}, memory_limit, step_pattern, jobs,
-                scheduler, explain)
+                scheduler, explain, arrow)
 
 
 def _run(eng: Engine, q: NamedQuery | None, text, params: dict, memory_limit, step_pattern,
-         jobs, scheduler, explain: bool) -> QueryResult:
+         jobs, scheduler, explain: bool, arrow: bool = True) -> QueryResult:
     if q is None:
-        table = eng.sql(text)
+        table = eng.sql(text, arrow)
         out = QueryResult(table)
         if explain:
             out.warnings = run_warnings(eng.runs, tables_read(text))
@@ -100,7 +107,7 @@ def _run(eng: Engine, q: NamedQuery | None, text, params: dict, memory_limit, st
                                  memory_limit=memory_limit, step_pattern=step_pattern)
         notices = eng.notices_for(q, table)
     else:
-        table = eng.query(q, params)
+        table = eng.query(q, params, arrow)
         notices = list(eng.notices)
     out = QueryResult(table, q.name, q, {c.name: (c.unit, c.description) for c in q.columns},
                       notices)

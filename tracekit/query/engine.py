@@ -29,38 +29,22 @@ import tempfile
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
-import pyarrow as pa
 
 from tracekit import schema
-from tracekit.duck import fetch_arrow, glob_literal, lit
+from tracekit.duck import Rows, fetch, fetch_arrow, glob_literal, lit
 from tracekit.errors import QueryError, one_line
 from tracekit.query import catalog, hooks, interruptible
 from tracekit.query.named_queries import NamedQuery, get_query
 from tracekit.runfolder import Run, open_run
 
-__all__ = ["Engine", "duck_type", "fetch_arrow", "glob_literal", "resolve_step_pattern",
+if TYPE_CHECKING:  # pyarrow is imported where an Arrow result is made, not by `tracekit query`'s start
+    import pyarrow as pa
+
+__all__ = ["Engine", "fetch_arrow", "glob_literal", "resolve_step_pattern",
            "set_step_pattern", "STEP_PATTERN_ENV"]
-
-_DUCK_TYPES = {
-    pa.int8(): "TINYINT",
-    pa.int16(): "SMALLINT",
-    pa.int32(): "INTEGER",
-    pa.int64(): "BIGINT",
-    pa.float32(): "FLOAT",
-    pa.float64(): "DOUBLE",
-    pa.string(): "VARCHAR",
-    pa.bool_(): "BOOLEAN",
-}
-
-
-def duck_type(t: pa.DataType) -> str:
-    """DuckDB type name of a schema column's Arrow type (lists as ``T[]``)."""
-    if pa.types.is_list(t):
-        return duck_type(t.value_type) + "[]"
-    return _DUCK_TYPES[t]
-
 
 class Engine:
     """Query engine over run folders.
@@ -243,7 +227,7 @@ class Engine:
         if not files:
             cols = ", ".join(
                 ["CAST(NULL AS VARCHAR) AS run_id"]
-                + [f'CAST(NULL AS {duck_type(c.type)}) AS "{c.name}"' for c in tdef.columns]
+                + [f'CAST(NULL AS {c.kind.sql}) AS "{c.name}"' for c in tdef.columns]
             )
             self._con.execute(f"CREATE VIEW {name} AS SELECT {cols} WHERE false")
             return
@@ -296,8 +280,10 @@ class Engine:
             self._insert("run_tables", tables)
 
     # -- running --------------------------------------------------------------------------
-    def sql(self, text: str) -> pa.Table:
-        """Run ad-hoc SQL over the views; returns an Arrow table. :class:`QueryError` on failure.
+    def sql(self, text: str, arrow: bool = True) -> pa.Table | Rows:
+        """Run ad-hoc SQL over the views; returns an Arrow table (with ``arrow`` False, a
+        :class:`~tracekit.duck.Rows` when every column is of a plain type: :func:`tracekit.duck.fetch`).
+        :class:`QueryError` on failure.
 
         With ``external_access=False`` (``tracekit sql`` without ``--allow-external``) the
         statement may read no file but the run folders' tables, write none, attach nothing and
@@ -313,7 +299,7 @@ class Engine:
             lock(self._con, self.runs, self._spill)
             self._locked = True
         try:  # Ctrl-C and SIGTERM stop DuckDB at once (tracekit/query/interruptible.py)
-            return interruptible.run(self._con, lambda: fetch_arrow(self._con.sql(text)))
+            return interruptible.run(self._con, lambda: fetch(self._con.sql(text), arrow))
         except duckdb.Error as exc:
             from tracekit.query.explain import sql_error
             from tracekit.query.sql_guard import read_only_error
@@ -321,13 +307,17 @@ class Engine:
             message = one_line(exc)
             raise QueryError(read_only_error(message) or f"SQL failed: {sql_error(message)}") from None
 
-    def query(self, name: str | NamedQuery, params: dict[str, str] | None = None) -> pa.Table:
-        """Run a named query with ``params`` (name -> text value, cast to the declared type)."""
+    def query(self, name: str | NamedQuery, params: dict[str, str] | None = None,
+              arrow: bool = True) -> pa.Table | Rows:
+        """Run a named query with ``params`` (name -> text value, cast to the declared type).
+        ``arrow`` False: :class:`~tracekit.duck.Rows` where :func:`tracekit.duck.fetch` can (and
+        the query has no ``@notice``, which reads the result as an Arrow table)."""
         q = name if isinstance(name, NamedQuery) else get_query(name)
         self.set_params(q, params or {})
         self._prepare(q.sql)
+        arrow = arrow or bool(q.notices)
         try:
-            result = interruptible.run(self._con, lambda: fetch_arrow(self._con.sql(q.sql)))
+            result = interruptible.run(self._con, lambda: fetch(self._con.sql(q.sql), arrow))
         except duckdb.Error as exc:
             raise QueryError(f"query {q.name} failed: {one_line(exc)}") from None
         self.notices = self.notices_for(q, result)
@@ -422,9 +412,9 @@ def _files_select(name: str, files: list[tuple[str, Path, tuple]], tdef) -> str:
         cols = [f"CAST([{run_ids}][CAST(t.file_index AS BIGINT) + 1] AS VARCHAR) AS run_id"]
     for c in tdef.columns:
         if c.name in present:
-            cols.append(f'CAST(t."{c.name}" AS {duck_type(c.type)}) AS "{c.name}"')
+            cols.append(f'CAST(t."{c.name}" AS {c.kind.sql}) AS "{c.name}"')
         else:
-            cols.append(f'CAST(NULL AS {duck_type(c.type)}) AS "{c.name}"')
+            cols.append(f'CAST(NULL AS {c.kind.sql}) AS "{c.name}"')
     paths = ", ".join(lit(glob_literal(p)) for _, p, _ in files)
     by_name = ", union_by_name = true" if len(set(names)) > 1 else ""
     return f"SELECT {', '.join(cols)} FROM read_parquet([{paths}]{by_name}) AS t"

@@ -22,14 +22,16 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING
 
 import tracekit
 from tracekit import schema
 from tracekit.errors import InputError, RunFolderError, one_line
 from tracekit.runfolder import checksums
+from tracekit.runfolder.footer import read_footer
+
+if TYPE_CHECKING:  # imported by the writer: opening a run folder to query it needs no pyarrow
+    import pyarrow as pa
 
 MANIFEST = "manifest.json"
 PARQUET_COMPRESSION = "zstd"
@@ -40,6 +42,8 @@ def parquet_options(arrow_schema: pa.Schema) -> dict:
     columns only. Integer columns (timestamps, IDs) dictionary-encode poorly; plain-encoded and
     zstd-compressed they came out 35 % smaller and 23 % cheaper to write on the benchmark export
     (docs/performance-history.md)."""
+    import pyarrow as pa
+
     text = [f.name for f in arrow_schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)]
     return {"compression": PARQUET_COMPRESSION, "use_dictionary": text}
 
@@ -184,6 +188,9 @@ class RunWriter:
         Returns the number of rows written. An empty iterable still writes a file with the
         table's schema and 0 rows: the table was captured and had no events.
         """
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         tdef = schema.table(name)
         if name in self.manifest["tables"]:
             raise InputError(f"two inputs both provide table {name}; convert them into separate run folders")
@@ -343,10 +350,8 @@ class Run:
             raise RunFolderError(f"{file} (table {name}) is not a regular file", path=self.path)
         try:
             data = _small_file(p)  # read once for the footer and the checksum
-            meta = pq.read_metadata(p if data is None else pa.BufferReader(data))
-            self._columns[p] = tuple(meta.schema.to_arrow_schema().names)
-            self._rows[p] = meta.num_rows
-        except (OSError, pa.ArrowException, UnicodeDecodeError) as exc:
+            self._rows[p], self._columns[p] = read_footer(p, data)
+        except (OSError, ValueError) as exc:
             raise RunFolderError(f"{p.name} is not readable Parquet ({one_line(exc)})",
                                  path=self.path) from None
         checksums.check_file(self.path, name, p, info, index, data=data)
@@ -360,7 +365,7 @@ class Run:
         """Column names of one of :meth:`table_files`' files, from the footer it read to check
         the file (one footer read per file, however often a view is made)."""
         if path not in self._columns:
-            self._columns[path] = tuple(pq.read_schema(path).names)
+            self._columns[path] = read_footer(path)[1]
         return self._columns[path]
 
 

@@ -10,15 +10,13 @@ To add a table: define it in the module of its group and add it to that module's
 
 from __future__ import annotations
 
-import pyarrow as pa
-
 from tracekit.errors import SchemaError
 from tracekit.schema import comm as _comm
 from tracekit.schema import memory as _memory
 from tracekit.schema import mlperf as _mlperf
 from tracekit.schema import ncu as _ncu
 from tracekit.schema import system, timeline
-from tracekit.schema.core import UNITS, Column, Table
+from tracekit.schema.core import STR, UNITS, Column, Table
 
 # One module per group of tables; a new group is imported here and added to _ALL.
 _ALL: tuple[Table, ...] = timeline.TABLES + system.TABLES
@@ -29,7 +27,7 @@ _ALL += _mlperf.TABLES
 
 TABLES: dict[str, Table] = {t.name: t for t in _ALL}
 
-RUN_ID = Column("run_id", pa.string(), "id", "Run folder the row comes from.")
+RUN_ID = Column("run_id", STR, "id", "Run folder the row comes from.")
 """The leading column every query view adds to a table's columns (the run folder's ``run_id``,
 tracekit/query/engine.py); a query's ``-- @column run_id`` line takes its unit and description
 from here (tracekit/query/named_queries.py)."""

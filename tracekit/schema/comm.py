@@ -7,12 +7,10 @@ that executed it, so the ``nccl`` query can compute algorithm and bus bandwidth.
 
 from __future__ import annotations
 
-import pyarrow as pa
-
+from tracekit.schema.core import F64, I32, I64, STR, Table
 from tracekit.schema.core import Column as C
-from tracekit.schema.core import Table
 
-i32, i64, f64, s = pa.int32(), pa.int64(), pa.float64(), pa.string()
+i32, i64, f64, s = I32, I64, F64, STR
 
 COLLECTIVES = Table(
     "collectives",

@@ -8,10 +8,12 @@ types (used when writing), its validation (used by every collector), and its doc
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from tracekit.errors import SchemaError
+
+if TYPE_CHECKING:  # pyarrow is imported where Arrow types are built: `tracekit query` needs none
+    import pyarrow as pa
 
 # Units used in the schema. Column names carry the unit as a suffix where it has one
 # (``start_ns``, ``bytes``, ``..._bytes_per_s``); this list documents the vocabulary.
@@ -34,12 +36,53 @@ UNITS = {
 }
 
 
+class ColumnType:
+    """A column's type, named without importing pyarrow (a query reads the schema but builds no
+    Arrow type; importing pyarrow and numpy is most of a small query's start-up, issue 39).
+
+    ``str()`` is the Arrow type's text (``int64``, ``list<item: string>``); :attr:`sql` is the
+    DuckDB type (``BIGINT``, ``VARCHAR[]``); :attr:`arrow` is the :class:`pyarrow.DataType`,
+    built on first use. Made by :data:`I8` ... :data:`BOOL` and :func:`list_of`."""
+
+    __slots__ = ("_factory", "_item", "sql", "_arrow")
+
+    def __init__(self, factory: str, sql: str, item: ColumnType | None = None):
+        self._factory, self._item, self.sql, self._arrow = factory, item, sql, None
+
+    @property
+    def arrow(self) -> pa.DataType:
+        if self._arrow is None:
+            import pyarrow as pa
+
+            fn = getattr(pa, self._factory)
+            self._arrow = fn(self._item.arrow) if self._item is not None else fn()
+        return self._arrow
+
+    def __str__(self) -> str:
+        if self._item is not None:
+            return f"list<item: {self._item}>"
+        return {"bool_": "bool", "float64": "double"}.get(self._factory, self._factory)
+
+    def __repr__(self) -> str:
+        return f"ColumnType({self})"
+
+
+I8, I16, I32, I64 = (ColumnType(f"int{n}", sql) for n, sql in
+                     ((8, "TINYINT"), (16, "SMALLINT"), (32, "INTEGER"), (64, "BIGINT")))
+F64, STR, BOOL = ColumnType("float64", "DOUBLE"), ColumnType("string", "VARCHAR"), ColumnType("bool_", "BOOLEAN")
+
+
+def list_of(item: ColumnType) -> ColumnType:
+    """The type of a list column of ``item`` values (Arrow ``list<item: ...>``, DuckDB ``T[]``)."""
+    return ColumnType("list_", item.sql + "[]", item)
+
+
 @dataclass(frozen=True)
 class Column:
     """One column of a table.
 
     ``name``: snake_case, with the unit as a suffix where it has one.
-    ``type``: the Arrow type written to Parquet.
+    ``kind``: the :class:`ColumnType`; :attr:`type` is its Arrow type, written to Parquet.
     ``unit``: a key of :data:`UNITS`.
     ``description``: meaning; where it comes from in each input format is documented by the
     collectors' mappings and rendered next to it in ``docs/schema.md``.
@@ -47,7 +90,7 @@ class Column:
     """
 
     name: str
-    type: pa.DataType
+    kind: ColumnType
     unit: str
     description: str
     required: bool = False
@@ -56,19 +99,24 @@ class Column:
         if self.unit not in UNITS:
             raise ValueError(f"column {self.name}: unknown unit {self.unit!r}")
 
+    @property
+    def type(self) -> pa.DataType:
+        """The Arrow type written to Parquet (imports pyarrow)."""
+        return self.kind.arrow
+
 
 def host_thread(tid: str = "OS thread ID.", *, required: bool = False) -> tuple[Column, Column]:
     """The ``pid`` and ``tid`` columns (int64 ids) of a row made on a host thread; ``tid``: the
     thread column's description."""
-    return (Column("pid", pa.int64(), "id", "OS process ID.", required=required),
-            Column("tid", pa.int64(), "id", tid, required=required))
+    return (Column("pid", I64, "id", "OS process ID.", required=required),
+            Column("tid", I64, "id", tid, required=required))
 
 
 def launch_dims(grid_from: str = "", block_from: str = "") -> tuple[Column, ...]:
     """``grid_x`` .. ``grid_z`` and ``block_x`` .. ``block_z`` (int32 counts) of a kernel launch;
     ``grid_from`` / ``block_from``: where the x column comes from, e.g. ``" (launch__grid_dim_x)"``,
     appended to its description."""
-    return tuple(Column(f"{kind}_{axis}", pa.int32(), "count",
+    return tuple(Column(f"{kind}_{axis}", I32, "count",
                         f"{what}, {axis}{source if axis == 'x' else ''}.")
                  for kind, what, source in (("grid", "Grid size in blocks", grid_from),
                                             ("block", "Block size in threads", block_from))
@@ -103,6 +151,8 @@ class Table:
 
     def arrow_schema(self) -> pa.Schema:
         """The Arrow schema written to Parquet (column order as defined here)."""
+        import pyarrow as pa
+
         return pa.schema(
             [pa.field(c.name, c.type, nullable=not c.required) for c in self.columns],
             metadata={b"tracekit.table": self.name.encode()},
@@ -121,6 +171,8 @@ class Table:
         Raises :class:`SchemaError` when ``data`` has a column the schema does not define, a
         value that cannot be cast, or a null in a required column. Those are collector bugs.
         """
+        import pyarrow as pa
+
         extra = [n for n in data.schema.names if n not in self._by_name]
         if extra:
             raise SchemaError(f"table {self.name}: columns not in the schema: {', '.join(extra)}")
@@ -154,6 +206,8 @@ class Table:
 
 
 def _cast(arr, col: Column, table: str):
+    import pyarrow as pa
+
     target = col.type
     t = arr.type
     if pa.types.is_dictionary(t) and pa.types.is_string(target):

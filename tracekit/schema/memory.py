@@ -20,12 +20,10 @@ memory queries then accumulate ``bytes`` (queries/memory/_macros.sql).
 
 from __future__ import annotations
 
-import pyarrow as pa
-
+from tracekit.schema.core import I32, I64, STR, Table
 from tracekit.schema.core import Column as C
-from tracekit.schema.core import Table
 
-i32, i64, s = pa.int32(), pa.int64(), pa.string()
+i32, i64, s = I32, I64, STR
 
 ACTIONS = ("alloc", "free", "oom", "segment_alloc", "segment_free", "free_completed")
 """Values of ``memory_events.action``."""

@@ -3,12 +3,10 @@
 
 from __future__ import annotations
 
-import pyarrow as pa
-
+from tracekit.schema.core import F64, I32, I64, STR, Table
 from tracekit.schema.core import Column as C
-from tracekit.schema.core import Table
 
-i32, i64, f64, s = pa.int32(), pa.int64(), pa.float64(), pa.string()
+i32, i64, f64, s = I32, I64, F64, STR
 
 _FILE = C("file", s, "text", "The result file, as given to tracekit convert (or found under the "
           "folder given); joins mlperf_events to mlperf_runs.", required=True)

@@ -7,12 +7,10 @@ is computed from them by the named queries in ``queries/roofline/`` (see docs/ro
 
 from __future__ import annotations
 
-import pyarrow as pa
-
+from tracekit.schema.core import F64, I32, I64, STR, Table, launch_dims
 from tracekit.schema.core import Column as C
-from tracekit.schema.core import Table, launch_dims
 
-i32, i64, f64, s = pa.int32(), pa.int64(), pa.float64(), pa.string()
+i32, i64, f64, s = I32, I64, F64, STR
 
 NCU_LAUNCHES = Table(
     "ncu_launches",

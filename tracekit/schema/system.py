@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import pyarrow as pa
-
+from tracekit.schema.core import BOOL, F64, I32, I64, STR, Table, host_thread
 from tracekit.schema.core import Column as C
-from tracekit.schema.core import Table, host_thread
 
-i32, i64, f64, s, b = pa.int32(), pa.int64(), pa.float64(), pa.string(), pa.bool_()
+i32, i64, f64, s, b = I32, I64, F64, STR, BOOL
 
 PROCESSES = Table(
     "processes",

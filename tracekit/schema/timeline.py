@@ -7,13 +7,11 @@ can be recovered. ``end_ns - start_ns == duration_ns`` in every row where both e
 
 from __future__ import annotations
 
-import pyarrow as pa
-
+from tracekit.schema.core import BOOL, F64, I8, I16, I32, I64, STR, Table, host_thread, launch_dims, list_of
 from tracekit.schema.core import Column as C
-from tracekit.schema.core import Table, host_thread, launch_dims
 
-i8, i16, i32, i64 = pa.int8(), pa.int16(), pa.int32(), pa.int64()
-f64, s, b = pa.float64(), pa.string(), pa.bool_()
+i8, i16, i32, i64 = I8, I16, I32, I64
+f64, s, b = F64, STR, BOOL
 
 
 def _interval(what: str) -> tuple[C, ...]:
@@ -148,16 +146,16 @@ NVTX_RANGES = Table(
           "start/end ranges."),
         C("parent_range_id", i64, "id", "range_id of the innermost enclosing push/pop range on the "
           "same thread; null at depth 0 and for start/end ranges."),
-        C("input_dims", pa.list_(pa.list_(i64)), "count", "Operator ranges recorded with shapes: one "
+        C("input_dims", list_of(list_of(i64)), "count", "Operator ranges recorded with shapes: one "
           "list of dimensions per argument, in the operator's argument order (DuckDB: "
           "input_dims[1] is the first argument's shape, 1-based); [] for an argument that is not a "
           "tensor (or a 0-d tensor); a null element for an argument whose shape is not a flat list "
           "(a TensorList written as nested lists). Null when the range carries no shapes "
           "(record_shapes off, not an operator)."),
-        C("input_types", pa.list_(s), "text", "Operator ranges: the argument types as PyTorch "
+        C("input_types", list_of(s), "text", "Operator ranges: the argument types as PyTorch "
           "writes them ('float', 'c10::Half', 'c10::BFloat16', 'Scalar', 'ScalarList', "
           "'TensorList', '' ...), one per argument; null when not recorded (nsys NVTX)."),
-        C("concrete_inputs", pa.list_(s), "text", "Operator ranges: the values of scalar and "
+        C("concrete_inputs", list_of(s), "text", "Operator ranges: the values of scalar and "
           "scalar-list arguments as text ('1', '[2, 2]', 'True', '' for a tensor), one per "
           "argument; null when not recorded (older PyTorch, nsys NVTX)."),
         C("op_id", i64, "id", "PyTorch's id of the operator call (nsys NVTX 'op_id = N'; Kineto "
