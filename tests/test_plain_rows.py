@@ -87,8 +87,8 @@ def plain_tables(draw):
 def test_rows_write_as_the_arrow_table_does(table):
     con = duckdb.connect()
     try:
-        rows = fetch(con.from_arrow(table), arrow=False)
-        arrow = fetch(con.from_arrow(table))
+        rows = fetch(con, con.from_arrow(table), arrow=False)
+        arrow = fetch(con, con.from_arrow(table))
     finally:
         con.close()
     assert isinstance(rows, Rows) and set(rows.types) <= PLAIN_TYPES
@@ -99,12 +99,34 @@ def test_rows_write_as_the_arrow_table_does(table):
     assert csv_bytes(rows.select(names)) == csv_bytes(arrow.select(names))
 
 
+def test_rows_keep_the_order_and_give_way_to_arrow_past_the_limit(monkeypatch):
+    """The query runs once into a table; its rows come back in the query's order (a sort over
+    more rows than one thread's share), and past ROWS_CELLS values (lowered here) it is Arrow."""
+    from tracekit import duck
+
+    monkeypatch.setattr(duck, "ROWS_CELLS", 20_000)
+    con = duckdb.connect()
+    try:
+        con.execute("SET threads = 4")
+        sql = "SELECT (range * 7919) % 10007 AS k, range AS i FROM range(10000) ORDER BY k DESC"
+        want = con.sql(sql).fetchall()
+        rows = fetch(con, con.sql(sql), arrow=False)
+        assert isinstance(rows, Rows) and rows.rows == want
+        big = fetch(con, con.sql(sql.replace("10000", "10001")), arrow=False)
+        assert isinstance(big, pa.Table) and big.num_rows * 2 > duck.ROWS_CELLS
+        assert con.sql("SELECT count(*) FROM duckdb_tables()").fetchall() == [(0,)]  # dropped again
+        two = fetch(con, con.sql("SELECT 1 AS a, 2 AS a"), arrow=False)  # names twice: Arrow
+        assert isinstance(two, pa.Table) and two.column_names == ["a", "a"]
+    finally:
+        con.close()
+
+
 def test_other_types_come_as_arrow():
     con = duckdb.connect()
     try:
         for sql in ("SELECT 1::HUGEINT", "SELECT 1.5::DECIMAL(4, 1)", "SELECT 1.5::FLOAT",
                     "SELECT TIMESTAMP '2026-12-07 10:00:00'", "SELECT [1, 2]", "SELECT 'a'::BLOB"):
-            assert isinstance(fetch(con.sql(sql), arrow=False), pa.Table), sql
+            assert isinstance(fetch(con, con.sql(sql), arrow=False), pa.Table), sql
     finally:
         con.close()
 

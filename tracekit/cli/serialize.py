@@ -133,6 +133,9 @@ def float_text(v: float) -> str:
     ``v`` (Python's ``repr`` finds the same ones), in decimal notation for a decimal exponent
     from -6 to 9 and as ``d.ddde+NN`` / ``d.ddde-NN`` outside it; no trailing ``.0``; ``nan``,
     ``inf``, ``-inf``, ``-0``."""
+    if 1e-4 <= abs(v) < 1e10:  # where repr is in decimal notation too: the common case, fast
+        text = repr(v)
+        return text[:-2] if text.endswith(".0") else text
     if v != v:
         return "nan"
     if math.isinf(v):
@@ -167,7 +170,10 @@ _CSV_FIELD = {"VARCHAR": _text_field, "DOUBLE": float_text,
 def _rows_csv(table: Rows) -> bytes:
     if not table.num_columns:
         return b""
-    fmt = [_CSV_FIELD.get(t, str) for t in table.types]
+    cols = []  # formatted a column at a time: one function per column, not per value
+    for t, values in zip(table.types, zip(*table.rows) if table.rows else [()] * table.num_columns):
+        f = _CSV_FIELD.get(t, str)
+        cols.append(["" if v is None else f(v) for v in values])
     lines = [",".join(_text_field(n) for n in table.names)]
-    lines += [",".join("" if v is None else f(v) for f, v in zip(fmt, row)) for row in table.rows]
+    lines += [",".join(row) for row in zip(*cols)]
     return ("\n".join(lines) + "\n").encode("utf-8")

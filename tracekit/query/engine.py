@@ -299,7 +299,7 @@ class Engine:
             lock(self._con, self.runs, self._spill)
             self._locked = True
         try:  # Ctrl-C and SIGTERM stop DuckDB at once (tracekit/query/interruptible.py)
-            return interruptible.run(self._con, lambda: fetch(self._con.sql(text), arrow))
+            return interruptible.run(self._con, lambda: fetch(self._con, self._con.sql(text), arrow))
         except duckdb.Error as exc:
             from tracekit.query.explain import sql_error
             from tracekit.query.sql_guard import read_only_error
@@ -317,7 +317,7 @@ class Engine:
         self._prepare(q.sql)
         arrow = arrow or bool(q.notices)
         try:
-            result = interruptible.run(self._con, lambda: fetch(self._con.sql(q.sql), arrow))
+            result = interruptible.run(self._con, lambda: fetch(self._con, self._con.sql(q.sql), arrow))
         except duckdb.Error as exc:
             raise QueryError(f"query {q.name} failed: {one_line(exc)}") from None
         self.notices = self.notices_for(q, result)

@@ -29,18 +29,23 @@ class _Compact:
     def __init__(self, buf: bytes):
         self.buf, self.pos = buf, 0
 
-    def byte(self) -> int:
-        if self.pos >= len(self.buf):
-            raise ValueError("footer ends inside a value")
+    def byte(self) -> int:  # past the end: IndexError, made a ValueError by parse()
         self.pos += 1
         return self.buf[self.pos - 1]
 
     def varint(self) -> int:
-        out = shift = 0
+        buf, pos = self.buf, self.pos
+        c = buf[pos]
+        if c < 0x80:  # most values: one byte
+            self.pos = pos + 1
+            return c
+        out, shift = c & 0x7F, 7
         while True:
-            c = self.byte()
+            pos += 1
+            c = buf[pos]
             out |= (c & 0x7F) << shift
             if not c & 0x80:
+                self.pos = pos + 1
                 return out
             shift += 7
             if shift > 63:
@@ -61,8 +66,10 @@ class _Compact:
         """(field id, type) of each field of the struct at ``pos``, up to its stop byte; the
         caller reads or :meth:`skip`\\ s each value before asking for the next."""
         last = 0
+        buf = self.buf
         while True:
-            head = self.byte()
+            head = buf[self.pos]
+            self.pos += 1
             if head == 0:
                 return
             delta, kind = head >> 4, head & 0x0F
@@ -140,6 +147,13 @@ def _top_level(elements: list[tuple[str | None, int]]) -> tuple[str, ...]:
 
 def parse(meta: bytes) -> tuple[int, tuple[str, ...]]:
     """(num_rows, top-level column names) of a serialized FileMetaData."""
+    try:
+        return _parse(meta)
+    except IndexError:
+        raise ValueError("footer ends inside a value") from None
+
+
+def _parse(meta: bytes) -> tuple[int, tuple[str, ...]]:
     r = _Compact(meta)
     rows = elements = None
     for fid, kind in r.fields():
