@@ -87,8 +87,8 @@ def plain_tables(draw):
 def test_rows_write_as_the_arrow_table_does(table):
     con = duckdb.connect()
     try:
-        rows = fetch(con, con.from_arrow(table), arrow=False)
-        arrow = fetch(con, con.from_arrow(table))
+        rows = fetch(con.from_arrow(table), arrow=False)
+        arrow = fetch(con.from_arrow(table))
     finally:
         con.close()
     assert isinstance(rows, Rows) and set(rows.types) <= PLAIN_TYPES
@@ -100,8 +100,8 @@ def test_rows_write_as_the_arrow_table_does(table):
 
 
 def test_rows_keep_the_order_and_give_way_to_arrow_past_the_limit(monkeypatch):
-    """The query runs once into a table; its rows come back in the query's order (a sort over
-    more rows than one thread's share), and past ROWS_CELLS values (lowered here) it is Arrow."""
+    """Rows come back in the query's order (a sort over more rows than one thread's share), and
+    past ROWS_CELLS values (lowered here) the result is Arrow, every row of it."""
     from tracekit import duck
 
     monkeypatch.setattr(duck, "ROWS_CELLS", 20_000)
@@ -110,12 +110,12 @@ def test_rows_keep_the_order_and_give_way_to_arrow_past_the_limit(monkeypatch):
         con.execute("SET threads = 4")
         sql = "SELECT (range * 7919) % 10007 AS k, range AS i FROM range(10000) ORDER BY k DESC"
         want = con.sql(sql).fetchall()
-        rows = fetch(con, con.sql(sql), arrow=False)
+        rows = fetch(con.sql(sql), arrow=False)
         assert isinstance(rows, Rows) and rows.rows == want
-        big = fetch(con, con.sql(sql.replace("10000", "10001")), arrow=False)
-        assert isinstance(big, pa.Table) and big.num_rows * 2 > duck.ROWS_CELLS
-        assert con.sql("SELECT count(*) FROM duckdb_tables()").fetchall() == [(0,)]  # dropped again
-        two = fetch(con, con.sql("SELECT 1 AS a, 2 AS a"), arrow=False)  # names twice: Arrow
+        big = fetch(con.sql(sql.replace("10000", "10001")), arrow=False)
+        assert isinstance(big, pa.Table) and big.num_rows == 10001
+        assert big.to_pylist()[:3] == [dict(zip(["k", "i"], r)) for r in con.sql(sql).fetchall()[:3]]
+        two = fetch(con.sql("SELECT 1 AS a, 2 AS a"), arrow=False)  # names twice: Arrow
         assert isinstance(two, pa.Table) and two.column_names == ["a", "a"]
     finally:
         con.close()
@@ -126,7 +126,7 @@ def test_other_types_come_as_arrow():
     try:
         for sql in ("SELECT 1::HUGEINT", "SELECT 1.5::DECIMAL(4, 1)", "SELECT 1.5::FLOAT",
                     "SELECT TIMESTAMP '2026-12-07 10:00:00'", "SELECT [1, 2]", "SELECT 'a'::BLOB"):
-            assert isinstance(fetch(con, con.sql(sql), arrow=False), pa.Table), sql
+            assert isinstance(fetch(con.sql(sql), arrow=False), pa.Table), sql
     finally:
         con.close()
 
@@ -168,3 +168,23 @@ def test_damaged_footer_raises_value_error_only(small_run, data):
 def test_not_a_footer(blob):
     with pytest.raises(ValueError):
         read_footer("x.parquet", blob)
+
+
+def test_rows_only_over_few_input_rows(small_run, monkeypatch):
+    """`run(..., arrow=False)` gives Rows where the tables read hold at most ROWS_CELLS rows (the
+    manifests' counts), else Arrow: a large result over large tables would run twice."""
+    from tracekit import duck
+    from tracekit.query import run
+
+    got = run("kernel_summary", [small_run], arrow=False)
+    assert isinstance(got.table, Rows) and got.table.num_rows > 0
+    same = run("kernel_summary", [small_run])
+    assert csv_bytes(got.table) == csv_bytes(same.table)
+    monkeypatch.setattr(duck, "ROWS_CELLS", 2)
+    import tracekit.query.engine as engine
+
+    monkeypatch.setattr(engine, "ROWS_CELLS", 2)
+    assert isinstance(run("kernel_summary", [small_run], arrow=False).table, pa.Table)
+    assert isinstance(run("SELECT count(*) AS n FROM kernels", [small_run], arrow=False).table, pa.Table)
+    monkeypatch.setattr(engine, "ROWS_CELLS", 10**6)
+    assert isinstance(run("SELECT count(*) AS n FROM kernels", [small_run], arrow=False).table, Rows)

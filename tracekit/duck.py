@@ -127,29 +127,25 @@ class Rows:
 ROWS_CELLS = 200_000
 """At most this many values (rows x columns) come as :class:`Rows`; a larger result comes as Arrow.
 The CLI writes a Rows result as CSV in Python at about 0.4 µs a value, against about 0.1 s to
-import pyarrow and a few ns a value in its writer (kernel_summary over 300 run folders: 12,300
-rows of 12 columns, 0.06 s in Python)."""
+import pyarrow and a few ns a value in its writer (12,300 rows of 12 columns: 0.06 s in Python).
+The query engine also asks for Rows only where the tables a query reads hold at most this many
+rows (:meth:`tracekit.query.engine.Engine.reads_few_rows`)."""
 
-_RESULT = "__tracekit_result"
-
-
-def fetch(con, result, arrow: bool = True) -> pa.Table | Rows:
-    """The rows of DuckDB relation ``result`` (of connection ``con``): as :func:`fetch_arrow`, or,
-    with ``arrow`` False, every column of a :data:`PLAIN_TYPES` type, the names distinct and at most
-    :data:`ROWS_CELLS` values, as :class:`Rows` (no pyarrow import). The query runs once: into a
-    table on ``con`` (dropped again), whose row count chooses."""
+def fetch(result, arrow: bool = True) -> pa.Table | Rows:
+    """The rows of DuckDB relation ``result``: as :func:`fetch_arrow`, or, with ``arrow`` False,
+    every column of a :data:`PLAIN_TYPES` type, the names distinct and at most :data:`ROWS_CELLS`
+    values, as :class:`Rows` (no pyarrow import). Which one is found by fetching at most
+    ROWS_CELLS values plus one row (``LIMIT``: a scan stops there); a larger result is then
+    fetched whole as Arrow, so its query runs a second time (a sort keeps the top rows only the
+    first time; an aggregation runs twice)."""
     if arrow or result is None:
         return fetch_arrow(result)
     types, names = [str(t) for t in result.types], list(result.columns)
     if not all(t in PLAIN_TYPES for t in types) or len(set(names)) < len(names):
         return fetch_arrow(result)
-    result.create(_RESULT)
-    try:
-        ((n,),) = con.sql(f"SELECT count(*) FROM {_RESULT}").fetchall()
-        kept = con.sql(f"FROM {_RESULT}")
-        return fetch_arrow(kept) if n * len(names) > ROWS_CELLS else Rows(names, types, kept.fetchall())
-    finally:
-        con.execute(f"DROP TABLE IF EXISTS {_RESULT}")
+    most = max(ROWS_CELLS // max(len(names), 1), 1)
+    head = result.limit(most + 1).fetchall()
+    return Rows(names, types, head) if len(head) <= most else fetch_arrow(result)
 
 
 def re2_error(pattern: str) -> str | None:
