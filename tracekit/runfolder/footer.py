@@ -64,7 +64,7 @@ class _Compact:
 
     def fields(self):
         """(field id, type) of each field of the struct at ``pos``, up to its stop byte; the
-        caller reads or :meth:`skip`\\ s each value before asking for the next."""
+        caller reads each value, or passes over it with :meth:`skip`, before asking for the next."""
         last = 0
         buf = self.buf
         while True:
