@@ -113,11 +113,6 @@ class Rows:
     def column_names(self) -> list[str]:
         return list(self.names)
 
-    def column(self, name: str) -> list:
-        """The values of column ``name`` (the first of that name)."""
-        i = self.names.index(name)
-        return [r[i] for r in self.rows]
-
     def select(self, names: list[str]) -> Rows:
         """The columns ``names`` (each present), in that order."""
         idx = [self.names.index(n) for n in names]
@@ -130,6 +125,7 @@ The CLI writes a Rows result as CSV in Python at about 0.4 µs a value, against 
 import pyarrow and a few ns a value in its writer (12,300 rows of 12 columns: 0.06 s in Python).
 The query engine also asks for Rows only where the tables a query reads hold at most this many
 rows (:meth:`tracekit.query.engine.Engine.reads_few_rows`)."""
+
 
 def fetch(result, arrow: bool = True) -> pa.Table | Rows:
     """The rows of DuckDB relation ``result``: as :func:`fetch_arrow`, or, with ``arrow`` False,

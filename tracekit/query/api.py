@@ -30,7 +30,8 @@ class QueryResult:
     """What one query returned.
 
     ``table``: the rows (Arrow; a :class:`~tracekit.duck.Rows` where :func:`run` was called
-    with ``arrow=False`` and every column is of a plain type); ``name``: the named query (None
+    with ``arrow=False`` and the result is small and of plain types: :func:`tracekit.duck.fetch`,
+    :meth:`~tracekit.query.engine.Engine.reads_few_rows`); ``name``: the named query (None
     for SQL); ``units``: {column: (unit, description)} from the query's ``@column`` lines
     (empty for SQL); ``notices``: the lines of its ``@notice`` statements over the rows;
     ``warnings``: the manifest warnings of the runs that concern the tables it read (``run

@@ -299,8 +299,8 @@ class Engine:
 
             lock(self._con, self.runs, self._spill)
             self._locked = True
+        arrow = arrow or not self.reads_few_rows(text)
         try:  # Ctrl-C and SIGTERM stop DuckDB at once (tracekit/query/interruptible.py)
-            arrow = arrow or not self.reads_few_rows(text)
             return interruptible.run(self._con, lambda: fetch(self._con.sql(text), arrow))
         except duckdb.Error as exc:
             from tracekit.query.explain import sql_error
@@ -333,13 +333,8 @@ class Engine:
         whether the result is small by running the query with a ``LIMIT`` first; over large
         tables a large result would then cost a second run (nvtx_gpu_projection on the 596 MB
         benchmark run: 6.7 s instead of 4.1 s), so those are fetched as Arrow at once."""
-        total = 0
-        for name in catalog.tables_read(text):
-            for run in self.runs:
-                info = (run.manifest.get("tables") or {}).get(name)
-                rows = info.get("rows") if isinstance(info, dict) else 0
-                total += rows if isinstance(rows, int) and rows > 0 else 0
-        return total <= ROWS_CELLS
+        read = catalog.tables_read(text)
+        return sum(run.table_rows(name) or 0 for name in read for run in self.runs) <= ROWS_CELLS
 
     def notices_for(self, q: NamedQuery, result: pa.Table) -> list[str]:
         """The lines of ``q``'s ``@notice`` statements over ``result`` (see named_queries), e.g.

@@ -89,12 +89,6 @@ def run_warnings(runs: Sequence[Run], tables: set[str] | None = None) -> list[st
     return out
 
 
-def _rows(run: Run, table: str) -> int | None:
-    """Rows of ``table`` in ``run``; None when it was not captured."""
-    info = run.manifest.get("tables", {}).get(table)
-    return None if info is None else int(info.get("rows") or 0)
-
-
 def _runs_phrase(runs: list[Run], limit: int = 3) -> str:
     ids = [r.run_id for r in runs]
     more = f" and {len(ids) - limit} more" if len(ids) > limit else ""
@@ -105,7 +99,7 @@ def _lacking(run: Run, tables: list[str]) -> str:
     """What ``run`` lacks of ``tables``: "no t1, t2 (not captured: REASON)" / "0 rows of t"."""
     by_reason: dict[str, list[str]] = {}
     for t in tables:
-        if _rows(run, t) is None:
+        if run.table_rows(t) is None:
             reason = run.manifest.get("not_captured", {}).get(t) or "no reason recorded"
             by_reason.setdefault(f"not captured: {reason}", []).append(t)
         else:
@@ -126,7 +120,7 @@ def why_empty(runs: Sequence[Run], query: NamedQuery | None = None, sql: str | N
         return f"{name} returned no rows (it reads no run-folder table)"
     complete, parts, hints = [], [], []
     for r in runs:
-        lacking = [t for t in need if not _rows(r, t)]
+        lacking = [t for t in need if not r.table_rows(t)]
         if declared and lacking or not declared and len(lacking) == len(need):
             parts.append(f"run {r.run_id} has {_lacking(r, lacking)}")
             hints += [t for t in lacking if t not in hints]
@@ -141,7 +135,7 @@ def why_empty(runs: Sequence[Run], query: NamedQuery | None = None, sql: str | N
                          for h, ts in how.items())
         return f"{name} returned no rows: {'; '.join(parts)}" + (f". {hint}" if hint else "")
     counts = ", ".join(f"{n} row{'s' if n != 1 else ''} of {t}" for t in need
-                       if (n := sum(_rows(r, t) or 0 for r in complete)))
+                       if (n := sum(r.table_rows(t) or 0 for r in complete)))
     cond = query.empty if query is not None and query.empty else "no row matched the query's conditions"
     given = ", ".join(f"{k}={v}" for k, v in (params or {}).items())
     return (f"{name} returned no rows: {cond}, among the {counts} in {_runs_phrase(complete)}"

@@ -288,6 +288,12 @@ class Run:
     def run_id(self) -> str:
         return self.manifest.get("run_id") or self.path.name
 
+    def table_rows(self, name: str) -> int | None:
+        """Rows of table ``name`` as the manifest records them (a count it lacks reads 0); None
+        when the run did not capture the table. Reads no file."""
+        info = (self.manifest.get("tables") or {}).get(name)
+        return None if not isinstance(info, dict) else int(info.get("rows") or 0)
+
     def table_files(self, name: str) -> list[Path]:
         """The table's Parquet files: one for a run folder of one input (``"file"`` in the
         manifest), one per rank for a job (``"files"``, layout version 2); ``[]`` when the run
