@@ -4,11 +4,14 @@
 - CSV and JSON of a :class:`tracekit.duck.Rows` against those of the Arrow table DuckDB returns
   for the same relation, on random tables of every plain type (nulls, quotes, newlines, NaN);
 - :func:`tracekit.runfolder.footer.read_footer` against pyarrow's footer reader on every table
-  file of a converted fixture and on nested columns, and only ValueError for damaged footers.
+  file of a converted fixture and on nested columns, and only ValueError for damaged footers;
+- :func:`tracekit.duck.fetch_query` (a named query's text run once) as :func:`~tracekit.duck.fetch`;
+  ``@few_rows`` queries as Rows over tables larger than the input limit, and Arrow past it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import struct
 
@@ -21,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracekit.cli.serialize import csv_bytes, float_text, json_text
-from tracekit.duck import PLAIN_TYPES, Rows, fetch
+from tracekit.duck import PLAIN_TYPES, Rows, fetch, fetch_query
 from tracekit.runfolder.footer import read_footer
 
 
@@ -89,9 +92,13 @@ def test_rows_write_as_the_arrow_table_does(table):
     try:
         rows = fetch(con.from_arrow(table), arrow=False)
         arrow = fetch(con.from_arrow(table))
+        con.register("t", table)
+        once = fetch_query(con, "SELECT * FROM t", arrow=False)
     finally:
         con.close()
     assert isinstance(rows, Rows) and set(rows.types) <= PLAIN_TYPES
+    assert isinstance(once, Rows) and (once.names, once.types) == (rows.names, rows.types)
+    assert csv_bytes(once) == csv_bytes(rows)  # (NaN is not equal to itself in the tuples)
     assert isinstance(arrow, pa.Table)
     assert csv_bytes(rows) == csv_bytes(arrow)
     assert json_text(rows) == json_text(arrow)
@@ -117,6 +124,12 @@ def test_rows_keep_the_order_and_give_way_to_arrow_past_the_limit(monkeypatch):
         assert big.to_pylist()[:3] == [dict(zip(["k", "i"], r)) for r in con.sql(sql).fetchall()[:3]]
         two = fetch(con.sql("SELECT 1 AS a, 2 AS a"), arrow=False)  # names twice: Arrow
         assert isinstance(two, pa.Table) and two.column_names == ["a", "a"]
+        rows = fetch_query(con, sql, arrow=False)
+        assert isinstance(rows, Rows) and rows.rows == want
+        big = fetch_query(con, sql.replace("10000", "10001"), arrow=False)
+        assert isinstance(big, pa.Table) and big.num_rows == 10001
+        two = fetch_query(con, "SELECT 1 AS a, 2 AS a", arrow=False)
+        assert isinstance(two, pa.Table) and two.column_names == ["a", "a"]
     finally:
         con.close()
 
@@ -127,6 +140,23 @@ def test_other_types_come_as_arrow():
         for sql in ("SELECT 1::HUGEINT", "SELECT 1.5::DECIMAL(4, 1)", "SELECT 1.5::FLOAT",
                     "SELECT TIMESTAMP '2026-12-07 10:00:00'", "SELECT [1, 2]", "SELECT 'a'::BLOB"):
             assert isinstance(fetch(con.sql(sql), arrow=False), pa.Table), sql
+            assert isinstance(fetch_query(con, sql, arrow=False), pa.Table), sql
+    finally:
+        con.close()
+
+
+def test_fetch_query_runs_a_small_plain_result_once():
+    """Rows come from one run of the statement (a sequence counts the runs); a result of other
+    types runs a second time, for Arrow, as fetch_query's docstring says."""
+    con = duckdb.connect()
+    try:
+        con.execute("CREATE SEQUENCE s")
+        got = fetch_query(con, "SELECT nextval('s') AS v, 'x' AS t", arrow=False)
+        assert isinstance(got, Rows) and got.rows == [(1, "x")]
+        assert con.sql("SELECT nextval('s')").fetchall() == [(2,)]
+        arrow = fetch_query(con, "SELECT nextval('s') AS v, [1] AS l", arrow=False)
+        assert isinstance(arrow, pa.Table) and arrow.column("v").to_pylist() == [4]
+        assert fetch_query(con, "SELECT 7 AS v").column("v").to_pylist() == [7]  # arrow=True
     finally:
         con.close()
 
@@ -174,7 +204,7 @@ def test_rows_only_over_few_input_rows(small_run, monkeypatch):
     """`run(..., arrow=False)` gives Rows where the tables read hold at most ROWS_CELLS rows (the
     manifests' counts), else Arrow: a large result over large tables would run twice."""
     from tracekit import duck
-    from tracekit.query import run
+    from tracekit.query import get_query, run
 
     got = run("kernel_summary", [small_run], arrow=False)
     assert isinstance(got.table, Rows) and got.table.num_rows > 0
@@ -184,7 +214,45 @@ def test_rows_only_over_few_input_rows(small_run, monkeypatch):
     import tracekit.query.engine as engine
 
     monkeypatch.setattr(engine, "ROWS_CELLS", 2)
-    assert isinstance(run("kernel_summary", [small_run], arrow=False).table, pa.Table)
+    many = dataclasses.replace(get_query("kernel_summary"), few_rows=False)  # as without @few_rows
+    assert isinstance(run(many, [small_run], arrow=False).table, pa.Table)
     assert isinstance(run("SELECT count(*) AS n FROM kernels", [small_run], arrow=False).table, pa.Table)
     monkeypatch.setattr(engine, "ROWS_CELLS", 10**6)
     assert isinstance(run("SELECT count(*) AS n FROM kernels", [small_run], arrow=False).table, Rows)
+
+
+def test_few_rows_queries_come_as_rows_over_large_tables(small_run, monkeypatch):
+    """A query whose header says ``@few_rows`` comes as Rows even where its tables hold more rows
+    than the input limit (lowered to 2 here), with the same bytes as Arrow; nvtx_summary's
+    ``raw=true`` is excepted (``@few_rows unless raw=true``); a few-rows query whose result is
+    past ROWS_CELLS after all comes whole, as Arrow."""
+    import tracekit.query.engine as engine
+    from tracekit import duck
+    from tracekit.query import get_query, run
+
+    monkeypatch.setattr(engine, "ROWS_CELLS", 2)
+    for name in ("kernel_summary", "cuda_api_summary"):
+        assert get_query(name).few_rows
+        got = run(name, [small_run], arrow=False)
+        assert isinstance(got.table, Rows) and got.table.num_rows > 0, name
+        assert csv_bytes(got.table) == csv_bytes(run(name, [small_run]).table), name
+    nvtx = get_query("nvtx_summary")
+    assert nvtx.has_few_rows({}) and nvtx.has_few_rows({"raw": "no"})
+    assert not nvtx.has_few_rows({"raw": "TRUE"}) and not nvtx.has_few_rows({"raw": "1"})
+    assert not get_query("nvtx_gpu_projection").has_few_rows({})
+    monkeypatch.setattr(duck, "ROWS_CELLS", 12)  # a row of cuda_api_summary's 11 columns
+    whole = run("cuda_api_summary", [small_run], arrow=False).table
+    assert isinstance(whole, pa.Table)
+    assert whole.num_rows == run("cuda_api_summary", [small_run]).table.num_rows > 1
+
+
+@pytest.mark.parametrize("line", ["@few_rows sometimes", "@few_rows unless", "@few_rows unless raw",
+                                  "@few_rows unless nope=1", "@few_rows unless raw=maybe"])
+def test_malformed_few_rows_line(line):
+    from tracekit.errors import QueryError
+    from tracekit.query.named_queries import parse_query
+
+    text = ("-- q: a query.\n-- @param raw BOOLEAN false  Raw.\n-- @column n count  N.\n"
+            f"-- @key n\n-- {line}\nSELECT 1 AS n")
+    with pytest.raises(QueryError, match="few_rows|raw"):
+        parse_query(text, "q.sql")

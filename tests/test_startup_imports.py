@@ -99,3 +99,41 @@ def test_get_query_parses_one_file_until_all_are_listed(monkeypatch):
         named_queries.get_query("kernel_sumary")
     assert len(parsed) > 40  # the unknown name listed them all
     assert named_queries.all_queries()["kernel_summary"] == q
+
+
+def test_connection_opened_ahead_is_taken_once():
+    """`tracekit query` opens DuckDB's connection in a helper thread (tracekit.duck.connect_ahead);
+    the engine takes it, a second engine opens its own, and asking twice starts one thread."""
+    import threading
+
+    from tracekit.duck import connect_ahead, memory_connection
+
+    connect_ahead()
+    connect_ahead()
+    assert sum(t.name == "tracekit-connect" for t in threading.enumerate()) <= 1
+    first, second = memory_connection(), memory_connection()
+    try:
+        assert first is not second
+        first.execute("CREATE TABLE t AS SELECT 41 AS x")
+        assert first.sql("SELECT x + 1 FROM t").fetchall() == [(42,)]
+        assert second.sql("SELECT count(*) FROM duckdb_tables()").fetchall() == [(0,)]
+    finally:
+        first.close()
+        second.close()
+
+
+def test_query_process_output_and_clean_up(small_run, tmp_path):
+    """A `tracekit query` process (its objects frozen before the interpreter exits, tracekit.cli.main)
+    writes the whole result, exits 0 and leaves no spill folder behind (removed by the engine's
+    close; its weakref finalizer, run at exit, would remove it otherwise)."""
+    import os
+
+    from tracekit.cli.serialize import csv_bytes
+    from tracekit.query import run
+
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    proc = subprocess.run([sys.executable, "-m", "tracekit", "query", "cuda_api_summary",
+                           str(small_run), "-f", "csv"], capture_output=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == csv_bytes(run("cuda_api_summary", [small_run]).table)
+    assert list(tmp_path.iterdir()) == []

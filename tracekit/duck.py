@@ -6,8 +6,11 @@ literal file globs, scratch connections and Arrow results. The one place these a
 - :func:`glob_literal` / :func:`file_literal`: a path as a DuckDB glob that matches only itself
   (DuckDB's file functions expand ``[``, ``*`` and ``?``);
 - :func:`scratch`: an in-memory connection with bounded memory and threads, spilling to a folder;
+- :func:`connect_ahead` / :func:`memory_connection`: an in-memory connection opened in a helper
+  thread while the caller goes on (the query commands' start), taken by the query engine;
 - :func:`fetch_arrow`: a relation's result as a :class:`pyarrow.Table` (any DuckDB >= 1.3);
 - :func:`fetch`: the same, or as :class:`Rows` (Python values) when every column is a plain type;
+  :func:`fetch_query` the same for a statement's text, run once where it can;
 - :func:`re2_error`: why DuckDB's regular expressions (RE2) refuse a pattern, if they do.
 """
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -73,6 +77,54 @@ def scratch(*, memory_limit: str | None = None, threads: int | None = None,
         con.close()
         raise
     return con
+
+
+_AHEAD: dict[str, tuple[threading.Thread, dict]] = {}  # the connection connect_ahead is opening
+
+
+def connect_ahead() -> None:
+    """Start opening an in-memory DuckDB connection in a helper thread; the next
+    :func:`memory_connection` takes it. DuckDB's ``connect()`` (about 20 ms, the first in a
+    process) releases the GIL, so it overlaps the imports and run-folder reads that come before a
+    query's engine opens (issue 39: a small ``tracekit query``'s start-up). Does nothing when one
+    is already being opened. The thread is not a daemon: an exit waits for it.
+
+    Only DuckDB's C++ extension is imported here, in the calling thread (``_duckdb``, which the
+    ``duckdb`` package re-exports: ``duckdb.connect is _duckdb.connect``; about 10 ms), so the
+    connection opens while the caller imports the rest of the package (about 45 ms of Python);
+    where a DuckDB has no such module, the package is imported first. The helper thread itself
+    imports nothing."""
+    if "pending" in _AHEAD:
+        return
+    try:
+        import _duckdb as native
+    except ImportError:  # another packaging of DuckDB
+        import duckdb as native
+    box: dict = {}
+
+    def target():
+        try:
+            box["con"] = native.connect(":memory:")
+        except BaseException as exc:  # noqa: BLE001 - memory_connection connects again and raises
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="tracekit-connect")
+    _AHEAD["pending"] = (thread, box)
+    thread.start()
+
+
+def memory_connection():
+    """A new in-memory DuckDB connection: the one :func:`connect_ahead` started (each is taken
+    once), else one opened now. Raises as ``duckdb.connect`` does."""
+    import duckdb
+
+    pending = _AHEAD.pop("pending", None)
+    if pending is not None:
+        thread, box = pending
+        thread.join()
+        if "con" in box:
+            return box["con"]
+    return duckdb.connect(":memory:")
 
 
 def fetch_arrow(result) -> pa.Table:
@@ -142,6 +194,31 @@ def fetch(result, arrow: bool = True) -> pa.Table | Rows:
     most = max(ROWS_CELLS // max(len(names), 1), 1)
     head = result.limit(most + 1).fetchall()
     return Rows(names, types, head) if len(head) <= most else fetch_arrow(result)
+
+
+def fetch_query(con, text: str, arrow: bool = True) -> pa.Table | Rows:
+    """The rows of ``text``, one SELECT with no side effects (a named query), on connection
+    ``con``: as :func:`fetch`, but with ``arrow`` False the statement runs once through DB-API
+    (``execute``, ``fetchmany``) instead of as a relation and again with a ``LIMIT``, which binds
+    and plans it twice (about 4 ms of a small query's 8). A result not all of
+    :data:`PLAIN_TYPES`, with a repeated name or of more than :data:`ROWS_CELLS` values runs a
+    second time, fetched as Arrow."""
+    if arrow:
+        return fetch_arrow(con.sql(text))
+    cur = con.execute(text)
+    try:
+        names = [d[0] for d in cur.description]
+        types = [str(d[1]) for d in cur.description]
+        if all(t in PLAIN_TYPES for t in types) and len(set(names)) == len(names):
+            most = max(ROWS_CELLS // max(len(names), 1), 1)
+            head = cur.fetchmany(most + 1)
+            if len(head) <= most:
+                return Rows(names, types, head)
+    finally:  # DuckDB >= 2.0 keeps the connection busy until a result is read to its end
+        end = getattr(con, "abort", None)
+        if end is not None:
+            end()
+    return fetch_arrow(con.sql(text))
 
 
 def re2_error(pattern: str) -> str | None:

@@ -27,6 +27,7 @@
 -- @column queue_p90_ns      ns     90th percentile queue delay.
 -- @column queue_p99_ns      ns     99th percentile queue delay.
 -- @key count latency_p50_ns
+-- @few_rows
 -- @requires kernels cuda_api
 -- @empty no kernel launch call (cuda_api) linked to a kernel by its correlation ID
 WITH ll AS (

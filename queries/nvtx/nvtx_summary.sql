@@ -35,6 +35,7 @@
 -- @column time_pct   %      total_ns as a percentage of all NVTX range time in the run.
 -- @column raw_names  count  Distinct range texts grouped into the row (1 with raw=true).
 -- @key total_ns time_pct
+-- @few_rows unless raw=true
 WITH last_ts AS (SELECT * FROM tk_nvtx_last_ns()),  -- queries/nvtx/_macros.sql
 ranges AS (
     SELECT r.run_id, coalesce(r.domain, '') AS domain, r.name AS raw_name,

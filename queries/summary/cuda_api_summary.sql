@@ -22,6 +22,7 @@
 -- @column stddev_ns  ns     Sample standard deviation (n - 1); 0 for a single call, as nsys stats prints.
 -- @column time_pct   %      total_ns as a percentage of all CUDA API time in the run.
 -- @key total_ns time_pct
+-- @few_rows
 SELECT run_id, name, n AS calls, total_ns, avg_ns, med_ns, min_ns, max_ns, stddev_ns, time_pct
 FROM tk_duration_summary('cuda_api')
 WHERE getvariable('top') = 0 OR rank_in_run <= getvariable('top')

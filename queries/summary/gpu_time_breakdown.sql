@@ -19,6 +19,7 @@
 -- @column share         value   total_ns / the run's summed GPU time, a fraction 0-1.
 -- @column rank_in_run   count   1 = the name with the most time (name rows).
 -- @key total_ns share
+-- @few_rows
 WITH act AS (
     SELECT run_id, CASE WHEN tk_is_nccl(name) THEN 'nccl' ELSE 'compute' END AS category, name,
            end_ns - start_ns AS d

@@ -22,6 +22,7 @@
 -- @column stddev_ns  ns     Sample standard deviation (n - 1); 0 for a single execution, as nsys stats prints.
 -- @column time_pct   %      total_ns as a percentage of all kernel time in the run.
 -- @key total_ns time_pct
+-- @few_rows
 -- @optional grid block
 WITH k AS (
     SELECT run_id, name, duration_ns,

@@ -47,6 +47,7 @@
 -- @column kernel_max_ns     ns     Largest kernel time.
 -- @column kernel_stddev_ns  ns     Sample standard deviation of the kernel time (n - 1); 0 for a single value.
 -- @key launches total_avg_ns
+-- @few_rows
 WITH launches AS (
     SELECT
         k.run_id,

@@ -30,6 +30,7 @@
 -- @column stddev_bytes           bytes    Sample standard deviation of sizes (n - 1); 0 for a single operation.
 -- @column throughput_bytes_per_s bytes/s  total_bytes / total_ns * 1e9.
 -- @key total_ns total_bytes
+-- @few_rows
 WITH ops AS (
     SELECT run_id, coalesce(kind, 'Unknown') AS kind, duration_ns, bytes FROM memcpy
     UNION ALL

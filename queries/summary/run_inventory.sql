@@ -33,6 +33,7 @@
 -- @column gemm_fp16_ns    ns     Time of GEMM/convolution kernels whose name says fp16 / half.
 -- @column gemm_fp32_ns    ns     Time of GEMM/convolution kernels whose name says fp32 / tf32.
 -- @key kernels gpus
+-- @few_rows
 WITH act AS (
     SELECT run_id, count(DISTINCT (pid, device_id)) AS gpus, count(DISTINCT pid) AS gpu_processes
     FROM tk_gpu_activity() GROUP BY run_id

@@ -66,6 +66,9 @@ def query(
     Warnings recorded in the run folders print on stderr; an empty result says why on stderr
     (exit status 0).
     """
+    from tracekit.duck import connect_ahead
+
+    connect_ahead()  # DuckDB connects in a helper thread while the imports below run
     from tracekit.cli.messages import note
     from tracekit.outfile import check_output
     from tracekit.query import get_query, run
@@ -111,6 +114,9 @@ def sql(
     Without --allow-external the statement reads no other file and writes none
     (docs/robustness.md).
     """
+    from tracekit.duck import connect_ahead
+
+    connect_ahead()  # as in `tracekit query`
     from tracekit.outfile import check_output
     from tracekit.query import run
 

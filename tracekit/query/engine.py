@@ -34,7 +34,16 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from tracekit import schema
-from tracekit.duck import ROWS_CELLS, Rows, fetch, fetch_arrow, glob_literal, lit
+from tracekit.duck import (
+    ROWS_CELLS,
+    Rows,
+    fetch,
+    fetch_arrow,
+    fetch_query,
+    glob_literal,
+    lit,
+    memory_connection,
+)
 from tracekit.errors import QueryError, one_line
 from tracekit.query import catalog, hooks, interruptible
 from tracekit.query.named_queries import NamedQuery, get_query
@@ -79,7 +88,7 @@ class Engine:
                     f"two run folders have run_id {r.run_id!r}: {seen[r.run_id].path} and {r.path}"
                 )
             seen[r.run_id] = r
-        self._con = duckdb.connect(":memory:")
+        self._con = memory_connection()  # opened ahead by the query commands (duck.connect_ahead)
         # joins and sorts past the memory limit spill here (DuckDB's default for an in-memory
         # database is .tmp in the working directory); removed by close(), or when the engine is
         # collected or Python exits if no one closes it
@@ -312,15 +321,17 @@ class Engine:
     def query(self, name: str | NamedQuery, params: dict[str, str] | None = None,
               arrow: bool = True) -> pa.Table | Rows:
         """Run a named query with ``params`` (name -> text value, cast to the declared type).
-        ``arrow`` False: :class:`~tracekit.duck.Rows` where :func:`tracekit.duck.fetch` can, the
-        query has no ``@notice`` (which reads the result as an Arrow table) and it
-        :meth:`reads_few_rows`."""
+        ``arrow`` False: :class:`~tracekit.duck.Rows` where :func:`tracekit.duck.fetch_query`
+        can, the query has no ``@notice`` (which reads the result as an Arrow table) and either
+        :meth:`reads_few_rows` or its header says the result has few rows (``@few_rows``,
+        :meth:`NamedQuery.has_few_rows`)."""
         q = name if isinstance(name, NamedQuery) else get_query(name)
         self.set_params(q, params or {})
         self._prepare(q.sql)
-        arrow = arrow or bool(q.notices) or not self.reads_few_rows(q.sql)
+        arrow = arrow or bool(q.notices) or not (q.has_few_rows(params or {})
+                                                 or self.reads_few_rows(q.sql))
         try:
-            result = interruptible.run(self._con, lambda: fetch(self._con.sql(q.sql), arrow))
+            result = interruptible.run(self._con, lambda: fetch_query(self._con, q.sql, arrow))
         except duckdb.Error as exc:
             raise QueryError(f"query {q.name} failed: {one_line(exc)}") from None
         self.notices = self.notices_for(q, result)

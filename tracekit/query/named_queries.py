@@ -21,6 +21,13 @@ it) and each name is one of its ``@column`` lines. ``@optional`` names columns t
 unless a parameter asks for them (kernel_summary's grid and block without ``-p by=grid``): the
 table leaves them out without a note when they are empty.
 
+``-- @few_rows`` says the result has few rows whatever the size of the input (a row per kernel
+name, API function, copy kind or run): ``tracekit query -f csv|json`` may then fetch it as Python
+rows, without importing pyarrow, even over large run folders (:meth:`NamedQuery.has_few_rows`,
+:func:`tracekit.duck.fetch_query`). ``-- @few_rows unless raw=true`` excepts a parameter's value
+(nvtx_summary's ``raw=true`` has a row per distinct range text). A result that is not few after
+all is still returned whole, as Arrow, at the cost of running the query a second time.
+
 An optional ``-- @notice SELECT ...`` line holds one SQL statement over the view ``result`` (the
 query's rows); each value of its first column is printed by ``tracekit query`` as one line on
 stderr (a coverage figure, why a column is NULL and how to fill it).
@@ -154,6 +161,8 @@ class NamedQuery:
     keys: tuple[str, ...] = ()  # the main measures (@key)
     optional: tuple[str, ...] = ()  # columns NULL unless a parameter asks for them (@optional)
     includes: tuple[str, ...] = ()  # macro modules and extensions it uses (@include)
+    few_rows: bool = False  # @few_rows: a result of few rows whatever the input's size
+    few_rows_unless: tuple[tuple[str, str], ...] = ()  # ...except with these (param, value)
     _params_by_name: dict = field(default=None, init=False, repr=False, compare=False)
 
     def param(self, name: str) -> Param:
@@ -163,6 +172,21 @@ class NamedQuery:
         known = ", ".join(p.name for p in self.params) or "none"
         hint = did_you_mean(name, [p.name for p in self.params])
         raise QueryError(f"query {self.name} has no parameter {name!r}{hint} (parameters: {known})")
+
+    def has_few_rows(self, params: dict[str, str]) -> bool:
+        """Whether the query's ``@few_rows`` line holds with ``params`` (name -> text value, as
+        given to the engine; a parameter not given takes its default)."""
+        if not self.few_rows:
+            return False
+        for name, value in self.few_rows_unless:
+            p = self.param(name)
+            given = params.get(name, p.default)
+            try:
+                if p.check(given, self.name) == value:
+                    return False
+            except QueryError:  # a bad value fails where the parameters are set
+                return False
+        return True
 
 
 def parse_query(text: str, path: str = "<string>") -> NamedQuery:
@@ -183,10 +207,13 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
     name = name.strip()
     details, params, columns, requires, empty, notices, keys = [], [], [], [], "", [], []
     optional: list[str] = []
+    few_rows: list[str] | None = None
     for line in header[1:]:
         if line.startswith("@include") or line.startswith("@private"):
             continue  # declarations(): what the file includes
-        if line.startswith("@key"):
+        if line.startswith("@few_rows"):
+            few_rows = line[len("@few_rows"):].split()
+        elif line.startswith("@key"):
             keys += line[len("@key"):].split()
         elif line.startswith("@optional"):
             optional += line[len("@optional"):].split()
@@ -233,7 +260,22 @@ def parse_query(text: str, path: str = "<string>") -> NamedQuery:
         keys=tuple(keys),
         optional=tuple(optional),
         includes=declarations(text)["include"],
+        few_rows=few_rows is not None,
+        few_rows_unless=_few_rows_unless(few_rows or [], params, path),
     )
+
+
+def _few_rows_unless(words: list[str], params: list[Param], path: str) -> tuple[tuple[str, str], ...]:
+    """The (parameter, checked value) pairs of a ``@few_rows unless NAME=VALUE ...`` line's words
+    (after ``@few_rows``); :class:`QueryError` naming the file for anything else."""
+    if not words:
+        return ()
+    by_name = {p.name: p for p in params}
+    pairs = [w.partition("=") for w in words[1:]]
+    if words[0] != "unless" or not pairs or any(not sep or n not in by_name for n, sep, _ in pairs):
+        raise QueryError(f"{path}: malformed @few_rows line (expected '@few_rows' or "
+                         f"'@few_rows unless PARAM=VALUE ...'): {' '.join(words)!r}")
+    return tuple((n, by_name[n].check(v, path)) for n, _, v in pairs)
 
 
 def passed_column(name: str, table: str | None, column: str | None, path: str = "") -> OutputColumn:
