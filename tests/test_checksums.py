@@ -64,9 +64,13 @@ def test_job_records_one_checksum_per_rank_file(tmp_path, capsys):
     assert "kernels/rank-00001.parquet (table kernels) does not match its checksum" in one_error_line(capsys)
 
 
-def test_every_bit_flip_is_an_error_never_other_numbers(small_run_copy, capsys):
+@pytest.mark.parametrize("read_whole", [True, False])  # a file read once (<= 8 MiB), or its digest deferred
+def test_every_bit_flip_is_an_error_never_other_numbers(small_run_copy, capsys, monkeypatch, read_whole):
     """30 bit flips spread over the kernels file (header, pages, footer): each one is exit 2,
-    from `verify` and from a query."""
+    from `verify` and from a query; also where the query hashes the file while DuckDB reads it
+    (files over 8 MiB; the limit lowered here)."""
+    if not read_whole:
+        monkeypatch.setattr("tracekit.runfolder._SMALL_FILE", 0)
     f = small_run_copy / "kernels.parquet"
     good = f.read_bytes()
     for i in range(30):
@@ -111,11 +115,36 @@ def test_damaged_folder_is_one_line_exit_2(small_run_copy, capsys, monkeypatch, 
         _manifest(small_run_copy, lambda m: m["tables"]["kernels"].update(files=[]))
     elif how == "rows":
         _manifest(small_run_copy, lambda m: m["tables"]["kernels"].update(rows=4))
-    capsys.readouterr()
-    assert run(["sql", "SELECT count(*) FROM kernels", str(small_run_copy)]) == 2
-    assert needle in one_error_line(capsys)
-    assert run(["verify", str(small_run_copy)]) == 2
-    assert needle in one_error_line(capsys)
+    for cmd in (["sql", "SELECT count(*) FROM kernels"], ["query", "kernel_summary"], ["verify"]):
+        capsys.readouterr()
+        assert run([*cmd, str(small_run_copy)]) == 2, cmd
+        assert needle in one_error_line(capsys), cmd
+
+
+def test_deferred_checksum_holds_back_a_result_duckdb_reads(small_run_copy, monkeypatch):
+    """A changed byte DuckDB does not notice (in the writer's name in the Parquet footer): the
+    digest, computed in a helper thread while the query runs, fails the query before its rows
+    leave the engine; the same Run then fails every later read of the table."""
+    from tracekit.errors import RunFolderError
+    from tracekit.query import Session
+    from tracekit.runfolder import open_run
+
+    monkeypatch.setattr("tracekit.runfolder._SMALL_FILE", 0)
+    f = small_run_copy / "kernels.parquet"
+    data = bytearray(f.read_bytes())
+    pos = data.find(b"parquet-cpp")
+    assert pos > 0
+    data[pos] = ord("P")
+    f.write_bytes(bytes(data))
+    r = open_run(small_run_copy)
+    with pytest.raises(RunFolderError, match="kernels.parquet .table kernels. does not match its checksum"):
+        Session([r]).query("kernel_summary")
+    with pytest.raises(RunFolderError, match="does not match its checksum"):
+        r.table_files("kernels")
+    data[pos] = ord("p")
+    f.write_bytes(bytes(data))
+    good = open_run(small_run_copy)
+    assert Session([good]).query("kernel_summary").num_rows == 1
 
 
 def test_folder_without_checksums_reads_but_does_not_verify(small_run_copy, capsys):

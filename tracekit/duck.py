@@ -8,6 +8,8 @@ literal file globs, scratch connections and Arrow results. The one place these a
 - :func:`scratch`: an in-memory connection with bounded memory and threads, spilling to a folder;
 - :func:`connect_ahead` / :func:`memory_connection`: an in-memory connection opened in a helper
   thread while the caller goes on (the query commands' start), taken by the query engine;
+  :func:`native`: DuckDB's extension module without the package's Python layer (relations),
+  :func:`with_relations`: a connection with it;
 - :func:`fetch_arrow`: a relation's result as a :class:`pyarrow.Table` (any DuckDB >= 1.3);
 - :func:`fetch`: the same, or as :class:`Rows` (Python values) when every column is a plain type;
   :func:`fetch_query` the same for a statement's text, run once where it can;
@@ -79,6 +81,29 @@ def scratch(*, memory_limit: str | None = None, threads: int | None = None,
     return con
 
 
+def native():
+    """DuckDB's C++ extension module, ``_duckdb``, which the ``duckdb`` package re-exports
+    (``duckdb.connect is _duckdb.connect``, ``duckdb.Error is _duckdb.Error``); the package itself
+    where a DuckDB has no such module. It has the connections, the exception classes and the
+    DB-API methods (``execute``, ``fetchmany``, ``description``, ``abort``, ``interrupt``), not the
+    relations the package's Python layer adds to every connection when it is imported (``sql()``,
+    ``to_arrow_table()``, ...: about 45 ms of a small query's import time, issue 39). Code that
+    makes relations on a connection calls :func:`with_relations` first."""
+    try:
+        import _duckdb as module
+    except ImportError:  # another packaging of DuckDB
+        import duckdb as module
+    return module
+
+
+def with_relations(con):
+    """``con`` once the ``duckdb`` package is imported: its Python layer gives every connection
+    its relation methods (``sql()``, ``to_arrow_table()``, ...; :func:`native`)."""
+    import duckdb  # noqa: F401 - imported for its effect on the connection type
+
+    return con
+
+
 _AHEAD: dict[str, tuple[threading.Thread, dict]] = {}  # the connection connect_ahead is opening
 
 
@@ -89,22 +114,16 @@ def connect_ahead() -> None:
     query's engine opens (issue 39: a small ``tracekit query``'s start-up). Does nothing when one
     is already being opened. The thread is not a daemon: an exit waits for it.
 
-    Only DuckDB's C++ extension is imported here, in the calling thread (``_duckdb``, which the
-    ``duckdb`` package re-exports: ``duckdb.connect is _duckdb.connect``; about 10 ms), so the
-    connection opens while the caller imports the rest of the package (about 45 ms of Python);
-    where a DuckDB has no such module, the package is imported first. The helper thread itself
-    imports nothing."""
+    Only DuckDB's C++ extension (:func:`native`, about 10 ms) is imported, in the calling
+    thread; the helper thread imports nothing."""
     if "pending" in _AHEAD:
         return
-    try:
-        import _duckdb as native
-    except ImportError:  # another packaging of DuckDB
-        import duckdb as native
+    module = native()
     box: dict = {}
 
     def target():
         try:
-            box["con"] = native.connect(":memory:")
+            box["con"] = module.connect(":memory:")
         except BaseException as exc:  # noqa: BLE001 - memory_connection connects again and raises
             box["error"] = exc
 
@@ -115,16 +134,15 @@ def connect_ahead() -> None:
 
 def memory_connection():
     """A new in-memory DuckDB connection: the one :func:`connect_ahead` started (each is taken
-    once), else one opened now. Raises as ``duckdb.connect`` does."""
-    import duckdb
-
+    once), else one opened now; without the relation methods until the ``duckdb`` package is
+    imported (:func:`with_relations`). Raises as ``duckdb.connect`` does."""
     pending = _AHEAD.pop("pending", None)
     if pending is not None:
         thread, box = pending
         thread.join()
         if "con" in box:
             return box["con"]
-    return duckdb.connect(":memory:")
+    return native().connect(":memory:")
 
 
 def fetch_arrow(result) -> pa.Table:
@@ -204,7 +222,7 @@ def fetch_query(con, text: str, arrow: bool = True) -> pa.Table | Rows:
     :data:`PLAIN_TYPES`, with a repeated name or of more than :data:`ROWS_CELLS` values runs a
     second time, fetched as Arrow."""
     if arrow:
-        return fetch_arrow(con.sql(text))
+        return fetch_arrow(with_relations(con).sql(text))
     cur = con.execute(text)
     try:
         names = [d[0] for d in cur.description]
@@ -218,7 +236,7 @@ def fetch_query(con, text: str, arrow: bool = True) -> pa.Table | Rows:
         end = getattr(con, "abort", None)
         if end is not None:
             end()
-    return fetch_arrow(con.sql(text))
+    return fetch_arrow(with_relations(con).sql(text))
 
 
 def re2_error(pattern: str) -> str | None:

@@ -22,6 +22,7 @@ small query). :attr:`Engine.con` creates all of them first, for direct DuckDB us
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -30,8 +31,6 @@ import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-import duckdb
 
 from tracekit import schema
 from tracekit.duck import (
@@ -43,6 +42,8 @@ from tracekit.duck import (
     glob_literal,
     lit,
     memory_connection,
+    native,
+    with_relations,
 )
 from tracekit.errors import QueryError, one_line
 from tracekit.query import catalog, hooks, interruptible
@@ -50,7 +51,13 @@ from tracekit.query.named_queries import NamedQuery, get_query
 from tracekit.runfolder import Run, open_run
 
 if TYPE_CHECKING:  # pyarrow is imported where an Arrow result is made, not by `tracekit query`'s start
+    import duckdb
     import pyarrow as pa
+
+# DuckDB's extension module: connections, exception classes, DB-API methods. A named query
+# fetched as Rows never needs the duckdb package's Python layer (relations; tracekit.duck.native);
+# the methods that make relations on the connection import it (with_relations).
+_db = native()
 
 __all__ = ["Engine", "fetch_arrow", "glob_literal", "resolve_step_pattern",
            "set_step_pattern", "STEP_PATTERN_ENV"]
@@ -113,7 +120,7 @@ class Engine:
         if memory_limit:
             try:
                 self._con.execute(f"SET memory_limit = {lit(memory_limit)}")
-            except duckdb.Error as exc:
+            except _db.Error as exc:
                 self.close()
                 raise QueryError(f"memory limit {memory_limit!r}: {one_line(exc)}") from None
         self._created: set[str] = set()  # views, macros and extension markers created so far
@@ -122,7 +129,7 @@ class Engine:
         if not external_access:  # the views read through the read-only file system (sql_guard)
             from tracekit.query.sql_guard import mount
 
-            mount(self._con)
+            mount(with_relations(self._con))
         self.step_pattern = resolve_step_pattern(step_pattern)
         if self.step_pattern is not None:
             try:
@@ -141,7 +148,8 @@ class Engine:
             from tracekit.query.filters import prepare
 
             try:  # what the filter needs, from this connection's views while still unfiltered
-                prepare(self._con, filters, self._prepare)
+                with self._verified():
+                    prepare(with_relations(self._con), filters, self._prepare)
                 self._drop_views()
             except BaseException:
                 self.close()
@@ -152,9 +160,11 @@ class Engine:
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         """The DuckDB connection, with every view, macro and extension (the roofline tables; not
-        the critical path, made on first use) created."""
-        self._prepare(None)
-        return self._con
+        the critical path, made on first use) created, its files' checksums checked, and
+        DuckDB's relation methods."""
+        with self._verified():
+            self._prepare(None)
+        return with_relations(self._con)
 
     # -- views and macros, on demand -------------------------------------------------------
     def _prepare(self, text: str | None) -> None:
@@ -178,14 +188,14 @@ class Engine:
         if todo:
             try:
                 self._con.execute("\n".join(macros[m] for m in todo))
-            except duckdb.Error as exc:
+            except _db.Error as exc:
                 raise QueryError(f"queries/_macros.sql failed: {one_line(exc)}") from None
         if "tk_steps" in want:
             self._cache_steps()
         self._created |= want
         for ext in exts:  # e.g. the roofline tables (docs/roofline.md), the critical path
             try:  # marked first: its prepare may ask for Engine.con, which must not re-enter it
-                ext.prepare(self, self._con)
+                ext.prepare(self, with_relations(self._con))
             except BaseException:
                 self._created.discard(ext.marker)
                 raise
@@ -199,7 +209,7 @@ class Engine:
         filters, self.filters, self._steps_pending = self.filters, None, False
         try:
             self._drop_views()
-            prepare_steps(self._con, filters, self._prepare)
+            prepare_steps(with_relations(self._con), filters, self._prepare)
         finally:
             self._drop_views()
             self.filters = filters
@@ -224,7 +234,7 @@ class Engine:
             self._con.execute(f"CREATE TEMP TABLE tk_steps_cache AS SELECT * FROM {source}")
             self._con.execute("CREATE OR REPLACE TEMP MACRO tk_steps() AS TABLE "
                               "SELECT * FROM tk_steps_cache")
-        except duckdb.Error as exc:
+        except _db.Error as exc:
             raise QueryError(f"queries/_macros.sql: tk_steps() failed: {one_line(exc)}") from None
 
     def _create_view(self, name: str):
@@ -233,7 +243,7 @@ class Engine:
         rows, not with the number of runs or files (docs/performance.md)."""
         tdef = schema.TABLES[name]
         files = [(r.run_id, self._file_path(p), r.file_columns(p))
-                 for r in self.runs for p in r.table_files(name)]
+                 for r in self.runs for p in r.table_files(name, defer=True)]  # checked by _verified
         if not files:
             cols = ", ".join(
                 ["CAST(NULL AS VARCHAR) AS run_id"]
@@ -302,21 +312,23 @@ class Engine:
             from tracekit.query.sql_guard import check_statements
 
             check_statements(text)
-        self._prepare(text)
-        if not self._external and not self._locked:
-            from tracekit.query.sql_guard import lock
+        with self._verified():
+            self._prepare(text)
+            if not self._external and not self._locked:
+                from tracekit.query.sql_guard import lock
 
-            lock(self._con, self.runs, self._spill)
-            self._locked = True
-        arrow = arrow or not self.reads_few_rows(text)
-        try:  # Ctrl-C and SIGTERM stop DuckDB at once (tracekit/query/interruptible.py)
-            return interruptible.run(self._con, lambda: fetch(self._con.sql(text), arrow))
-        except duckdb.Error as exc:
-            from tracekit.query.explain import sql_error
-            from tracekit.query.sql_guard import read_only_error
+                lock(with_relations(self._con), self.runs, self._spill)
+                self._locked = True
+            arrow = arrow or not self.reads_few_rows(text)
+            try:  # Ctrl-C and SIGTERM stop DuckDB at once (tracekit/query/interruptible.py)
+                con = with_relations(self._con)
+                return interruptible.run(con, lambda: fetch(con.sql(text), arrow))
+            except _db.Error as exc:
+                from tracekit.query.explain import sql_error
+                from tracekit.query.sql_guard import read_only_error
 
-            message = one_line(exc)
-            raise QueryError(read_only_error(message) or f"SQL failed: {sql_error(message)}") from None
+                message = one_line(exc)
+                raise QueryError(read_only_error(message) or f"SQL failed: {sql_error(message)}") from None
 
     def query(self, name: str | NamedQuery, params: dict[str, str] | None = None,
               arrow: bool = True) -> pa.Table | Rows:
@@ -327,15 +339,34 @@ class Engine:
         :meth:`NamedQuery.has_few_rows`)."""
         q = name if isinstance(name, NamedQuery) else get_query(name)
         self.set_params(q, params or {})
-        self._prepare(q.sql)
-        arrow = arrow or bool(q.notices) or not (q.has_few_rows(params or {})
-                                                 or self.reads_few_rows(q.sql))
-        try:
-            result = interruptible.run(self._con, lambda: fetch_query(self._con, q.sql, arrow))
-        except duckdb.Error as exc:
-            raise QueryError(f"query {q.name} failed: {one_line(exc)}") from None
-        self.notices = self.notices_for(q, result)
+        with self._verified():
+            self._prepare(q.sql)
+            arrow = arrow or bool(q.notices) or not (q.has_few_rows(params or {})
+                                                     or self.reads_few_rows(q.sql))
+            try:
+                result = interruptible.run(self._con, lambda: fetch_query(self._con, q.sql, arrow))
+            except _db.Error as exc:
+                raise QueryError(f"query {q.name} failed: {one_line(exc)}") from None
+            self.notices = self.notices_for(q, result)
         return result
+
+    @contextlib.contextmanager
+    def _verified(self):
+        """Check the checksums deferred while views were made (``Run.table_files(defer=True)``:
+        the files are hashed in a helper thread while DuckDB reads them) before anything read
+        from them leaves the engine; where reading failed first (DuckDB's error on a damaged
+        page, a bad value), a damaged file's :class:`~tracekit.errors.RunFolderError` is raised
+        instead."""
+        try:
+            yield
+        except BaseException:
+            self._settle()
+            raise
+        self._settle()
+
+    def _settle(self) -> None:
+        for r in self.runs:
+            r.settle()
 
     def reads_few_rows(self, text: str) -> bool:
         """Whether the run-folder tables ``text`` reads hold at most
@@ -356,10 +387,11 @@ class Engine:
         self._con.register("result", result)
         try:
             for stmt in q.notices:
-                self._prepare(stmt)
+                with self._verified():  # a notice may read a view no query made yet
+                    self._prepare(stmt)
                 try:
-                    rows = self._con.sql(stmt).fetchall()
-                except duckdb.Error as exc:
+                    rows = with_relations(self._con).sql(stmt).fetchall()
+                except _db.Error as exc:
                     raise QueryError(f"query {q.name}: @notice failed: {one_line(exc)}") from None
                 out.extend(str(r[0]) for r in rows if r and r[0] is not None)
         finally:
@@ -374,12 +406,13 @@ class Engine:
         engine's temp folder). Read it before running another statement on this engine."""
         q = name if isinstance(name, NamedQuery) else get_query(name)
         self.set_params(q, params or {})
-        self._prepare(q.sql)
+        with self._verified():  # before the first row is read: the reader reads lazily
+            self._prepare(q.sql)
         try:
-            rel = self._con.sql(q.sql)
+            rel = with_relations(self._con).sql(q.sql)
             fn = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch  # DuckDB >= 1.4 / older
             return fn(batch_rows)
-        except duckdb.Error as exc:
+        except _db.Error as exc:
             raise QueryError(f"query {q.name} failed: {one_line(exc)}") from None
 
     def set_params(self, q: NamedQuery, params: dict[str, str]) -> None:
@@ -397,7 +430,7 @@ class Engine:
                 expr = f"CAST({lit(value)} AS {p.type})"
             try:
                 self._con.execute(f'SET VARIABLE "{p.name}" = {expr}')
-            except duckdb.Error:
+            except _db.Error:
                 raise QueryError(
                     f"query {q.name}: parameter {p.name}={value!r} is not a valid {p.type}"
                 ) from None
@@ -459,7 +492,7 @@ def set_step_pattern(con: duckdb.DuckDBPyConnection, pattern: str) -> None:
     DuckDB (RE2) compiles it; :class:`QueryError` naming the pattern when it does not."""
     try:
         con.execute("SELECT regexp_matches('', ?)", [pattern]).fetchall()
-    except duckdb.Error as exc:
+    except _db.Error as exc:
         raise QueryError(f"--step-pattern {pattern!r} is not a valid regular expression: "
                          f"{one_line(exc)}") from None
     con.execute("SET VARIABLE tk_step_pattern = ?", [pattern])

@@ -15,17 +15,21 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import duckdb
+from tracekit.duck import native
+
+if TYPE_CHECKING:
+    import duckdb
 
 T = TypeVar("T")
+_db = native()  # the exception classes, without the duckdb package's Python layer
 STOP_WAIT_S = 30.0  # how long to wait for DuckDB to stop after interrupt()
 
 
 def is_interrupt(exc: BaseException) -> bool:
     """True for DuckDB's errors that mean the statement was interrupted."""
-    return isinstance(exc, duckdb.InterruptException) or (
+    return isinstance(exc, _db.InterruptException) or (
         isinstance(exc, RuntimeError) and "Query interrupted" in str(exc))
 
 
@@ -68,7 +72,7 @@ def run(con: duckdb.DuckDBPyConnection, fn: Callable[[], T]) -> T:
 def _direct(fn: Callable[[], T]) -> T:
     try:
         return fn()
-    except (duckdb.Error, RuntimeError) as exc:
+    except (_db.Error, RuntimeError) as exc:
         if is_interrupt(exc):
             raise KeyboardInterrupt from None
         raise

@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import functools
 import re
-
-import duckdb
+from typing import TYPE_CHECKING
 
 from tracekit.errors import QueryError, one_line
 from tracekit.query.named_queries import data_file, macros_sql
 from tracekit.schema.ncu_metrics import INPUTS
+
+if TYPE_CHECKING:  # imported where it is used: naming the roofline's tables needs no DuckDB
+    import duckdb
 
 
 def peaks_path() -> str:
@@ -79,6 +81,8 @@ def prepare(engine, con: duckdb.DuckDBPyConnection) -> None:
 def register(con: duckdb.DuckDBPyConnection) -> None:
     """Create gpu_peaks, tensor_factors, gpu_aliases, kernel_name_tags, tk_ncu_spec and the
     roofline macros on ``con``."""
+    import duckdb
+
     try:
         con.execute(
             "CREATE OR REPLACE TEMP TABLE gpu_peaks AS SELECT * FROM read_csv(?, header = true, "

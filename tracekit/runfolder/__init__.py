@@ -283,6 +283,7 @@ class Run:
     _files: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _rows: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     _real: Path | None = field(default=None, init=False, repr=False, compare=False)
+    _pending: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def run_id(self) -> str:
@@ -294,10 +295,15 @@ class Run:
         info = (self.manifest.get("tables") or {}).get(name)
         return None if not isinstance(info, dict) else int(info.get("rows") or 0)
 
-    def table_files(self, name: str) -> list[Path]:
+    def table_files(self, name: str, defer: bool = False) -> list[Path]:
         """The table's Parquet files: one for a run folder of one input (``"file"`` in the
         manifest), one per rank for a job (``"files"``, layout version 2); ``[]`` when the run
         did not capture the table.
+
+        ``defer``: the SHA-256 of a file larger than 8 MiB is computed in a helper thread (the
+        query engine reads the file meanwhile) and checked by :meth:`settle`, which the caller
+        must call before it uses anything read from the file; without it every check is done on
+        return (waiting for one deferred by an earlier call).
 
         Raises :class:`RunFolderError` when the manifest lists the table but a file is missing
         or not readable Parquet (a damaged folder must not read as zero rows), and when a file
@@ -320,10 +326,20 @@ class Run:
                 twice = next(f for f in rel if rel.count(f) > 1)
                 raise RunFolderError(f"{MANIFEST} lists {twice!r} twice for table {name} (its rows "
                                      "would count twice): the run folder is damaged", path=self.path)
-            files = [self._checked(name, f, info, i) for i, f in enumerate(rel)]
+            files = [self._checked(name, f, info, i, defer) for i, f in enumerate(rel)]
             checksums.check_rows(self.path, name, info, (self._rows[p] for p in files))
             self._files[name] = files
+        if not defer:
+            self.settle(self._files[name])
         return list(self._files[name])
+
+    def settle(self, paths: Iterable[Path] | None = None) -> None:
+        """Wait for the checksums :meth:`table_files` deferred (of ``paths``; None: all) and raise
+        :class:`RunFolderError` for a file that does not match (again at every call)."""
+        for p in list(self._pending if paths is None else paths):
+            if p in self._pending:
+                self._pending[p].result()
+                del self._pending[p]
 
     def table_path(self, name: str) -> Path | None:
         """Path of the table's one Parquet file, or None when the run did not capture it.
@@ -336,7 +352,7 @@ class Run:
                                  "read them with Run.table_files", path=self.path)
         return files[0] if files else None
 
-    def _checked(self, name: str, file: str, info: dict, index: int) -> Path:
+    def _checked(self, name: str, file: str, info: dict, index: int, defer: bool = False) -> Path:
         if "\0" in file or len(file) > 1024:
             raise RunFolderError(f"{MANIFEST} gives table {name} a file name that cannot be one "
                                  f"({len(file)} characters{', a NUL' if chr(0) in file else ''})",
@@ -360,7 +376,11 @@ class Run:
         except (OSError, ValueError) as exc:
             raise RunFolderError(f"{p.name} is not readable Parquet ({one_line(exc)})",
                                  path=self.path) from None
-        checksums.check_file(self.path, name, p, info, index, data=data)
+        if defer and data is None:  # the size now, the digest in a helper thread (settle)
+            checksums.check_file(self.path, name, p, info, index, content=False)
+            self._pending[p] = checksums.check_later(self.path, name, p, info, index)
+        else:
+            checksums.check_file(self.path, name, p, info, index, data=data)
         other = _other_table(name, self._columns[p])
         if other:
             raise RunFolderError(f"{file} is listed as table {name} but holds the columns of "

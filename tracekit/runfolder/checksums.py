@@ -18,8 +18,12 @@ import hashlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracekit.errors import RunFolderError
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 _CHUNK = 4 << 20  # hashlib releases the GIL on chunks this large
 
@@ -66,9 +70,10 @@ def expected(info: dict, index: int) -> tuple[int | None, str | None]:
 
 
 def check_file(run_path: Path, name: str, path: Path, info: dict, index: int,
-               data: bytes | None = None) -> None:
+               data: bytes | None = None, content: bool = True) -> None:
     """Raise :class:`RunFolderError` when ``path`` (table ``name``'s ``index``-th file) differs
-    from the size and digest the manifest records; ``data``: the file's bytes, already read."""
+    from the size and digest the manifest records; ``data``: the file's bytes, already read;
+    ``content`` False: the size only."""
     size, sha = expected(info, index)
     rel = path.relative_to(run_path) if path.is_relative_to(run_path) else path.name
     actual = len(data) if data is not None else path.stat().st_size
@@ -76,11 +81,25 @@ def check_file(run_path: Path, name: str, path: Path, info: dict, index: int,
         raise RunFolderError(f"{rel} (table {name}) has {actual} bytes, the manifest "
                              f"records {size}: the file was cut, replaced or damaged; convert the "
                              "input again", path=run_path)
-    if sha is not None and (hashlib.sha256(data).hexdigest() if data is not None
+    if content and sha is not None and (hashlib.sha256(data).hexdigest() if data is not None
                             else digest(path)[1]) != sha:
         raise RunFolderError(f"{rel} (table {name}) does not match its checksum in the manifest "
                              "(a changed byte or another file): the run folder is damaged; "
                              "convert the input again", path=run_path)
+
+
+_POOL: list = []  # the one helper thread of check_later, started on first use
+
+
+def check_later(run_path: Path, name: str, path: Path, info: dict, index: int) -> Future:
+    """:func:`check_file` of ``path`` in a helper thread (hashlib releases the GIL on each 4 MiB
+    chunk): a future whose ``result()`` raises its :class:`RunFolderError`. One thread for all
+    files, so the checks of a query over many large files take one core, not all."""
+    if not _POOL:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _POOL.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracekit-checksum"))
+    return _POOL[0].submit(check_file, run_path, name, path, info, index)
 
 
 def check_rows(run_path: Path, name: str, info: dict, counts: Iterable[int]) -> None:
