@@ -124,8 +124,8 @@ def connect_ahead() -> None:
     def target():
         try:
             box["con"] = module.connect(":memory:")
-        except BaseException as exc:  # noqa: BLE001 - memory_connection connects again and raises
-            box["error"] = exc
+        except BaseException:  # noqa: BLE001 - memory_connection connects again and raises
+            pass
 
     thread = threading.Thread(target=target, name="tracekit-connect")
     _AHEAD["pending"] = (thread, box)
@@ -207,11 +207,20 @@ def fetch(result, arrow: bool = True) -> pa.Table | Rows:
     if arrow or result is None:
         return fetch_arrow(result)
     types, names = [str(t) for t in result.types], list(result.columns)
-    if not all(t in PLAIN_TYPES for t in types) or len(set(names)) < len(names):
+    most = _rows_most(names, types)
+    if most is None:
         return fetch_arrow(result)
-    most = max(ROWS_CELLS // max(len(names), 1), 1)
     head = result.limit(most + 1).fetchall()
     return Rows(names, types, head) if len(head) <= most else fetch_arrow(result)
+
+
+def _rows_most(names: list[str], types: list[str]) -> int | None:
+    """The most rows a result of these columns may have as :class:`Rows` (:data:`ROWS_CELLS`
+    values), or None where it cannot be Rows at all (a type not in :data:`PLAIN_TYPES`, a
+    repeated name)."""
+    if not all(t in PLAIN_TYPES for t in types) or len(set(names)) < len(names):
+        return None
+    return max(ROWS_CELLS // max(len(names), 1), 1)
 
 
 def fetch_query(con, text: str, arrow: bool = True) -> pa.Table | Rows:
@@ -227,8 +236,8 @@ def fetch_query(con, text: str, arrow: bool = True) -> pa.Table | Rows:
     try:
         names = [d[0] for d in cur.description]
         types = [str(d[1]) for d in cur.description]
-        if all(t in PLAIN_TYPES for t in types) and len(set(names)) == len(names):
-            most = max(ROWS_CELLS // max(len(names), 1), 1)
+        most = _rows_most(names, types)
+        if most is not None:
             head = cur.fetchmany(most + 1)
             if len(head) <= most:
                 return Rows(names, types, head)
