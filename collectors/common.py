@@ -12,7 +12,7 @@ first (end descending, a range never closed counting as ending last), then range
   (ranges of the thread that ended at or before this one's start): the ranges open at its start.
   A zero-length range opens and closes nothing.
 - ``parent`` = the latest range earlier in that order whose depth is one less (what the SQL's
-  ASOF join picks), found with one ``searchsorted`` over (depth, position) keys.
+  ASOF join picks), found with one ``searchsorted`` over (depth, position) keys in that order.
 
 Memory is about 100 bytes per push/pop range at the peak; no Python work per range (a loop
 per thread only).
@@ -94,36 +94,39 @@ def nest(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     np.invert(e, out=e)  # ~e orders ends descending without the overflow of -e
     order = np.lexsort((r, e, s, k))
     np.invert(e, out=e)
-    # one array at a time: only one unsorted copy is alive beside the sorted ones
     k = k[order]
+    bounds = np.concatenate(([0], np.flatnonzero(k[1:] != k[:-1]) + 1, [k.size]))
+    del k
+    # one array at a time: only one unsorted copy is alive beside the sorted ones
     s = s[order]
     r = r[order]
     ev = ev[order]
     e = e[order]
     sel = order if sel is None else sel[order]
     del order
-    bounds = np.concatenate(([0], np.flatnonzero(k[1:] != k[:-1]) + 1, [k.size]))
-    del k
     for a, b in zip(bounds[:-1], bounds[1:]):
         ss, es, rs = s[a:b], e[a:b], r[a:b]
         opens = es > ss  # a never-closed range opens (it ends "at infinity")
         before = np.cumsum(opens, dtype=np.int64) - opens
-        ends = np.sort(es[opens & ev[a:b]])  # end events: closed ranges of positive length
+        # end events: closed ranges of positive length; ranges come in start order, so their
+        # ends are mostly in order too, which the stable sort (timsort) takes advantage of
+        ends = np.sort(es[opens & ev[a:b]], kind="stable")
         d = before - np.searchsorted(ends, ss, side="right")
         del ends, before, opens
         m = b - a
-        small = np.int32 if m < np.iinfo(np.int32).max else np.int64  # positions: halve the memory
-        pos = np.arange(m, dtype=small)
-        ck = d * m + pos  # (depth, position) as one sortable key; depth >= 0
-        o2 = np.argsort(ck).astype(small, copy=False)
-        ck = ck[o2]
-        j = np.searchsorted(ck, (d - 1) * m + pos, side="left").astype(small, copy=False) - 1
-        del ck, pos
+        # rows in (depth, position) order: a stable sort by depth (a radix sort for int16)
+        o2 = np.argsort(d.astype(np.int16) if d.max() < 32767 else d, kind="stable")
+        ck = d[o2] * m + o2  # (depth, position) as one key, ascending
+        # the parent: the last row of depth - 1 before each row, i.e. the key before
+        # ck - m; the queries are ascending too, which keeps the binary searches short
+        j = np.searchsorted(ck, ck - m, side="left") - 1
+        del ck
         cand = o2[np.maximum(j, 0)]
-        ok = (j >= 0) & (d > 0) & (d[cand] == d - 1)
+        ds = d[o2]
+        ok = (j >= 0) & (ds > 0) & (d[cand] == ds - 1)
         out = sel[a:b]
         depth[out] = d
-        parent[out] = np.where(ok, rs[cand], NO_PARENT)
+        parent[out[o2]] = np.where(ok, rs[cand], NO_PARENT)
     return depth, parent
 
 

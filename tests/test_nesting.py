@@ -87,3 +87,35 @@ def test_falls_back_to_duckdb_above_the_limit(tmp_path, monkeypatch):
     a = _sql_path(t, tmp_path)
     assert a.column("depth").to_pylist() == b.column("depth").to_pylist()
     assert a.column("parent_range_id").to_pylist() == b.column("parent_range_id").to_pylist()
+
+
+def test_deeper_than_int16_nests_as_in_sql(tmp_path):
+    # 40,000 ranges each inside the one before (depths past int16, where the depth sort is not a
+    # radix sort), on two threads; on the second, a zero-length range every 1000 ns as well
+    n = 40_000
+    i = np.arange(n)
+    start = np.concatenate([i, i])
+    end = np.concatenate([2 * n - i, 2 * n - i])
+    tid = np.repeat([1, 2], n)
+    extra = np.arange(n, 2 * n, 1000)
+    t = pa.table({
+        "range_id": pa.array(np.arange(1, 2 * n + 1 + extra.size), pa.int64()),
+        "pid": pa.array(np.ones(2 * n + extra.size, np.int64)),
+        "tid": pa.array(np.concatenate([tid, np.full(extra.size, 2)]), pa.int64()),
+        "start_ns": pa.array(np.concatenate([start, extra - n + 1]), pa.int64()),
+        "end_ns": pa.array(np.concatenate([end, extra - n + 1]), pa.int64()),
+        "style": ["push/pop"] * (2 * n + extra.size),
+    })
+    b = _numpy_path(t, tmp_path)
+    depth = b.column("depth").to_pylist()
+    assert depth[:n] == list(range(n)) == depth[n:2 * n]
+    parents = b.column("parent_range_id").to_pylist()
+    assert parents[1:n] == list(range(1, n))
+    # a zero-length range at s sits inside the s + 1 ranges started at or before s (longer
+    # ranges first at equal starts), the innermost being the one started at s: range_id n + s + 1
+    starts = extra - n + 1
+    assert depth[2 * n:] == [int(s) + 1 for s in starts]
+    assert parents[2 * n:] == [n + int(s) + 1 for s in starts]
+    a = _sql_path(t, tmp_path)
+    assert a.column("depth").to_pylist() == depth
+    assert a.column("parent_range_id").to_pylist() == parents
