@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import tracekit
 from tracekit import schema
 from tracekit.errors import InputError, RunFolderError, one_line
-from tracekit.runfolder import checksums
+from tracekit.runfolder import checksums, tablefiles
 from tracekit.runfolder.footer import read_footer
 
 if TYPE_CHECKING:  # imported by the writer: opening a run folder to query it needs no pyarrow
@@ -215,7 +215,8 @@ class RunWriter:
             if writer is not None:
                 with self._writing(name):
                     writer.close()
-        self.manifest["tables"][name] = {"rows": rows, "file": out.name}
+        # the file's columns: a reader takes them from here, not from 300 footers (checked later)
+        self.manifest["tables"][name] = {"rows": rows, "file": out.name, "columns": tdef.column_names}
         self.manifest["not_captured"].pop(name, None)
         return rows
 
@@ -358,6 +359,31 @@ class Run:
                                  f"({len(file)} characters{', a NUL' if chr(0) in file else ''})",
                                  path=self.path)
         p = self.path / file
+        if not tablefiles.plain_file_in(p, file):  # else: resolved and checked step by step
+            self._inside(name, file, p)
+        listed = tablefiles.listed_columns(info) if defer else None
+        if listed is not None:  # the size now; digest, then footer against the manifest, later
+            checksums.check_file(self.path, name, p, info, index, content=False)
+            self._rows[p], self._columns[p] = info["rows"], listed
+            self._pending[p] = checksums.check_later(self.path, name, p, info, index,
+                                                     footer=(info["rows"], listed))
+            return self._not_other(name, file, p)
+        try:
+            data = tablefiles.small_file(p)  # read once for the footer and the checksum
+            self._rows[p], self._columns[p] = read_footer(p, data)
+        except (OSError, ValueError) as exc:
+            raise RunFolderError(f"{p.name} is not readable Parquet ({one_line(exc)})",
+                                 path=self.path) from None
+        if defer and data is None:  # the size now, the digest in a helper thread (settle)
+            checksums.check_file(self.path, name, p, info, index, content=False)
+            self._pending[p] = checksums.check_later(self.path, name, p, info, index)
+        else:
+            checksums.check_file(self.path, name, p, info, index, data=data)
+        return self._not_other(name, file, p)
+
+    def _inside(self, name: str, file: str, p: Path) -> None:
+        """Raise :class:`RunFolderError` unless ``p`` (``file`` of table ``name``) resolves to
+        a regular file inside the run folder."""
         if self._real is None:  # once per run, not per file (300 folders: 1,800 files)
             self._real = Path(os.path.realpath(self.path))
         real, root = Path(os.path.realpath(p)), self._real
@@ -370,18 +396,9 @@ class Run:
                                  "damaged; convert the input again", path=self.path)
         if not p.is_file():
             raise RunFolderError(f"{file} (table {name}) is not a regular file", path=self.path)
-        try:
-            data = _small_file(p)  # read once for the footer and the checksum
-            self._rows[p], self._columns[p] = read_footer(p, data)
-        except (OSError, ValueError) as exc:
-            raise RunFolderError(f"{p.name} is not readable Parquet ({one_line(exc)})",
-                                 path=self.path) from None
-        if defer and data is None:  # the size now, the digest in a helper thread (settle)
-            checksums.check_file(self.path, name, p, info, index, content=False)
-            self._pending[p] = checksums.check_later(self.path, name, p, info, index)
-        else:
-            checksums.check_file(self.path, name, p, info, index, data=data)
-        other = _other_table(name, self._columns[p])
+
+    def _not_other(self, name: str, file: str, p: Path) -> Path:
+        other = tablefiles.other_table(name, self._columns[p])
         if other:
             raise RunFolderError(f"{file} is listed as table {name} but holds the columns of "
                                  f"table {other}: the run folder is damaged", path=self.path)
@@ -393,30 +410,6 @@ class Run:
         if path not in self._columns:
             self._columns[path] = read_footer(path)[1]
         return self._columns[path]
-
-
-_SMALL_FILE = 8 << 20
-
-
-def _small_file(path: Path) -> bytes | None:
-    """The bytes of ``path`` when it holds at most 8 MiB (a run folder of one small input, or one
-    rank's file of a job), else None: its footer and its checksum then come from one read
-    instead of two opens and reads (many run folders: issue 39)."""
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size > _SMALL_FILE:
-            return None
-        data = f.read(_SMALL_FILE + 1)
-    return data if len(data) <= _SMALL_FILE else None
-
-
-def _other_table(name: str, columns: tuple[str, ...]) -> str | None:
-    """The other table whose columns ``columns`` are, when they are not all table ``name``'s
-    (a file of cuda_api given as kernels); columns of a newer tracekit alone are not that."""
-    own = {c.name for c in schema.table(name).columns}
-    if set(columns) <= own:
-        return None
-    return next((t for t, tdef in schema.TABLES.items() if t != name
-                 and set(columns) <= {c.name for c in tdef.columns}), None)
 
 
 _PROFILER_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".ncu-rep", ".csv", ".json", ".json.gz")

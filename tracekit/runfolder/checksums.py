@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracekit.errors import RunFolderError
+from tracekit.errors import RunFolderError, one_line
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -89,17 +89,42 @@ def check_file(run_path: Path, name: str, path: Path, info: dict, index: int,
 
 
 _POOL: list = []  # the one helper thread of check_later, started on first use
+_ONE_READ = 8 << 20  # a file this small is read whole once for its digest and footer
 
 
-def check_later(run_path: Path, name: str, path: Path, info: dict, index: int) -> Future:
+def check_later(run_path: Path, name: str, path: Path, info: dict, index: int,
+                footer: tuple[int, tuple[str, ...]] | None = None) -> Future:
     """:func:`check_file` of ``path`` in a helper thread (hashlib releases the GIL on each 4 MiB
     chunk): a future whose ``result()`` raises its :class:`RunFolderError`. One thread for all
-    files, so the checks of a query over many large files take one core, not all."""
+    files, so the checks of a query over many large files take one core, not all. ``footer``:
+    the (rows, columns) the caller took from the manifest instead of the file; once the digest
+    matches, the file's Parquet footer must say the same."""
     if not _POOL:
         from concurrent.futures import ThreadPoolExecutor
 
         _POOL.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracekit-checksum"))
-    return _POOL[0].submit(check_file, run_path, name, path, info, index)
+    if footer is None:
+        return _POOL[0].submit(check_file, run_path, name, path, info, index)
+    return _POOL[0].submit(_check_with_footer, run_path, name, path, info, index, footer)
+
+
+def _check_with_footer(run_path: Path, name: str, path: Path, info: dict, index: int,
+                       footer: tuple[int, tuple[str, ...]]) -> None:
+    from tracekit.runfolder.footer import read_footer
+
+    rel = path.relative_to(run_path) if path.is_relative_to(run_path) else path.name
+    try:
+        with open(path, "rb") as f:  # a small file is read once, for its digest and its footer
+            data = f.read() if os.fstat(f.fileno()).st_size <= _ONE_READ else None
+        check_file(run_path, name, path, info, index, data=data)
+        got = read_footer(path, data)
+    except (OSError, ValueError) as exc:
+        raise RunFolderError(f"{rel} is not readable Parquet ({one_line(exc)})", path=run_path) from None
+    if got[1] != footer[1]:
+        raise RunFolderError(f"{rel} (table {name}) holds other columns than the manifest lists "
+                             f"({len(got[1])} against {len(footer[1])}): the manifest was edited "
+                             "or damaged; convert the input again", path=run_path)
+    check_rows(run_path, name, {"rows": footer[0]}, [got[0]])
 
 
 def check_rows(run_path: Path, name: str, info: dict, counts: Iterable[int]) -> None:

@@ -41,7 +41,8 @@ def render_markdown() -> str:
         "ranks in the manifest (docs/multirank.md). Version 1 folders are still read. Each table "
         "entry of the manifest records the size (`bytes`) and SHA-256 (`sha256`) of its file, or "
         "lists of them parallel to `files`; readers check them and `tracekit verify RUN` checks "
-        "every file (tracekit/runfolder/checksums.py). "
+        "every file (tracekit/runfolder/checksums.py); a table of one file also lists its "
+        "`columns`, checked against the file's footer. "
         "Tables the input did not capture have no file and are "
         "listed in the manifest under `not_captured` with the reason; in queries they are empty, "
         "and `run_tables.captured` tells them apart from tables captured with zero rows.",
