@@ -28,7 +28,7 @@ def main() -> None:
     rows = 0
     with Export(Path(sys.argv[1])) as ex:
         for plan, where in table_plans(ex):
-            for b in ex.scan(plan.select, f'"{plan.source}" AS t{where}', strict=True):
+            for b in ex.scan(plan.read_select(strict=True), f'"{plan.source}" AS t{where}', strict=True):
                 rows += b.num_rows
     print(rows, "rows", round(time.perf_counter() - t0, 2), "s")
 

@@ -85,7 +85,7 @@ def sqlite_scan(path: Path) -> dict:
     with Export(path) as ex:
         for plan, where in table_plans(ex):
             if plan.source in EVENT_TABLES:
-                cols = ", ".join(f"max({expr})" for _alias, expr, _kind in plan.select)
+                cols = ", ".join(f"max({expr})" for _alias, expr, _kind in plan.read_select(strict=True))
                 stmts.append(f'SELECT {cols} FROM "{plan.source}" AS t{where}')
     t0 = time.perf_counter()
     for sql in stmts:

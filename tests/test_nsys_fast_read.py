@@ -109,3 +109,40 @@ def test_progress_of_a_table_read_again_ends_at_its_row_count(tmp_path, monkeypa
     total, done = progress.tasks["kernels"]
     assert total == done == pq.read_metadata(tmp_path / "run" / "kernels.parquet").num_rows > 3000
     assert all(t == d for t, d in progress.tasks.values() if t is not None)
+
+
+@pytest.mark.parametrize("rowid", [2, 3000])  # in the driver's first batch / a later one
+def test_duration_past_int64_is_left_to_sqlite(tmp_path, monkeypatch, rowid):
+    # duration_ns is end - start computed in Arrow on the strict read (not read from SQLite); where
+    # the difference does not fit int64 (SQLite makes it a real), the table is read again with the
+    # guarded SQL, so the result is SQLite's own, as in the guarded-only conversion
+    src = edited_export(tmp_path, EXPORT.stem, 'UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = '
+                        f'-9223372036854775000, "end" = 9223372036854775000 WHERE rowid = {rowid}')
+    fast = _convert(src, tmp_path / "fast")
+    monkeypatch.setattr(N, "STRICT_FIRST", False)
+    guarded = _convert(src, tmp_path / "guarded")
+    for name in guarded:
+        assert fast[name].equals(guarded[name]), name
+    import sqlite3
+
+    con = sqlite3.connect(src)
+    [(want,)] = con.execute('SELECT CAST(("end" - start) AS INTEGER) FROM CUPTI_ACTIVITY_KIND_KERNEL '
+                            f"WHERE rowid = {rowid}").fetchall()
+    con.close()
+    durations = fast["kernels"].column("duration_ns").to_pylist()
+    assert want in durations and want == 2**63 - 1  # SQLite's real, cast back: the int64 maximum
+
+
+def test_columns_computed_in_arrow_are_not_read_from_sqlite():
+    from tracekit.collectors.nsys import decode as D
+    from tracekit.collectors.nsys import mapping as M
+
+    with S.Export(EXPORT) as ex:
+        ctx = D.Context(ex)
+        plans = {t: D.TablePlan(ex, M.TABLE_MAPS[t], ctx) for t in ("kernels", "nvtx_ranges")}
+        read = {t: [c[0] for c in p.read_select(strict=True)] for t, p in plans.items()}
+        assert plans["nvtx_ranges"].arrow == {"duration_ns": ("difference", ("end_ns", "start_ns")),
+                                               "is_open": ("is_null", ("end_ns",))}
+        assert "duration_ns" not in read["kernels"] and "is_open" not in read["nvtx_ranges"]
+        # the guarded read evaluates every column in SQL
+        assert [c[0] for c in plans["kernels"].read_select(strict=False)] == list(M.TABLE_MAPS["kernels"].columns)

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracekit.collectors.nsys import mapping as M
-from tracekit.collectors.nsys.export import Export, decode_utf8
+from tracekit.collectors.nsys.export import Export, TypeMismatch, decode_utf8
 from tracekit.errors import InputError
 from tracekit.schema import table as schema_table
 
@@ -207,14 +207,17 @@ class TablePlan:
         self.missing: list[str] = []
         self.numeric: set[str] = set()  # source columns read as numbers (sanitized by _from_sql)
         self.required: dict[str, tuple[str, ...]] = {}
+        self.arrow: dict[str, tuple[str, tuple[str, ...]]] = {}  # computed in Arrow (Expr.arrow)
         if self.source is None:
             return
         tdef = schema_table(tmap.table)
+        chosen_of: dict[str, M.Expr] = {}
         for name, alts in tmap.columns.items():
             chosen = next((a for a in alts if self._available(export, a)), None)
             if chosen is None:
                 self.missing.append(name)
                 chosen = M.null()
+            chosen_of[name] = chosen
             ctype = None if name.startswith("_") else tdef.column(name).type
             self.select.append((name, chosen.sql, _kind(ctype, chosen.decode)))
             self.decoders[name] = chosen.decode
@@ -222,6 +225,12 @@ class TablePlan:
                 self.numeric.update(n for n in chosen.needs if "." not in n)
             if ctype is not None and tdef.column(name).required:
                 self.required[name] = chosen.needs
+        # source columns read as they are, by the tracekit column holding them
+        plain = {e.needs[0]: n for n, e in chosen_of.items()
+                 if e.decode == "raw" and len(e.needs) == 1 and e.sql == f"t.{e.needs[0]}"}
+        for name, e in chosen_of.items():
+            if e.arrow and all(c in plain for c in e.arrow[1:]):
+                self.arrow[name] = (e.arrow[0], tuple(plain[c] for c in e.arrow[1:]))
         computed = set(tmap.computed)
         for c in tdef.columns:
             if c.required and c.name not in self.decoders and c.name not in computed:
@@ -244,6 +253,28 @@ class TablePlan:
         where = f" WHERE {self.where}" if self.where else ""
         return export.rows(f'SELECT count(*) FROM "{self.source}" AS t{where}')[0][0]
 
+    def read_select(self, strict: bool) -> list[tuple[str, str, str]]:
+        """What :meth:`batches` reads from SQLite: every column, less (``strict``) those
+        computed in Arrow from others (:attr:`arrow`)."""
+        return [c for c in self.select if not (strict and c[0] in self.arrow)]
+
+    def _computed(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch`` (of :meth:`read_select`) with the columns of :attr:`arrow` computed, in
+        the order of :attr:`select`; :class:`TypeMismatch` where SQLite's arithmetic would not
+        have given an integer (an overflow: the guarded read evaluates the SQL)."""
+        cols = {n: batch.column(n) for n in batch.schema.names}
+        for name, (op, args) in self.arrow.items():
+            a = [cols[x] for x in args]
+            if op == "difference":
+                try:
+                    cols[name] = pc.subtract_checked(a[0], a[1])
+                except pa.ArrowInvalid:
+                    raise TypeMismatch(self.source) from None
+            else:  # is_null, as SQLite's 0/1
+                cols[name] = pc.is_null(a[0]).cast(pa.int64())
+        return pa.RecordBatch.from_arrays([cols[n] for n, _e, _k in self.select],
+                                          names=[n for n, _e, _k in self.select])
+
     def batches(self, export: Export, advance: Callable[[int], None], strict: bool = False,
                 threads: int = 1) -> Iterator[pa.RecordBatch]:
         """Decoded batches of this table, in source rowid order. ``strict`` reads numbers
@@ -257,7 +288,9 @@ class TablePlan:
                     for lo, hi in ranges]
         else:
             sqls = [f"{source} AS t" + (f" WHERE {conds[0]}" if conds else "")]
-        for batch in export.scan_ranges(self.select, sqls, threads, strict=strict):
+        for batch in export.scan_ranges(self.read_select(strict), sqls, threads, strict=strict):
+            if strict and self.arrow:
+                batch = self._computed(batch)
             for name, needs in self.required.items():
                 if batch.column(name).null_count:
                     raise InputError(
