@@ -176,6 +176,11 @@ def _conversion(res: dict) -> list[str]:
         L.append(_row("`tracekit convert`, one table at a time (`TRACEKIT_THREADS=1`)", res["convert_1thread"]))
     if "nsys_ai" in res:
         L.append(_row("nsys-ai 0.3.0 Parquet cache + NVTX kernel map", res["nsys_ai"]))
+    if res.get("nsys_ai_incomplete"):
+        bad = res["nsys_ai_incomplete"]
+        L += ["", f"nsys-ai published an incomplete cache in {len(bad)} further build(s) "
+              f"({', '.join(fmt(m['seconds'], ' s') for m in bad)}; {bad[0]['error'] or 'exit 3'}): "
+              "not counted, built again (`benchmarks/nsys_ai_build.py` checks the cache's tables)."]
     if conv.get("rc") == 0:
         L += ["", f"`tracekit convert` wrote {res['converted_rows']:,} rows: "
               f"{res['converted_rows'] / conv['seconds']:,.0f} rows/s; "
