@@ -115,11 +115,12 @@ def nest(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         del ends, before, opens
         m = b - a
         # rows in (depth, position) order: a stable sort by depth (a radix sort for int16)
-        o2 = np.argsort(d.astype(np.int16) if d.max() < 32767 else d, kind="stable")
+        small = np.int32 if m < np.iinfo(np.int32).max else np.int64  # positions: halve the memory
+        o2 = np.argsort(d.astype(np.int16) if d.max() < 32767 else d, kind="stable").astype(small, copy=False)
         ck = d[o2] * m + o2  # (depth, position) as one key, ascending
         # the parent: the last row of depth - 1 before each row, i.e. the key before
         # ck - m; the queries are ascending too, which keeps the binary searches short
-        j = np.searchsorted(ck, ck - m, side="left") - 1
+        j = (np.searchsorted(ck, ck - m, side="left") - 1).astype(small, copy=False)
         del ck
         cand = o2[np.maximum(j, 0)]
         ds = d[o2]

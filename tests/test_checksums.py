@@ -189,3 +189,5 @@ def test_columns_listed_in_the_manifest_are_held_to_the_footer(small_run_copy, c
     assert code == 2 and out.out == ""
     assert ("kernels.parquet (table kernels) holds other columns than the manifest lists (25 against "
             "24): the manifest was edited or damaged") in out.err
+    assert run(["verify", str(small_run_copy)]) == 2  # verify reads the footer first: the same check
+    assert "holds other columns than the manifest lists (25 against 24)" in one_error_line(capsys)

@@ -216,7 +216,7 @@ class RunWriter:
                 with self._writing(name):
                     writer.close()
         # the file's columns: a reader takes them from here, not from 300 footers (checked later)
-        self.manifest["tables"][name] = {"rows": rows, "file": out.name, "columns": tdef.column_names}
+        self.manifest["tables"][name] = {"rows": rows, "file": out.name, "columns": list(tdef.column_names)}
         self.manifest["not_captured"].pop(name, None)
         return rows
 
@@ -379,6 +379,7 @@ class Run:
             self._pending[p] = checksums.check_later(self.path, name, p, info, index)
         else:
             checksums.check_file(self.path, name, p, info, index, data=data)
+        checksums.check_columns(self.path, name, p, self._columns[p], tablefiles.listed_columns(info))
         return self._not_other(name, file, p)
 
     def _inside(self, name: str, file: str, p: Path) -> None:

@@ -120,11 +120,19 @@ def _check_with_footer(run_path: Path, name: str, path: Path, info: dict, index:
         got = read_footer(path, data)
     except (OSError, ValueError) as exc:
         raise RunFolderError(f"{rel} is not readable Parquet ({one_line(exc)})", path=run_path) from None
-    if got[1] != footer[1]:
-        raise RunFolderError(f"{rel} (table {name}) holds other columns than the manifest lists "
-                             f"({len(got[1])} against {len(footer[1])}): the manifest was edited "
-                             "or damaged; convert the input again", path=run_path)
+    check_columns(run_path, name, path, got[1], footer[1])
     check_rows(run_path, name, {"rows": footer[0]}, [got[0]])
+
+
+def check_columns(run_path: Path, name: str, path: Path, columns: tuple[str, ...],
+                  listed: tuple[str, ...] | None) -> None:
+    """Raise :class:`RunFolderError` when the ``columns`` of ``path``'s footer are not the ones
+    its manifest entry lists (``listed``; None: it lists none)."""
+    if listed is not None and tuple(columns) != tuple(listed):
+        rel = path.relative_to(run_path) if path.is_relative_to(run_path) else path.name
+        raise RunFolderError(f"{rel} (table {name}) holds other columns than the manifest lists "
+                             f"({len(columns)} against {len(listed)}): the manifest was edited "
+                             "or damaged; convert the input again", path=run_path)
 
 
 def check_rows(run_path: Path, name: str, info: dict, counts: Iterable[int]) -> None:
