@@ -113,13 +113,13 @@ def _check_with_footer(run_path: Path, name: str, path: Path, info: dict, index:
     from tracekit.runfolder.footer import read_footer
 
     rel = path.relative_to(run_path) if path.is_relative_to(run_path) else path.name
-    try:
-        with open(path, "rb") as f:  # a small file is read once, for its digest and its footer
+    try:  # in the order of a read that parses the footer first: the footer, then the digest
+        with open(path, "rb") as f:  # a small file is read once, for its footer and its digest
             data = f.read() if os.fstat(f.fileno()).st_size <= _ONE_READ else None
-        check_file(run_path, name, path, info, index, data=data)
         got = read_footer(path, data)
     except (OSError, ValueError) as exc:
         raise RunFolderError(f"{rel} is not readable Parquet ({one_line(exc)})", path=run_path) from None
+    check_file(run_path, name, path, info, index, data=data)
     check_columns(run_path, name, path, got[1], footer[1])
     check_rows(run_path, name, {"rows": footer[0]}, [got[0]])
 
@@ -165,11 +165,20 @@ def verify(run) -> list[str]:
 
 def reseal(folder: str | os.PathLike) -> None:
     """Record the current size and SHA-256 of every table file of run folder ``folder`` in its
-    manifest: for a folder whose tables were edited on purpose (a test input derived from a real
-    run). Rows are not recounted."""
+    manifest, and the columns of a one-file table that lists them: for a folder whose tables
+    were edited on purpose (a test input derived from a real run). Rows are not recounted."""
     import json
+
+    from tracekit.runfolder.footer import read_footer
 
     path = Path(folder) / "manifest.json"
     manifest = json.loads(path.read_text(encoding="utf-8"))
-    record(Path(folder), manifest.get("tables") or {})
+    tables = manifest.get("tables") or {}
+    record(Path(folder), tables)
+    for info in tables.values():
+        if isinstance(info.get("columns"), list) and isinstance(info.get("file"), str):
+            try:
+                info["columns"] = list(read_footer(Path(folder) / info["file"])[1])
+            except (OSError, ValueError):  # a damaged footer: readers parse it, and say so
+                del info["columns"]
     path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
