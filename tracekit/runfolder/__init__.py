@@ -362,8 +362,7 @@ class Run:
         if not tablefiles.plain_file_in(p, file):  # else: resolved and checked step by step
             self._inside(name, file, p)
         listed = tablefiles.listed_columns(info) if defer else None
-        if listed is not None:  # the size now; digest, then footer against the manifest, later
-            checksums.check_file(self.path, name, p, info, index, content=False)
+        if listed is not None:  # footer, size, digest, then footer against the manifest, later
             self._rows[p], self._columns[p] = info["rows"], listed
             self._pending[p] = checksums.check_later(self.path, name, p, info, index,
                                                      footer=(info["rows"], listed))
