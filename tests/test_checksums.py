@@ -72,7 +72,6 @@ def test_every_bit_flip_is_an_error_never_other_numbers(small_run_copy, capsys, 
     (files over 8 MiB; the limit lowered here)."""
     if not read_whole:
         monkeypatch.setattr("tracekit.runfolder.tablefiles.SMALL_FILE", 0)
-        monkeypatch.setattr("tracekit.runfolder.checksums._ONE_READ", 0)  # the deferred check too
     f = small_run_copy / "kernels.parquet"
     good = f.read_bytes()
     for i in range(30):
@@ -101,7 +100,6 @@ def test_every_bit_flip_is_an_error_never_other_numbers(small_run_copy, capsys, 
 def test_damaged_folder_is_one_line_exit_2(small_run_copy, capsys, monkeypatch, how, needle, read_whole):
     if not read_whole:
         monkeypatch.setattr("tracekit.runfolder.tablefiles.SMALL_FILE", 0)
-        monkeypatch.setattr("tracekit.runfolder.checksums._ONE_READ", 0)  # the deferred check too
     k = small_run_copy / "kernels.parquet"
     if how == "swap":
         shutil.copyfile(small_run_copy / "cuda_api.parquet", k)

@@ -270,8 +270,10 @@ class TablePlan:
                     cols[name] = pc.subtract_checked(a[0], a[1])
                 except pa.ArrowInvalid:
                     raise TypeMismatch(self.source) from None
-            else:  # is_null, as SQLite's 0/1
+            elif op == "is_null":  # as SQLite's 0/1
                 cols[name] = pc.is_null(a[0]).cast(pa.int64())
+            else:
+                raise ValueError(f"mapping {self.tmap.table}.{name}: unknown Arrow computation {op!r}")
         return pa.RecordBatch.from_arrays([cols[n] for n, _e, _k in self.select],
                                           names=[n for n, _e, _k in self.select])
 

@@ -359,10 +359,8 @@ class Engine:
         instead."""
         try:
             yield
-        except BaseException:
+        finally:  # a damaged file's error replaces the one reading it raised
             self._settle()
-            raise
-        self._settle()
 
     def _settle(self) -> None:
         for r in self.runs:

@@ -301,10 +301,12 @@ class Run:
         manifest), one per rank for a job (``"files"``, layout version 2); ``[]`` when the run
         did not capture the table.
 
-        ``defer``: the SHA-256 of a file larger than 8 MiB is computed in a helper thread (the
-        query engine reads the file meanwhile) and checked by :meth:`settle`, which the caller
-        must call before it uses anything read from the file; without it every check is done on
-        return (waiting for one deferred by an earlier call).
+        ``defer``: the checks are made in a helper thread (the query engine reads the file
+        meanwhile) and raised by :meth:`settle`, which the caller must call before it uses
+        anything read from the file: all of them for a file whose columns the manifest lists
+        (its rows and columns taken from there now), else the SHA-256 of a file larger than
+        8 MiB. Without it every check is done on return (waiting for one deferred by an earlier
+        call).
 
         Raises :class:`RunFolderError` when the manifest lists the table but a file is missing
         or not readable Parquet (a damaged folder must not read as zero rows), and when a file

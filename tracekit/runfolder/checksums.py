@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracekit.errors import RunFolderError, one_line
+from tracekit.runfolder.footer import read_footer
+from tracekit.runfolder.tablefiles import small_file
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -75,7 +77,7 @@ def check_file(run_path: Path, name: str, path: Path, info: dict, index: int,
     from the size and digest the manifest records; ``data``: the file's bytes, already read;
     ``content`` False: the size only."""
     size, sha = expected(info, index)
-    rel = path.relative_to(run_path) if path.is_relative_to(run_path) else path.name
+    rel = _rel(run_path, path)
     actual = len(data) if data is not None else path.stat().st_size
     if size is not None and actual != size:
         raise RunFolderError(f"{rel} (table {name}) has {actual} bytes, the manifest "
@@ -88,8 +90,12 @@ def check_file(run_path: Path, name: str, path: Path, info: dict, index: int,
                              "convert the input again", path=run_path)
 
 
+def _rel(run_path: Path, path: Path):
+    """``path`` as the error messages name it: relative to the run folder where inside it."""
+    return path.relative_to(run_path) if path.is_relative_to(run_path) else path.name
+
+
 _POOL: list = []  # the one helper thread of check_later, started on first use
-_ONE_READ = 8 << 20  # a file this small is read whole once for its digest and footer
 
 
 def check_later(run_path: Path, name: str, path: Path, info: dict, index: int,
@@ -97,8 +103,8 @@ def check_later(run_path: Path, name: str, path: Path, info: dict, index: int,
     """:func:`check_file` of ``path`` in a helper thread (hashlib releases the GIL on each 4 MiB
     chunk): a future whose ``result()`` raises its :class:`RunFolderError`. One thread for all
     files, so the checks of a query over many large files take one core, not all. ``footer``:
-    the (rows, columns) the caller took from the manifest instead of the file; once the digest
-    matches, the file's Parquet footer must say the same."""
+    the (rows, columns) the caller took from the manifest instead of the file: the footer is
+    parsed, the size and digest compared, then the footer's rows and columns with these."""
     if not _POOL:
         from concurrent.futures import ThreadPoolExecutor
 
@@ -110,15 +116,12 @@ def check_later(run_path: Path, name: str, path: Path, info: dict, index: int,
 
 def _check_with_footer(run_path: Path, name: str, path: Path, info: dict, index: int,
                        footer: tuple[int, tuple[str, ...]]) -> None:
-    from tracekit.runfolder.footer import read_footer
-
-    rel = path.relative_to(run_path) if path.is_relative_to(run_path) else path.name
     try:  # in the order of a read that parses the footer first: the footer, then the digest
-        with open(path, "rb") as f:  # a small file is read once, for its footer and its digest
-            data = f.read() if os.fstat(f.fileno()).st_size <= _ONE_READ else None
+        data = small_file(path)  # a small file is read once, for its footer and its digest
         got = read_footer(path, data)
     except (OSError, ValueError) as exc:
-        raise RunFolderError(f"{rel} is not readable Parquet ({one_line(exc)})", path=run_path) from None
+        raise RunFolderError(f"{_rel(run_path, path)} is not readable Parquet ({one_line(exc)})",
+                             path=run_path) from None
     check_file(run_path, name, path, info, index, data=data)
     check_columns(run_path, name, path, got[1], footer[1])
     check_rows(run_path, name, {"rows": footer[0]}, [got[0]])
@@ -129,8 +132,7 @@ def check_columns(run_path: Path, name: str, path: Path, columns: tuple[str, ...
     """Raise :class:`RunFolderError` when the ``columns`` of ``path``'s footer are not the ones
     its manifest entry lists (``listed``; None: it lists none)."""
     if listed is not None and tuple(columns) != tuple(listed):
-        rel = path.relative_to(run_path) if path.is_relative_to(run_path) else path.name
-        raise RunFolderError(f"{rel} (table {name}) holds other columns than the manifest lists "
+        raise RunFolderError(f"{_rel(run_path, path)} (table {name}) holds other columns than the manifest lists "
                              f"({len(columns)} against {len(listed)}): the manifest was edited "
                              "or damaged; convert the input again", path=run_path)
 
@@ -168,8 +170,6 @@ def reseal(folder: str | os.PathLike) -> None:
     manifest, and the columns of a one-file table that lists them: for a folder whose tables
     were edited on purpose (a test input derived from a real run). Rows are not recounted."""
     import json
-
-    from tracekit.runfolder.footer import read_footer
 
     path = Path(folder) / "manifest.json"
     manifest = json.loads(path.read_text(encoding="utf-8"))
