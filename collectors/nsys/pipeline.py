@@ -24,7 +24,7 @@ from tracekit.collectors.nsys.export import MAX_TEXT_BYTES, Export, TypeMismatch
 from tracekit.collectors.nsys.post_steps import POST_STEPS, Work
 from tracekit.errors import InputError, MissingTableError
 from tracekit.progress import Progress
-from tracekit.runfolder import RunWriter
+from tracekit.runfolder import RunWriter, integrity
 
 NAME = "nsys"
 
@@ -236,6 +236,9 @@ def _convert_table(export: Export, plan: TablePlan, writer: RunWriter, progress:
                 work = Work(work_root / tname)
                 batches = POST_STEPS[tmap.post](batches, work)
             writer.write_table(tname, mine.watch(tname, prefetched(batches)))
+            if work is not None and work.duplicate_rows is not None:
+                writer.counted_duplicates[tname] = work.duplicate_rows
+            integrity.count_table_duplicates(writer, tname)  # while other tables still convert
             break
         except TypeMismatch:
             if not strict:

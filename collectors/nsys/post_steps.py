@@ -8,6 +8,7 @@ and yields the finished batches; :data:`POST_STEPS` maps the names used in
 from __future__ import annotations
 
 import shutil
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -38,6 +39,8 @@ class Work:
                            temp_directory=folder / "spill",
                            settings=["enable_progress_bar = false",
                                      "preserve_insertion_order = false"])
+        # duplicate rows of the table counted by the step (tracekit.runfolder.integrity), if any
+        self.duplicate_rows: int | None = None
 
     def load(self, batches: Iterable[pa.RecordBatch], columns: list[str] | None = None) -> bool:
         """Insert ``batches`` (only ``columns`` when given) into table ``src``."""
@@ -174,16 +177,77 @@ def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: Work) -> Iterator[pa.R
                       ("range_id", "rid"), ("pushpop", "pp")):
         arrays[name] = np.concatenate(parts.pop(key))
     nesting.release_free_memory()  # the scan's freed buffers, before the peak of the nesting
-    depth, parent = nesting.nest(arrays)  # empties ``arrays``
-    reader = ipc.open_file(str(spill))
-    off = 0
-    for i in range(reader.num_record_batches):
-        b = reader.get_batch(i)
-        d = depth[off:off + b.num_rows]
-        p = parent[off:off + b.num_rows]
-        off += b.num_rows
-        yield b.append_column("depth", pa.array(d, pa.int32(), mask=d < 0)).append_column(
-            "parent_range_id", pa.array(p, pa.int64(), mask=p == nesting.NO_PARENT))
+    check = _DuplicateCheck(spill, work)  # on the core the nesting leaves idle
+    try:
+        depth, parent = nesting.nest(arrays)  # empties ``arrays``
+        reader = ipc.open_file(str(spill))
+        off = 0
+        for i in range(reader.num_record_batches):
+            b = reader.get_batch(i)
+            d = depth[off:off + b.num_rows]
+            p = parent[off:off + b.num_rows]
+            off += b.num_rows
+            yield b.append_column("depth", pa.array(d, pa.int32(), mask=d < 0)).append_column(
+                "parent_range_id", pa.array(p, pa.int64(), mask=p == nesting.NO_PARENT))
+        work.duplicate_rows = check.result()
+    finally:
+        check.close()
+
+
+class _DuplicateCheck:
+    """The duplicate-row count of nvtx_ranges (:func:`tracekit.runfolder.integrity.duplicate_rows`)
+    made from the spilled batches on a thread of its own while the nesting runs, instead of from
+    the written file after it. It compares the spilled columns the table keeps: the columns
+    :mod:`~tracekit.collectors.nsys.pytorch_nvtx` adds follow from ``name``, and the nesting's
+    ``depth`` and ``parent_range_id`` are left out of the comparison, as ``range_id`` is. No
+    count (``result()`` None; the file is checked after it was written) when it fails."""
+
+    def __init__(self, spill: Path, work: Work):
+        import pyarrow.ipc as ipc
+
+        from tracekit.collectors.nsys.pytorch_nvtx import COLUMNS as DERIVED
+        from tracekit.duck import scratch
+        from tracekit.runfolder.integrity import compared_columns
+
+        self.spill = spill
+        have = ipc.open_file(str(spill)).schema.names
+        self.columns = [c for c in compared_columns("nvtx_ranges") if c not in DERIVED and c in have]
+        self._count: int | None = None
+        self.con = scratch(memory_limit="256MB", threads=2, temp_directory=work.folder / "dupcheck")
+        self.thread = None
+        if "name" in self.columns:  # the derived columns follow from it
+            self.thread = threading.Thread(target=self._run, name=f"{threading.current_thread().name}-dup",
+                                           daemon=True)
+            self.thread.start()
+
+    def _relation(self) -> str:
+        import pyarrow.ipc as ipc
+
+        reader = ipc.open_file(str(self.spill))
+        cols = self.columns
+        batches = (reader.get_batch(i).select(cols) for i in range(reader.num_record_batches))
+        schema = pa.schema([reader.schema.field(c) for c in cols])
+        self.con.register("spilled", pa.RecordBatchReader.from_batches(schema, batches))
+        return "spilled"
+
+    def _run(self) -> None:
+        from tracekit.runfolder.integrity import duplicate_rows
+
+        try:
+            self._count = duplicate_rows(self.con, self._relation, self.columns)
+        except Exception:  # noqa: BLE001 - counted from the written file instead
+            self._count = None
+
+    def result(self) -> int | None:
+        if self.thread is not None:
+            self.thread.join()
+        return self._count
+
+    def close(self) -> None:
+        if self.thread is not None and self.thread.is_alive():
+            self.con.interrupt()  # the conversion stopped early
+            self.thread.join()
+        self.con.close()
 
 
 def _nvtx_nesting_duckdb(batches: Iterable[pa.RecordBatch], work: Work) -> Iterator[pa.RecordBatch]:

@@ -129,6 +129,10 @@ def _shapes(text: str):
     return v
 
 
+# the columns add_columns sets, from ``name`` alone
+COLUMNS = ("input_dims", "op_id", "sequence_number")
+
+
 def add_columns(b: pa.RecordBatch) -> pa.RecordBatch:
     """``b`` (nvtx_ranges rows with ``name``) with ``input_dims``, ``op_id`` and
     ``sequence_number`` parsed from PyTorch NVTX messages; null where a message has none."""

@@ -12,6 +12,8 @@ at convert (:func:`notes`), so a doubled total can be explained.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
+from pathlib import Path
 
 # Event tables checked, and the columns left out of the comparison: IDs tracekit assigns per row
 # (and values derived from them) would make every row unique.
@@ -21,32 +23,73 @@ EVENT_TABLES = {
 }
 
 
+def compared_columns(name: str) -> list[str]:
+    """The columns of event table ``name`` that :func:`count_duplicates` compares (all but the IDs
+    tracekit assigns per row)."""
+    from tracekit import schema
+
+    skip = EVENT_TABLES[name]
+    return [c for c in schema.table(name).column_names if c not in skip]
+
+
+def duplicate_rows(con, relation: Callable[[], str], columns: list[str]) -> int:
+    """Rows of a relation identical in ``columns`` to another of its rows (the extra copies: 1
+    for a row present twice). ``relation()`` gives the SQL relation to scan (e.g.
+    ``read_parquet('...')``), once per scan on ``con`` (a DuckDB connection)."""
+    cols = ", ".join(f'"{c}"' for c in columns)
+    # Identical rows have equal hashes, so when every row's hash is distinct there is no
+    # duplicate (a third of the time and memory of the exact count, which runs only when some
+    # hashes are shared).
+    n = con.execute(f"SELECT count(*) - count(DISTINCT hash({cols})) FROM {relation()}").fetchall()[0][0]
+    if n:  # GROUP BY, as DISTINCT, takes NULLs as equal
+        n = con.execute(f"SELECT coalesce(sum(n) - count(*), 0) FROM (SELECT count(*) AS n "
+                        f"FROM {relation()} GROUP BY {cols})").fetchall()[0][0]
+    return int(n)
+
+
+def _file_duplicates(con, path: Path, name: str) -> int:
+    from tracekit.duck import file_literal
+
+    lit = file_literal(path)
+    return duplicate_rows(con, lambda: f"read_parquet({lit})", compared_columns(name))
+
+
+def count_table_duplicates(writer, name: str) -> None:
+    """Count the duplicate rows of event table ``name`` as soon as it is written (by the thread
+    that wrote it, while other tables are still converted) into ``writer.counted_duplicates``,
+    for :func:`count_duplicates`. Nothing for another table, or one counted already."""
+    from tracekit.duck import scratch
+
+    info = writer.manifest["tables"].get(name)
+    if name not in EVENT_TABLES or name in writer.counted_duplicates or not info or "file" not in info:
+        return
+    folder = writer.path / f".dupcheck-{name}"
+    con = scratch(memory_limit="256MB", threads=1, temp_directory=folder)
+    try:
+        writer.counted_duplicates[name] = _file_duplicates(con, writer.path / info["file"], name)
+    finally:
+        con.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def count_duplicates(writer) -> dict[str, int]:
     """Count duplicated rows of the event tables written so far by ``writer`` (a RunWriter
     inside its with-block); record them in its manifest (:func:`notes` says them). Returns
-    {table: extra rows}."""
-    from tracekit import schema
-    from tracekit.duck import file_literal, scratch
+    {table: extra rows}. A table whose count a collector made while converting it
+    (``writer.counted_duplicates``) is not read again."""
+    from tracekit.duck import scratch
 
     found: dict[str, int] = {}
     # bounded memory on multi-GB runs: the DISTINCT spills beside the run folder being written
     con = scratch(memory_limit="512MB", temp_directory=writer.path / ".dupcheck")
     try:
-        for name, skip in EVENT_TABLES.items():
+        for name in EVENT_TABLES:
             info = writer.manifest["tables"].get(name)
             if not info or info["rows"] < 2:
                 continue
-            cols = ", ".join(f'"{c}"' for c in schema.table(name).column_names if c not in skip)
-            path = file_literal(writer.path / info["file"])
-            # Identical rows have equal hashes, so when every row's hash is distinct there is no
-            # duplicate (a third of the time and memory of the exact DISTINCT, which runs only
-            # when some hashes are shared).
-            n = con.execute(f"SELECT count(*) - count(DISTINCT hash({cols})) "
-                            f"FROM read_parquet({path})").fetchall()[0][0]
-            if n:
-                n = con.execute(
-                    f"SELECT count(*) - (SELECT count(*) FROM (SELECT DISTINCT {cols} "
-                    f"FROM read_parquet({path}))) FROM read_parquet({path})").fetchall()[0][0]
+            n = writer.counted_duplicates.get(name)
+            if n is None:
+                n = _file_duplicates(con, writer.path / info["file"], name)
             if n:
                 found[name] = int(n)  # said once at convert (notes)
     finally:
