@@ -318,7 +318,7 @@ def test_graph_on_disk_in_small_chunks_equals_the_graph_in_memory(job, monkeypat
         monkeypatch.setenv(store.DISK_NODES_ENV, "0" if disk else "100000000")
         with Engine([run]) as e:
             g = load_graph(e)
-        assert g.store.disk is disk and isinstance(g.start, np.memmap) is disk
+        assert g.store.disk is disk and isinstance(g.start.base, np.memmap) is disk
         folder = g.store.path
         res = {k: np.array(getattr(g, k)) for k in ("start", "end", "first", "lead", "d1", "d2",
                                                     "anchor", "instance", "cat", "rank")}

@@ -190,12 +190,14 @@ def _full(exc: OSError, folder: str | None) -> InputError:
                       f"${DISK_NODES_ENV} to a larger number to keep them in memory)")
 
 
-def _unlinked(x: np.memmap, name: str) -> np.memmap:
+def _unlinked(x: np.memmap, name: str) -> np.ndarray:
     """``x`` with its file's name removed at once: the mapping keeps the data, and the kernel
     frees the disk space when the last array using it is freed (even if the process is killed).
-    Where a mapped file cannot be removed, the store's folder is removed at its close."""
+    Where a mapped file cannot be removed, the store's folder is removed at its close. Returned
+    as a plain ndarray view of the mapping (its ``base``): ``np.memmap``'s Python-level
+    ``__getitem__`` made each element read of the critical-path walk several times slower."""
     try:
         os.unlink(name)
     except OSError:
         pass
-    return x
+    return x.view(np.ndarray)
