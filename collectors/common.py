@@ -15,13 +15,15 @@ first (end descending, a range never closed counting as ending last), then range
   ASOF join picks), found with one ``searchsorted`` over (depth, position) keys in that order.
 
 Memory is about 100 bytes per push/pop range at the peak; no Python work per range (a loop
-per thread only).
+per thread only). :func:`nest_in_parts` nests the threads in two groups on two cores (NumPy's
+sorts and searches run outside the GIL).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +32,8 @@ import numpy as np
 MAX_ROWS = 6_000_000
 # pid and tid must fit this many bits each for the packed thread key (nsys: 24 bits each)
 KEY_BITS = 30
+# fewer ranges than this are nested on one thread (:func:`nest_in_parts`)
+PARTS_MIN_ROWS = 100_000
 # parent of a range without one (range ids are SQLite rowids, never this small)
 NO_PARENT = np.iinfo(np.int64).min
 
@@ -67,18 +71,23 @@ def thread_key(pid: np.ndarray, pid_valid: np.ndarray, tid: np.ndarray, tid_vali
     return (p << KEY_BITS) | t
 
 
-def nest(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def nest(cols: dict[str, np.ndarray], into: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+         ) -> tuple[np.ndarray, np.ndarray]:
     """Depth and parent range_id of each row (arrays aligned with the inputs).
 
     ``cols`` holds aligned arrays ``key`` (:func:`thread_key`), ``start``, ``end``, ``end_valid``
     (false: a range never closed), ``range_id`` and ``pushpop``; they are taken out of the dict
     (and freed) as the sort goes, to keep the peak memory low. Rows where ``pushpop`` is false
     get depth -1 and parent :data:`NO_PARENT` (null), as does a range without a parent.
+    ``into``: (depth, parent, rows) to write row ``i``'s result at ``rows[i]`` of arrays
+    filled with -1 and NO_PARENT already (returned), instead of new arrays.
     """
     pushpop = cols.pop("pushpop")
     n = pushpop.shape[0]
-    depth = np.full(n, -1, np.int32)
-    parent = np.full(n, NO_PARENT, np.int64)
+    if into is None:
+        depth, parent, rows = np.full(n, -1, np.int32), np.full(n, NO_PARENT, np.int64), None
+    else:
+        depth, parent, rows = into
     sel = None if pushpop.all() else np.flatnonzero(pushpop)
     del pushpop
     if sel is not None and sel.size == 0:
@@ -125,9 +134,47 @@ def nest(cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         cand = o2[np.maximum(j, 0)]
         ds = d[o2]
         ok = (j >= 0) & (ds > 0) & (d[cand] == ds - 1)
-        out = sel[a:b]
+        out = sel[a:b] if rows is None else rows[sel[a:b]]
         depth[out] = d
         parent[out[o2]] = np.where(ok, rs[cand], NO_PARENT)
+    return depth, parent
+
+
+def nest_in_parts(cols: dict[str, np.ndarray], parts: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`nest` with the rows split by thread into ``parts`` groups of about equal size (a
+    thread's rows stay in one group), each nested on its own thread; the same result as
+    :func:`nest` of all rows. The threads are hashed into 64 buckets, the buckets dealt to the
+    groups largest first: threads that share a bucket share a group. ``cols`` is emptied."""
+    n = cols["key"].shape[0]
+    if parts < 2 or n < PARTS_MIN_ROWS:
+        return nest(cols)
+    bucket = ((cols["key"].view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(58)).astype(np.intp)
+    counts = np.bincount(bucket, minlength=64)
+    group = np.zeros(64, np.intp)
+    load = [0] * parts
+    for b in np.argsort(-counts, kind="stable"):
+        g = load.index(min(load))
+        group[b] = g
+        load[g] += int(counts[b])
+    if max(load) == n:  # one group holds every row
+        return nest(cols)
+    of_row = group[bucket]
+    del bucket
+    small = np.int32 if n < np.iinfo(np.int32).max else np.int64
+    rows = [np.flatnonzero(of_row == g).astype(small) for g in range(parts)]
+    del of_row
+    split: list[dict[str, np.ndarray]] = [{} for _ in rows]
+    for name in list(cols):  # one array at a time: one copy beside the groups' parts
+        a = cols.pop(name)
+        for part, r in zip(split, rows):
+            part[name] = a[r]
+        del a
+    from concurrent.futures import ThreadPoolExecutor
+
+    depth, parent = np.full(n, -1, np.int32), np.full(n, NO_PARENT, np.int64)
+    with ThreadPoolExecutor(parts, thread_name_prefix=f"{threading.current_thread().name}-nest") as pool:
+        # each group writes its rows of the same two arrays (disjoint rows)
+        list(pool.map(lambda part, r: nest(part, (depth, parent, r)), split, rows))
     return depth, parent
 
 

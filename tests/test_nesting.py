@@ -119,3 +119,42 @@ def test_deeper_than_int16_nests_as_in_sql(tmp_path):
     a = _sql_path(t, tmp_path)
     assert a.column("depth").to_pylist() == depth
     assert a.column("parent_range_id").to_pylist() == parents
+
+
+def _threads_arrays(seed: int, n: int, threads: int) -> dict[str, np.ndarray]:
+    """nest()'s input arrays for ``n`` random ranges on ``threads`` threads (a few of them with
+    most of the rows), 10 % of them not push/pop."""
+    rng = np.random.default_rng(seed)
+    t = _random_ranges(seed, n)
+    key = rng.zipf(1.5, n) % threads  # skewed: a few threads hold most ranges
+    end = t.column("end_ns")
+    return {"key": key.astype(np.int64), "start": t.column("start_ns").to_numpy(),
+            "end": end.fill_null(0).to_numpy(), "end_valid": end.is_valid().to_numpy(zero_copy_only=False),
+            "range_id": t.column("range_id").to_numpy(), "pushpop": rng.random(n) < 0.9}
+
+
+@pytest.mark.parametrize("seed, threads, parts", [(0, 50, 2), (1, 7, 2), (2, 200, 3), (3, 1, 2), (4, 2, 2)])
+def test_nesting_in_parts_equals_one_nesting(monkeypatch, seed, threads, parts):
+    monkeypatch.setattr(nesting, "PARTS_MIN_ROWS", 10)
+    want = nesting.nest(_threads_arrays(seed, 20_000, threads))
+    calls = []
+    one = nesting.nest
+    monkeypatch.setattr(nesting, "nest", lambda cols, into=None: calls.append(1) or one(cols, into))
+    got = nesting.nest_in_parts(_threads_arrays(seed, 20_000, threads), parts)
+    assert len(calls) == (1 if threads == 1 else parts)  # one thread: nothing to split
+    assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
+    assert want[0].max() >= 3 and (want[1] != nesting.NO_PARENT).sum() > 1000  # it really nests
+
+
+def test_nvtx_step_in_two_parts_equals_duckdb_sql(tmp_path, monkeypatch):
+    # the nsys step as a conversion with two cores runs it: the threads nested in two groups
+    monkeypatch.setattr(nesting, "PARTS_MIN_ROWS", 10)
+    t = _random_ranges(21, 6000)
+    work = N.Work(tmp_path / "two", threads=2)
+    try:
+        b = pa.Table.from_batches(list(N.nvtx_nesting(iter(t.to_batches(max_chunksize=997)), work)))
+    finally:
+        work.close()
+    a = _sql_path(t, tmp_path)
+    for c in ("depth", "parent_range_id"):
+        assert a.column(c).to_pylist() == b.column(c).to_pylist(), c

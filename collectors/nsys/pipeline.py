@@ -233,7 +233,7 @@ def _convert_table(export: Export, plan: TablePlan, writer: RunWriter, progress:
         work = None
         try:
             if tmap.post:
-                work = Work(work_root / tname)
+                work = Work(work_root / tname, threads=range_threads)
                 batches = POST_STEPS[tmap.post](batches, work)
             writer.write_table(tname, mine.watch(tname, prefetched(batches)))
             if work is not None and work.duplicate_rows is not None:

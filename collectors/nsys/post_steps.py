@@ -25,10 +25,11 @@ OUT_BATCH_ROWS = 65536
 class Work:
     """A DuckDB database in a work folder; batches are loaded into table ``src``."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, threads: int = 1):
         from tracekit.duck import scratch
 
         self.folder = folder
+        self.threads = threads  # CPU cores a step may use (e.g. the nesting's two groups)
         folder.mkdir(parents=True, exist_ok=True)
         db = str(folder / "work.duckdb")
         # DuckDB reads '?' in a database path as the start of URL parameters (a run folder under
@@ -177,9 +178,9 @@ def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: Work) -> Iterator[pa.R
                       ("range_id", "rid"), ("pushpop", "pp")):
         arrays[name] = np.concatenate(parts.pop(key))
     nesting.release_free_memory()  # the scan's freed buffers, before the peak of the nesting
-    check = _DuplicateCheck(spill, work)  # on the core the nesting leaves idle
+    check = _DuplicateCheck(spill, work, len(arrays["key"]))  # on the core the nesting leaves idle
     try:
-        depth, parent = nesting.nest(arrays)  # empties ``arrays``
+        depth, parent = nesting.nest_in_parts(arrays, min(2, work.threads))  # empties ``arrays``
         reader = ipc.open_file(str(spill))
         off = 0
         for i in range(reader.num_record_batches):
@@ -202,14 +203,14 @@ class _DuplicateCheck:
     ``depth`` and ``parent_range_id`` are left out of the comparison, as ``range_id`` is. No
     count (``result()`` None; the file is checked after it was written) when it fails."""
 
-    def __init__(self, spill: Path, work: Work):
+    def __init__(self, spill: Path, work: Work, rows: int):
         import pyarrow.ipc as ipc
 
         from tracekit.collectors.nsys.pytorch_nvtx import COLUMNS as DERIVED
         from tracekit.duck import scratch
         from tracekit.runfolder.integrity import compared_columns
 
-        self.spill = spill
+        self.spill, self.rows = spill, rows
         have = ipc.open_file(str(spill)).schema.names
         self.columns = [c for c in compared_columns("nvtx_ranges") if c not in DERIVED and c in have]
         self._count: int | None = None
@@ -234,7 +235,7 @@ class _DuplicateCheck:
         from tracekit.runfolder.integrity import duplicate_rows
 
         try:
-            self._count = duplicate_rows(self.con, self._relation, self.columns)
+            self._count = duplicate_rows(self.con, self._relation, self.columns, rows=self.rows)
         except Exception:  # noqa: BLE001 - counted from the written file instead
             self._count = None
 
