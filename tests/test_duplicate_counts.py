@@ -72,9 +72,9 @@ def test_duplicated_nvtx_ranges_and_kernels_are_counted(tmp_path, monkeypatch, n
         monkeypatch.setattr(common, "MAX_ROWS", 100)
     scanned = []  # the relations counted
 
-    def spy(con, relation, columns):
+    def spy(con, relation, columns, **kw):
         scanned.append(relation())
-        return count(con, relation, columns)
+        return count(con, relation, columns, **kw)
 
     count = integrity.duplicate_rows
     monkeypatch.setattr(integrity, "duplicate_rows", spy)

@@ -59,7 +59,9 @@ def _shared_hashes(con, sql: str, rows: int) -> int:
 
     h = np.empty(rows, np.uint64)
     at = 0
-    for b in con.execute(sql).fetch_record_batch(1 << 20):
+    rel = con.sql(sql)
+    batches = (getattr(rel, "to_arrow_reader", None) or rel.record_batch)(1 << 20)
+    for b in batches:
         a = b.column(0).to_numpy()
         if at + len(a) > rows:
             raise ValueError(f"more than the {rows} rows said")
