@@ -178,7 +178,7 @@ def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: Work) -> Iterator[pa.R
                       ("range_id", "rid"), ("pushpop", "pp")):
         arrays[name] = np.concatenate(parts.pop(key))
     nesting.release_free_memory()  # the scan's freed buffers, before the peak of the nesting
-    check = _DuplicateCheck(spill, work, len(arrays["key"]))  # on the core the nesting leaves idle
+    check = _DuplicateCheck(spill, work, len(arrays["key"]))  # on a thread beside the nesting
     try:
         depth, parent = nesting.nest_in_parts(arrays, min(2, work.threads))  # empties ``arrays``
         reader = ipc.open_file(str(spill))
@@ -198,7 +198,8 @@ def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: Work) -> Iterator[pa.R
 class _DuplicateCheck:
     """The duplicate-row count of nvtx_ranges (:func:`tracekit.runfolder.integrity.duplicate_rows`)
     made from the spilled batches on a thread of its own while the nesting runs, instead of from
-    the written file after it. It compares the spilled columns the table keeps: the columns
+    the written file after it (decompressed and decoded again at the end of the conversion: a
+    second on the benchmark export). It compares the spilled columns the table keeps: the columns
     :mod:`~tracekit.collectors.nsys.pytorch_nvtx` adds follow from ``name``, and the nesting's
     ``depth`` and ``parent_range_id`` are left out of the comparison, as ``range_id`` is. No
     count (``result()`` None; the file is checked after it was written) when it fails."""
