@@ -146,7 +146,8 @@ def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: Work) -> Iterator[pa.R
     try:
         for b in it:
             if writer is None:
-                writer = ipc.new_file(str(spill), b.schema)
+                schema = b.schema
+                writer = ipc.new_file(str(spill), schema)
             writer.write_batch(b)
             pid, tid, end = b.column("pid"), b.column("tid"), b.column("end_ns")
             key = nesting.thread_key(pid.fill_null(0).to_numpy(), pid.is_valid().to_numpy(zero_copy_only=False),
@@ -178,7 +179,8 @@ def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: Work) -> Iterator[pa.R
                       ("range_id", "rid"), ("pushpop", "pp")):
         arrays[name] = np.concatenate(parts.pop(key))
     nesting.release_free_memory()  # the scan's freed buffers, before the peak of the nesting
-    check = _DuplicateCheck(spill, work, len(arrays["key"]))  # on a thread beside the nesting
+    # on a thread beside the nesting
+    check = _DuplicateCheck(spill, schema, work, len(arrays["key"]))
     try:
         depth, parent = nesting.nest_in_parts(arrays, min(2, work.threads))  # empties ``arrays``
         reader = ipc.open_file(str(spill))
@@ -204,16 +206,13 @@ class _DuplicateCheck:
     ``depth`` and ``parent_range_id`` are left out of the comparison, as ``range_id`` is. No
     count (``result()`` None; the file is checked after it was written) when it fails."""
 
-    def __init__(self, spill: Path, work: Work, rows: int):
-        import pyarrow.ipc as ipc
-
+    def __init__(self, spill: Path, schema: pa.Schema, work: Work, rows: int):
         from tracekit.collectors.nsys.pytorch_nvtx import COLUMNS as DERIVED
         from tracekit.duck import scratch
         from tracekit.runfolder.integrity import compared_columns
 
         self.spill, self.rows = spill, rows
-        have = ipc.open_file(str(spill)).schema.names
-        self.columns = [c for c in compared_columns("nvtx_ranges") if c not in DERIVED and c in have]
+        self.columns = [c for c in compared_columns("nvtx_ranges") if c not in DERIVED and c in schema.names]
         self._count: int | None = None
         self.con = scratch(memory_limit="256MB", threads=2, temp_directory=work.folder / "dupcheck")
         self.thread = None

@@ -106,8 +106,7 @@ def count_duplicates(writer) -> dict[str, int]:
     from tracekit.duck import scratch
 
     found: dict[str, int] = {}
-    # bounded memory on multi-GB runs: the DISTINCT spills beside the run folder being written
-    con = scratch(memory_limit="512MB", temp_directory=writer.path / ".dupcheck")
+    con = None  # opened for the first table not counted yet (none after an nsys conversion)
     try:
         for name in EVENT_TABLES:
             info = writer.manifest["tables"].get(name)
@@ -115,12 +114,15 @@ def count_duplicates(writer) -> dict[str, int]:
                 continue
             n = writer.counted_duplicates.get(name)
             if n is None:
+                if con is None:  # bounded memory on multi-GB runs: spills beside the run folder
+                    con = scratch(memory_limit="512MB", temp_directory=writer.path / ".dupcheck")
                 n = _file_duplicates(con, writer.path / info["file"], name)
             if n:
                 found[name] = int(n)  # said once at convert (notes)
     finally:
-        con.close()
-        shutil.rmtree(writer.path / ".dupcheck", ignore_errors=True)
+        if con is not None:
+            con.close()
+            shutil.rmtree(writer.path / ".dupcheck", ignore_errors=True)
     writer.manifest["duplicate_rows"] = found
     return found
 
