@@ -146,3 +146,36 @@ def test_columns_computed_in_arrow_are_not_read_from_sqlite():
         assert "duration_ns" not in read["kernels"] and "is_open" not in read["nvtx_ranges"]
         # the guarded read evaluates every column in SQL
         assert [c[0] for c in plans["kernels"].read_select(strict=False)] == list(M.TABLE_MAPS["kernels"].columns)
+
+
+def test_streaming_tables_run_at_lower_priority(tmp_path, monkeypatch):
+    """Tables without a post-step yield the cores to the NVTX nesting's table: their threads (and
+    the threads they start: the rowid-range readers) run BACKGROUND_NICE steps lower; the
+    nvtx_ranges table's threads keep the process's priority. The run folder is the same."""
+    import os
+    import sys
+    import threading
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("a thread's own nice value is Linux's")
+    seen: dict[str, set] = {}
+    real_scan = S.Export.scan
+
+    def scan(self, select, from_sql, *a, **k):
+        table = from_sql.split('"')[1] + (" ranges" if "59" in from_sql else "")  # not the marks
+        seen.setdefault(table, set()).add(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        yield from real_scan(self, select, from_sql, *a, **k)
+
+    monkeypatch.setattr(S.Export, "scan", scan)
+    monkeypatch.setattr(S, "RANGE_ROWS", 2000)  # the large tables read on range threads
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    got = _convert(EXPORT, tmp_path / "a")
+    assert seen["NVTX_EVENTS ranges"] == {base}
+    lower = min(19, base + N.BACKGROUND_NICE)
+    # lowered once per thread, however many tables it converts
+    assert seen["CUPTI_ACTIVITY_KIND_KERNEL"] == seen["CUPTI_ACTIVITY_KIND_RUNTIME"] == {lower}
+    assert set().union(*(v for k, v in seen.items() if k != "NVTX_EVENTS ranges")) == {lower}
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == base  # the caller's is untouched
+    monkeypatch.setattr(N, "background_priority", lambda: None)
+    want = _convert(EXPORT, tmp_path / "b")
+    assert got.keys() == want.keys() and all(got[t].equals(want[t]) for t in got)

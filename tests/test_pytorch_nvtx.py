@@ -46,3 +46,34 @@ def test_columns_of_real_and_hostile_messages():
     assert b.column("input_dims").to_pylist() == [[[4, 8], [8, 16]]] + [None] * 6
     none = P.add_columns(pa.RecordBatch.from_pydict({"name": pa.array(["a, seq = 1", None])}))
     assert none.column("sequence_number").to_pylist() == [None, None]  # no op_id: not an op range
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.lists(st.sampled_from(PIECES + ["[[1, 2], []]", "[[3]]", "]"]),
+                                              max_size=8).map("".join)), max_size=30),
+       st.integers(0, 3), st.booleans())
+def test_columns_are_what_the_regex_finds(names, cut, large):
+    """add_columns skips the per-row search of a label its batch's bytes do not hold; the
+    columns must still be what the regular expressions find on every row (labels split across
+    two rows included)."""
+    arr = pa.array(names, pa.large_string() if large else pa.string()).slice(min(cut, len(names)))
+    b = P.add_columns(pa.RecordBatch.from_arrays([arr], names=["name"]))
+    # a batch without any op range (no ', op_id = ') is not PyTorch's: all null
+    ops = pc.any(pc.match_substring(arr, P._OP_ID)).as_py() is True
+    op = _by_regex(arr, P._OP_ID, False)
+    assert b.column("op_id").to_pylist() == [v if ops else None for v in op]
+    seq = _by_regex(arr, P._SEQ, True)
+    assert b.column("sequence_number").to_pylist() == [v if ops else None for v in seq]
+    sizes = pc.struct_field(pc.extract_regex(arr, P._SIZES), [0]).to_pylist()
+    assert b.column("input_dims").to_pylist() == [P._shapes(t) if ops and t is not None else None
+                                                 for t in sizes]
+
+
+def test_a_label_only_across_two_rows_is_no_number():
+    """', se' ending one row and 'q = 7' starting the next: the batch's bytes hold ', seq = ',
+    no row does."""
+    arr = pa.array(["a, op_id = 1, se", "q = 7, op_id = 2"])
+    assert P._holds(arr, P._SEQ) and not P._holds(arr.slice(1), P._SEQ)
+    b = P.add_columns(pa.RecordBatch.from_arrays([arr], names=["name"]))
+    assert b.column("sequence_number").to_pylist() == [None, None]
+    assert b.column("op_id").to_pylist() == [1, 2]

@@ -99,9 +99,13 @@ class Export:
         if not is_sqlite(self.path):
             raise UnsupportedFormatError("not an SQLite file", path=self.path)
         try:
-            self.meta = sqlite3.connect(_uri(self.path), uri=True, isolation_level=None, check_same_thread=False)
-            self._meta_lock = threading.Lock()  # metadata queries may come from scanning threads
-            self.meta.text_factory = lambda b: b.decode("utf-8", "replace")
+            self.meta = self._connect()
+            # metadata queries come from the tables' threads at once (the NVTX naming scan
+            # walks the whole NVTX_EVENTS table): each thread has its own connection
+            self._meta_local = threading.local()
+            self._meta_local.con = self.meta
+            self._meta_all = [self.meta]
+            self._meta_lock = threading.Lock()
             names = [r[0] for r in self.meta.execute(
                 "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
             self.columns: dict[str, list[str]] = {}
@@ -139,18 +143,31 @@ class Export:
             raise MissingTableError(f"export has no {table} table", path=self.path)
         return self.columns[table]
 
+    def _connect(self) -> sqlite3.Connection:
+        con = sqlite3.connect(_uri(self.path), uri=True, isolation_level=None, check_same_thread=False)
+        con.text_factory = lambda b: b.decode("utf-8", "replace")
+        return con
+
+    def _meta_con(self) -> sqlite3.Connection:
+        """This thread's sqlite3 connection for metadata queries (:attr:`meta` on the thread
+        that opened the export)."""
+        con = getattr(self._meta_local, "con", None)
+        if con is None:
+            con = self._meta_local.con = self._connect()
+            with self._meta_lock:
+                self._meta_all.append(con)
+        return con
+
     def count(self, table: str) -> int:
         try:
-            with self._meta_lock:
-                return self.meta.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+            return self._meta_con().execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read table {table}: {_reason(exc)}", path=self.path) from None
 
     def rows(self, sql: str, params=()) -> list[tuple]:
         """Small metadata queries (Python rows)."""
         try:
-            with self._meta_lock:
-                return self.meta.execute(sql, params).fetchall()
+            return self._meta_con().execute(sql, params).fetchall()
         except (sqlite3.DatabaseError, UnicodeDecodeError) as exc:
             raise InputError(f"cannot read the export: {_reason(exc)}", path=self.path) from None
 
@@ -336,7 +353,11 @@ class Export:
                 con.close()
             self._adbc_all.clear()
         self._adbc_local = threading.local()
-        self.meta.close()
+        with self._meta_lock:
+            for con in self._meta_all:
+                con.close()
+            self._meta_all.clear()
+        self._meta_local = threading.local()
 
     def __enter__(self):
         return self

@@ -12,7 +12,6 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -139,7 +138,7 @@ def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: Work) -> Iterator[pa.R
 
     spill = work.folder / "nvtx_ranges.mem.arrow"
     writer = None
-    parts: dict[str, list] = {k: [] for k in ("key", "start", "end", "end_valid", "rid", "pp")}
+    parts: dict[str, list] = {k: [] for k in ("key", "start", "end", "end_valid", "range_id", "pushpop")}
     n_pp = 0
     fallback = False
     it = iter(batches)
@@ -161,8 +160,8 @@ def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: Work) -> Iterator[pa.R
             parts["start"].append(b.column("start_ns").fill_null(0).to_numpy())
             parts["end"].append(end.fill_null(0).to_numpy())
             parts["end_valid"].append(end.is_valid().to_numpy(zero_copy_only=False))
-            parts["rid"].append(b.column("range_id").fill_null(0).to_numpy())
-            parts["pp"].append(pp)
+            parts["range_id"].append(b.column("range_id").fill_null(0).to_numpy())
+            parts["pushpop"].append(pp)
     finally:
         if writer is not None:
             writer.close()
@@ -174,15 +173,13 @@ def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: Work) -> Iterator[pa.R
         done = (reader.get_batch(i) for i in range(reader.num_record_batches))
         yield from _nvtx_nesting_duckdb(itertools.chain(done, it), work)
         return
-    arrays = {}
-    for name, key in (("key", "key"), ("start", "start"), ("end", "end"), ("end_valid", "end_valid"),
-                      ("range_id", "rid"), ("pushpop", "pp")):
-        arrays[name] = np.concatenate(parts.pop(key))
     nesting.release_free_memory()  # the scan's freed buffers, before the peak of the nesting
-    # on a thread beside the nesting
-    check = _DuplicateCheck(spill, schema, work, len(arrays["key"]))
+    rows = sum(a.shape[0] for a in parts["key"])
+    depth, parent = nesting.nest_batches(parts, min(2, work.threads))  # empties ``parts``
+    nesting.release_free_memory()  # the nesting's work arrays
+    # on a thread beside the merge, the PyTorch columns and the writing of the table
+    check = _DuplicateCheck(spill, schema, work, rows)
     try:
-        depth, parent = nesting.nest_in_parts(arrays, min(2, work.threads))  # empties ``arrays``
         reader = ipc.open_file(str(spill))
         off = 0
         for i in range(reader.num_record_batches):
@@ -199,8 +196,9 @@ def nvtx_nesting(batches: Iterable[pa.RecordBatch], work: Work) -> Iterator[pa.R
 
 class _DuplicateCheck:
     """The duplicate-row count of nvtx_ranges (:func:`tracekit.runfolder.integrity.duplicate_rows`)
-    made from the spilled batches on a thread of its own while the nesting runs, instead of from
-    the written file after it (decompressed and decoded again at the end of the conversion: a
+    made from the spilled batches on a thread of its own while the nested batches are finished
+    and written (after the nesting, whose peak memory it would add to), instead of from the
+    written file after it (decompressed and decoded again at the end of the conversion: a
     second on the benchmark export). It compares the spilled columns the table keeps: the columns
     :mod:`~tracekit.collectors.nsys.pytorch_nvtx` adds follow from ``name``, and the nesting's
     ``depth`` and ``parent_range_id`` are left out of the comparison, as ``range_id`` is. No

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 _SEQ = ", seq = "
 _OP_ID = ", op_id = "
 # the sizes list: '[' then shapes '[..]' separated by ', ' then ']'
+_SIZES_LABEL = ", sizes = "
 _SIZES = r", sizes = (?P<v>\[(?:\[[-0-9, ]*\](?:, )?)*\])"
 DIMS = pa.list_(pa.list_(pa.int64()))
 _I64 = 2**63
@@ -78,6 +79,20 @@ def _ints(name: pa.Array, label: str, signed: bool = False, pos=None) -> pa.Arra
 def _find(name: pa.Array, label: str):
     """Where ``label`` first starts in each row, in bytes (-1: nowhere or a null row)."""
     return pc.find_substring(name, label).fill_null(-1).to_numpy()
+
+
+def _holds(name: pa.Array, label: str) -> bool:
+    """Whether ``label`` occurs in the string data of ``name`` (one search over the batch's bytes,
+    not one per row). False means no row holds it; True may also come from the end of one row
+    and the start of the next, so it only tells where the per-row search can be skipped."""
+    if len(name) == 0 or name.buffers()[2] is None:
+        return False
+    import numpy as np
+
+    off_type = np.int64 if pa.types.is_large_string(name.type) else np.int32
+    offsets = np.frombuffer(name.buffers()[1], off_type)
+    lo, hi = int(offsets[name.offset]), int(offsets[name.offset + len(name)])
+    return name.buffers()[2][lo:hi].to_pybytes().find(label.encode()) >= 0
 
 
 def _read_digits(data, at, end, active):
@@ -145,12 +160,17 @@ def add_columns(b: pa.RecordBatch) -> pa.RecordBatch:
         cols = {"input_dims": pa.nulls(n, DIMS), "op_id": pa.nulls(n, pa.int64()),
                 "sequence_number": pa.nulls(n, pa.int64())}
     else:
-        seq = _ints(name, _SEQ, signed=True)
+        # messages without ``seq`` or ``sizes`` (emit_nvtx without record_shapes; PyTorch's
+        # backward operators) skip their per-row search: a third of this step's time each
+        seq = _ints(name, _SEQ, signed=True) if _holds(name, _SEQ) else pa.nulls(n, pa.int64())
         op_id = _ints(name, _OP_ID, pos=at_op_id)
-        sizes = pc.struct_field(pc.extract_regex(name, _SIZES), [0])
-        distinct = pc.unique(sizes).drop_null()
-        parsed = pa.array([_shapes(t) for t in distinct.to_pylist()], DIMS)
-        dims = pc.take(parsed, pc.index_in(sizes, value_set=distinct))
+        if _holds(name, _SIZES_LABEL):
+            sizes = pc.struct_field(pc.extract_regex(name, _SIZES), [0])
+            distinct = pc.unique(sizes).drop_null()
+            parsed = pa.array([_shapes(t) for t in distinct.to_pylist()], DIMS)
+            dims = pc.take(parsed, pc.index_in(sizes, value_set=distinct))
+        else:
+            dims = pa.nulls(n, DIMS)
         cols = {"input_dims": dims, "op_id": op_id, "sequence_number": seq}
     for k, v in cols.items():
         if k in b.schema.names:
