@@ -75,3 +75,25 @@ def test_lookups_without_naming_events(tmp_path):
     assert got == [("default domain", "", None), ("domain five", "<unknown domain 5>", "9"),
                    ("no domain id", "", None)]
     assert all(b.schema.field(c).type == "string" for b in batches for c in ("domain", "category"))
+
+
+def test_names_made_per_distinct_key_equal_names_made_per_row():
+    """_decode_lookup builds the names of a batch's distinct keys and takes them for every row;
+    the result must be what building them row by row gives: named keys (the fixture's TensorRT
+    domain), unknown keys, the default domain 0, categories, nulls, in any order."""
+    import pyarrow as pa
+
+    from tracekit.collectors.nsys import decode as D
+
+    named = (24129 << 32) | 2
+    keys = [named, (24129 << 32) | 7, 24129 << 32, None, named, (5 << 32) | 0xFFFFFFFF, None, 24129 << 32]
+    with Export(EXPORT) as ex:
+        ctx = Context(ex)
+        for name in ("nvtx_domain", "nvtx_category"):
+            for arr in (pa.array(keys, pa.int64()), pa.array(keys[::-1], pa.int64()),
+                        pa.array([None, None], pa.int64()), pa.array([], pa.int64())):
+                got = D._decode_lookup(arr, name, ctx)
+                assert got.type == pa.string()
+                assert got.to_pylist() == D._lookup_names(arr, name, ctx).to_pylist()
+        dom = D._decode_lookup(pa.array(keys, pa.int64()), "nvtx_domain", ctx).to_pylist()
+    assert dom == ["TensorRT", "<unknown domain 7>", "", None, "TensorRT", "<unknown domain 4294967295>", None, ""]
