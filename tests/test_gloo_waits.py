@@ -149,3 +149,23 @@ def test_no_straggler_gives_back_the_extra_work_in_every_step(job):
     assert len(rows) == 4
     for r in rows:  # ranks 0, 1 steps 4, 5: saved 20.9, 20.0, 21.7, 19.0 ms (before: 20.6, 0.3, 20.9, 0.0)
         assert 0.9 * extra[r["step"]] <= r["saved_ns"] <= 1.1 * extra[r["step"]], r
+
+
+def test_critical_path_never_goes_forward_in_time(job):
+    """Rank 0's call of bucket 3 in step 4 (and rank 1's of bucket 1 in step 5) closed before the
+    collective's transfer ended, which the graph keeps as a negative post-wait so the baseline
+    stays exact. The walk took the transfer's end as the point before the call's end: segments of
+    -1.05 ms and -0.58 ms, made up by others, so each step still added to its wall time. The walk
+    now enters the transfer where the call ended: every segment is positive, the steps still add
+    up, and collective transfers stay on the path."""
+    with Engine([job]) as eng:
+        segs = eng.query("critical_path").to_pylist()
+    assert segs and min(s["dur_ns"] for s in segs) > 0
+    walls: dict = {}
+    for s in segs:
+        walls.setdefault(s["step"], [0, s["wall_ns"]])[0] += s["dur_ns"]
+    assert sorted(walls) == [4, 5] and all(total == wall for total, wall in walls.values())
+    for step in (4, 5):  # in time order, one after the other
+        path = sorted((s for s in segs if s["step"] == step), key=lambda s: s["seq"])
+        assert all(a["start_ns"] + a["dur_ns"] == b["start_ns"] for a, b in zip(path, path[1:]))
+    assert any(s["category"] == "collective transfer" for s in segs)

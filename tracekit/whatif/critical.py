@@ -119,9 +119,16 @@ def _walk(g: Graph, s: Schedule, lead, d1, deps, waits, node: int, t_stop: int,
             own_end = int(s.start[i] + d1[i])
             if w_src[i] >= 0 and int(s.end[w_src[i]]) >= own_end and g.cat[i] != CAT["transfer"]:
                 nxt = int(s.end[w_src[i]])
-                out.append((i, _OWN[int(g.cat[i])], nxt, t - nxt))
-                node, t = int(w_src[i]), nxt
-                continue
+                if nxt <= t:
+                    out.append((i, _OWN[int(g.cat[i])], nxt, t - nxt))
+                    node, t = int(w_src[i]), nxt
+                    continue
+                if int(s.start[w_src[i]]) <= t:
+                    # a negative post-wait: the call closed before the transfer's recorded end
+                    # (a Gloo rank's range closed before the last rank's); the path enters the
+                    # transfer where the call ended, never going forward in time
+                    node = int(w_src[i])
+                    continue
             nxt = int(s.start[i])
             out.append((i, _OWN[int(g.cat[i])], nxt, t - nxt))
             t, point = nxt, 0
