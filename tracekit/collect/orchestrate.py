@@ -286,8 +286,8 @@ class _NsysPass:
                 _say(f"attempt {attempt} of {NSYS_ATTEMPTS} killed: {exc}; profiling again", s.quiet)
             except ProfilerError:
                 # nsys 2022.4 sometimes loses its agent while other nsys sessions run
-                # (SystemException from sem_open before the target starts, or "End of file"
-                # from the agent's connection) and writes no report: profile again
+                # (SystemException from sem_open before the target starts, "End of file" from
+                # the agent's connection, no local endpoint) and writes no report: profile again
                 text = log.read_text(errors="replace")
                 marker = next((m for m in NSYS_TRANSIENT if m in text), None)
                 if marker is None or Path(base + ".nsys-rep").exists() or attempt == NSYS_ATTEMPTS:
