@@ -22,7 +22,7 @@ _SEQ = ", seq = "
 _OP_ID = ", op_id = "
 # the sizes list: '[' then shapes '[..]' separated by ', ' then ']'
 _SIZES_LABEL = ", sizes = "
-_SIZES = r", sizes = (?P<v>\[(?:\[[-0-9, ]*\](?:, )?)*\])"
+_SIZES = _SIZES_LABEL + r"(?P<v>\[(?:\[[-0-9, ]*\](?:, )?)*\])"
 DIMS = pa.list_(pa.list_(pa.int64()))
 _I64 = 2**63
 _STEP_MAX = (2**64 - 1 - 9) // 10  # a uint64 this large or smaller takes one more digit
@@ -51,8 +51,7 @@ def _ints(name: pa.Array, label: str, signed: bool = False, pos=None) -> pa.Arra
         pos = _find(name, label)
     if n == 0 or not (pos >= 0).any():
         return pa.nulls(n, pa.int64())
-    off_type = np.int64 if pa.types.is_large_string(name.type) else np.int32
-    offsets = np.frombuffer(name.buffers()[1], off_type)[name.offset:name.offset + n + 1].astype(np.int64)
+    offsets = _offsets(name)
     data = np.frombuffer(name.buffers()[2], np.uint8) if name.buffers()[2] is not None else np.zeros(1, np.uint8)
     last = data.size - 1
     found = pos >= 0
@@ -81,18 +80,23 @@ def _find(name: pa.Array, label: str):
     return pc.find_substring(name, label).fill_null(-1).to_numpy()
 
 
-def _holds(name: pa.Array, label: str) -> bool:
-    """Whether ``label`` occurs in the string data of ``name`` (one search over the batch's bytes,
-    not one per row). False means no row holds it; True may also come from the end of one row
-    and the start of the next, so it only tells where the per-row search can be skipped."""
-    if len(name) == 0 or name.buffers()[2] is None:
-        return False
+def _offsets(name: pa.Array):
+    """Where each row of ``name`` (string or large_string) starts and ends in its data buffer
+    (n + 1 values, int64)."""
     import numpy as np
 
     off_type = np.int64 if pa.types.is_large_string(name.type) else np.int32
-    offsets = np.frombuffer(name.buffers()[1], off_type)
-    lo, hi = int(offsets[name.offset]), int(offsets[name.offset + len(name)])
-    return name.buffers()[2][lo:hi].to_pybytes().find(label.encode()) >= 0
+    return np.frombuffer(name.buffers()[1], off_type)[name.offset:name.offset + len(name) + 1].astype(np.int64)
+
+
+def _text(name: pa.Array) -> bytes:
+    """The string data of ``name``'s rows, one after the other (searched once for a label with
+    ``in``: False means no row holds it; True may also come from the end of one row and the start
+    of the next, so it only tells where the per-row search can be skipped)."""
+    if len(name) == 0 or name.buffers()[2] is None:
+        return b""
+    offsets = _offsets(name)
+    return name.buffers()[2][int(offsets[0]):int(offsets[-1])].to_pybytes()
 
 
 def _read_digits(data, at, end, active):
@@ -162,9 +166,10 @@ def add_columns(b: pa.RecordBatch) -> pa.RecordBatch:
     else:
         # messages without ``seq`` or ``sizes`` (emit_nvtx without record_shapes; PyTorch's
         # backward operators) skip their per-row search: a third of this step's time each
-        seq = _ints(name, _SEQ, signed=True) if _holds(name, _SEQ) else pa.nulls(n, pa.int64())
+        text = _text(name)  # the batch's bytes, copied once for both searches
+        seq = _ints(name, _SEQ, signed=True) if _SEQ.encode() in text else pa.nulls(n, pa.int64())
         op_id = _ints(name, _OP_ID, pos=at_op_id)
-        if _holds(name, _SIZES_LABEL):
+        if _SIZES_LABEL.encode() in text:
             sizes = pc.struct_field(pc.extract_regex(name, _SIZES), [0])
             distinct = pc.unique(sizes).drop_null()
             parsed = pa.array([_shapes(t) for t in distinct.to_pylist()], DIMS)
